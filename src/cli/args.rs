@@ -1,0 +1,202 @@
+//! Stage one of parsing: the values the user typed, as clap sees them. Nothing here is
+//! validated beyond its syntax; [`super::plan`] turns these into a typed plan.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "archbench",
+    version,
+    about = "How fast is this web server here, compared with that one there - and why?",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Load one URL and report throughput, latency and errors.
+    Run(RunArgs),
+    /// wrk-compatible front end: takes wrk's flags, prints wrk's layout.
+    #[command(disable_version_flag = true)]
+    Wrk(WrkArgs),
+    /// ab-compatible front end: takes ApacheBench's flags, prints ab's layout.
+    #[command(disable_version_flag = true)]
+    Ab(AbArgs),
+    /// Serve nginx's welcome page from a small embedded HTTP/1.1 server.
+    Serve(ServeArgs),
+    /// Start the embedded server on loopback and benchmark it (no setup needed).
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Target URL (http:// or https://).
+    pub url: String,
+    /// Concurrent connections.
+    #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
+    pub connections: u64,
+    /// Worker threads [default: one per core].
+    #[arg(short = 't', long, value_parser = super::values::count)]
+    pub threads: Option<u64>,
+    /// Run for this long (e.g. 10s, 1m) [default: 10s unless -n is given].
+    #[arg(short = 'd', long, value_parser = super::values::duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Send exactly this many requests.
+    #[arg(short = 'n', long, value_parser = super::values::count)]
+    pub requests: Option<u64>,
+    /// Open loop: total requests per second, latency measured from intended send times.
+    #[arg(short = 'r', long, value_parser = super::values::rate)]
+    pub rate: Option<f64>,
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
+    /// Extra request header, "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
+    pub headers: Vec<(String, String)>,
+    /// Request body.
+    #[arg(long, conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Request body from a file.
+    #[arg(long)]
+    pub body_file: Option<PathBuf>,
+    /// Open a new connection for every request.
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// Speak HTTP/1.0 instead of HTTP/1.1.
+    #[arg(long = "http1.0")]
+    pub http10: bool,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Do not verify TLS certificates.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Write the JSON result to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Report format on stdout.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// No progress line.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WrkArgs {
+    /// Connections to keep open.
+    #[arg(short = 'c', long, default_value = "10", value_parser = super::values::count)]
+    pub connections: u64,
+    /// Duration of the test.
+    #[arg(short = 'd', long, default_value = "10s", value_parser = super::values::duration)]
+    pub duration: std::time::Duration,
+    /// Number of threads to use.
+    #[arg(short = 't', long, default_value = "2", value_parser = super::values::count)]
+    pub threads: u64,
+    /// Lua script (not supported: archbench does not embed Lua).
+    #[arg(short = 's', long)]
+    pub script: Option<String>,
+    /// Add header to request.
+    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
+    pub headers: Vec<(String, String)>,
+    /// Print latency statistics.
+    #[arg(short = 'L', long)]
+    pub latency: bool,
+    /// Socket/request timeout.
+    #[arg(short = 'T', long, default_value = "2s", value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Print version details.
+    #[arg(short = 'v', long = "version")]
+    pub version: bool,
+    /// Also write the JSON result to this file (archbench extension).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Target URL.
+    pub url: Option<String>,
+    /// Arguments passed to a Lua script (accepted and ignored with -s refused).
+    #[arg(trailing_var_arg = true, hide = true)]
+    pub script_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(disable_help_flag = true)]
+pub struct AbArgs {
+    /// Number of requests to perform.
+    #[arg(short = 'n', value_parser = super::values::count)]
+    pub requests: Option<u64>,
+    /// Number of multiple requests to make at a time.
+    #[arg(short = 'c', default_value = "1", value_parser = super::values::count)]
+    pub concurrency: u64,
+    /// Seconds to max. to spend on benchmarking (implies -n 50000).
+    #[arg(short = 't', value_parser = super::values::duration)]
+    pub timelimit: Option<std::time::Duration>,
+    /// Use HTTP KeepAlive feature.
+    #[arg(short = 'k')]
+    pub keepalive: bool,
+    /// Add arbitrary header line, eg. 'Accept-Encoding: gzip'.
+    #[arg(short = 'H', value_parser = super::values::header)]
+    pub headers: Vec<(String, String)>,
+    /// File containing data to POST (remember to also set -T).
+    #[arg(short = 'p')]
+    pub postfile: Option<PathBuf>,
+    /// Content-type header to use for POST/PUT data.
+    #[arg(short = 'T')]
+    pub content_type: Option<String>,
+    /// Method name.
+    #[arg(short = 'm')]
+    pub method: Option<String>,
+    /// Seconds to wait for each response (default 30).
+    #[arg(short = 's', default_value = "30", value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Accept variable document length (no Length failures).
+    #[arg(short = 'l')]
+    pub variable_length: bool,
+    /// Do not show progress when doing more than 150 requests.
+    #[arg(short = 'q')]
+    pub quiet: bool,
+    /// Print version number and exit.
+    #[arg(short = 'V')]
+    pub version: bool,
+    /// Display usage information.
+    #[arg(short = 'h', action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
+    /// Also write the JSON result to this file (archbench extension).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// [http[s]://]hostname[:port]/path
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (loopback unless you say otherwise).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Server threads [default: one per core].
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// How long to load the embedded server.
+    #[arg(short = 'd', long, default_value = "10s", value_parser = super::values::duration)]
+    pub duration: std::time::Duration,
+    /// Concurrent connections.
+    #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
+    pub connections: u64,
+    /// Directory for the JSON result.
+    #[arg(long, default_value = "archbench-results")]
+    pub out_dir: PathBuf,
+}

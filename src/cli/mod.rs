@@ -1,0 +1,350 @@
+//! The edge: parse the command line, build a plan, run it, report. Maps every failure to a
+//! one-line message and an exit status (0 ok, 1 failure, 2 usage, 130/143 interrupted).
+
+mod args;
+mod plan;
+mod values;
+
+use std::ffi::OsString;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+
+pub use args::{AbArgs, Cli, Command, DemoArgs, OutputFormat, RunArgs, ServeArgs, WrkArgs};
+pub use plan::{ab_plan, run_plan, wrk_plan, PlanError};
+
+use crate::engine::{self, Plan, Progress, RunOutcome};
+use crate::report::{save_json, AbReport, JsonReport, Report, TextReport, WrkReport};
+use crate::serve::{ServeOptions, Server};
+use crate::stats::{Environment, RunResult};
+use crate::timefmt;
+
+/// Exit statuses.
+pub const EXIT_FAILURE: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+
+/// Runs archbench with these arguments and returns the process exit status.
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let signals = match StopSignals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("archbench: cannot install signal handlers: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    let outcome = match cli.command {
+        Command::Run(a) => cmd_run(&a, &signals),
+        Command::Wrk(a) => cmd_wrk(&a, &signals),
+        Command::Ab(a) => cmd_ab(&a, &signals),
+        Command::Serve(a) => cmd_serve(&a, &signals),
+        Command::Demo(a) => cmd_demo(&a, &signals),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => exit_for(&e),
+    }
+}
+
+/// Prints the error on one line and picks the status: usage errors are 2, a closed stdout
+/// (`archbench … | head`) is a quiet 0, everything else 1.
+fn exit_for(e: &anyhow::Error) -> i32 {
+    if let Some(io) = e.downcast_ref::<io::Error>() {
+        if io.kind() == io::ErrorKind::BrokenPipe {
+            return 0;
+        }
+    }
+    eprintln!("archbench: {e:#}");
+    if e.downcast_ref::<PlanError>().is_some() {
+        EXIT_USAGE
+    } else {
+        EXIT_FAILURE
+    }
+}
+
+/// SIGINT/SIGTERM set `stop`; a second one exits at once.
+pub struct StopSignals {
+    pub stop: Arc<AtomicBool>,
+    which: Arc<AtomicUsize>,
+}
+
+impl StopSignals {
+    fn install() -> io::Result<StopSignals> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let stop = Arc::new(AtomicBool::new(false));
+        let which = Arc::new(AtomicUsize::new(0));
+        for sig in [SIGINT, SIGTERM] {
+            // Registered first so it sees the flag before this signal sets it.
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, stop.clone())?;
+            signal_hook::flag::register(sig, stop.clone())?;
+            signal_hook::flag::register_usize(sig, which.clone(), sig as usize)?;
+        }
+        Ok(StopSignals { stop, which })
+    }
+
+    /// 130 after SIGINT, 143 after SIGTERM, as shells report them.
+    fn exit_code(&self) -> i32 {
+        128 + self.which.load(Ordering::Relaxed) as i32
+    }
+}
+
+/// Runs a plan and turns the outcome into the result document.
+pub fn execute(
+    plan: &Plan,
+    stop: &AtomicBool,
+    on_progress: impl FnMut(&Progress),
+) -> anyhow::Result<RunResult> {
+    let RunOutcome {
+        recording,
+        started_at,
+        elapsed,
+        interrupted,
+    } = engine::run(plan, stop, on_progress)?;
+    Ok(RunResult::from_recording(
+        recording,
+        plan.summary(),
+        Environment::local(),
+        timefmt::rfc3339(started_at),
+        elapsed.as_secs_f64(),
+        interrupted,
+    ))
+}
+
+/// A one-line live status on stderr: rewritten in place on a terminal, one line per second
+/// otherwise (so CI logs show progress without drowning).
+struct ProgressLine {
+    enabled: bool,
+    terminal: bool,
+    last_second: u64,
+}
+
+impl ProgressLine {
+    fn new(enabled: bool) -> ProgressLine {
+        ProgressLine {
+            enabled,
+            terminal: io::stderr().is_terminal(),
+            last_second: 0,
+        }
+    }
+
+    fn update(&mut self, p: &Progress) {
+        if !self.enabled {
+            return;
+        }
+        let secs = p.elapsed.as_secs_f64();
+        let rate = if secs > 0.0 {
+            p.completed as f64 / secs
+        } else {
+            0.0
+        };
+        let line = format!(
+            "  {secs:6.1}s  {} requests  {rate:.0} req/s  {} errors",
+            p.completed, p.errors
+        );
+        if self.terminal {
+            eprint!("\r\x1b[K{line}");
+        } else if p.elapsed.as_secs() > self.last_second {
+            self.last_second = p.elapsed.as_secs();
+            eprintln!("{line}");
+        }
+    }
+
+    fn finish(&self) {
+        if self.enabled && self.terminal {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<()> {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    f(&mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+fn save(result: &RunResult, path: Option<&Path>) -> anyhow::Result<()> {
+    if let Some(p) = path {
+        save_json(result, p).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Status for a finished run: interrupted runs report the signal.
+fn finish_code(result: &RunResult, signals: &StopSignals) -> i32 {
+    if result.interrupted {
+        signals.exit_code()
+    } else {
+        0
+    }
+}
+
+fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    let plan = run_plan(a)?;
+    let mut progress = ProgressLine::new(!a.quiet && a.output == OutputFormat::Text);
+    let result = execute(&plan, &signals.stop, |p| progress.update(p));
+    progress.finish();
+    let result = result?;
+    save(&result, a.json.as_deref())?;
+    write_stdout(|out| match a.output {
+        OutputFormat::Text => TextReport.write(&result, out),
+        OutputFormat::Json => JsonReport.write(&result, out),
+    })?;
+    if result.totals.requests == 0 && result.totals.errors > 0 && !result.interrupted {
+        eprintln!(
+            "archbench: no request was answered ({} failed); see Errors above",
+            result.totals.errors
+        );
+        return Ok(EXIT_FAILURE);
+    }
+    Ok(finish_code(&result, signals))
+}
+
+fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    if a.version {
+        println!(
+            "archbench {} (wrk 4.x compatible front end) [epoll]",
+            env!("CARGO_PKG_VERSION")
+        );
+        return Ok(0);
+    }
+    let plan = wrk_plan(a)?;
+    let report = WrkReport { latency: a.latency };
+    write_stdout(|out| WrkReport::preamble(&plan.summary(), out))?;
+    let result = execute(&plan, &signals.stop, |_| {})?;
+    save(&result, a.json.as_deref())?;
+    write_stdout(|out| report.write_body(&result, out))?;
+    Ok(finish_code(&result, signals))
+}
+
+fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    if a.version {
+        println!(
+            "This is ApacheBench, Version 2.3 <archbench {}>",
+            env!("CARGO_PKG_VERSION")
+        );
+        return Ok(0);
+    }
+    let plan = ab_plan(a)?;
+    let total = plan.stop.requests.unwrap_or(0);
+    // ab's heartbeat: every tenth of the requests (at least 100), when more than 150.
+    let heartbeat = if !a.quiet && total > 150 {
+        (total / 10).max(100)
+    } else {
+        0
+    };
+    write_stdout(|out| AbReport::preamble(&plan.target.redacted_url, heartbeat == 0, out))?;
+    let mut shown = 0;
+    let result = execute(&plan, &signals.stop, |p| {
+        while heartbeat > 0 && p.completed >= shown + heartbeat {
+            shown += heartbeat;
+            eprintln!("Completed {shown} requests");
+        }
+    })?;
+    if heartbeat > 0 {
+        eprintln!("Finished {} requests", result.totals.requests);
+    } else {
+        write_stdout(|out| writeln!(out, "..done"))?;
+    }
+    save(&result, a.json.as_deref())?;
+    let report = AbReport {
+        variable_length: a.variable_length,
+    };
+    write_stdout(|out| report.write(&result, out))?;
+    Ok(finish_code(&result, signals))
+}
+
+fn cmd_serve(a: &ServeArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    let addr = a.addr.parse().map_err(|_| {
+        PlanError::Invalid(format!(
+            "invalid --addr {:?}; use e.g. 127.0.0.1:8080",
+            a.addr
+        ))
+    })?;
+    let mut opts = ServeOptions {
+        addr,
+        ..ServeOptions::default()
+    };
+    if let Some(t) = a.threads {
+        opts.threads = t;
+    }
+    let server = Server::start(opts)?;
+    println!(
+        "archbench serve: listening on {} (Ctrl-C to stop)",
+        server.url()
+    );
+    wait_for(&signals.stop);
+    let served = server.requests();
+    server.stop();
+    eprintln!("archbench serve: answered {served} requests");
+    Ok(signals.exit_code())
+}
+
+/// Blocks until the stop flag is set, without spinning.
+fn wait_for(stop: &AtomicBool) {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    if let Ok(mut s) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        if !stop.load(Ordering::Relaxed) {
+            let _ = s.forever().next();
+        }
+    }
+}
+
+fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    let server = Server::start(ServeOptions::default())?;
+    let url = server.url();
+    eprintln!(
+        "archbench demo: embedded server on {url}; {} connections for {:?}",
+        a.connections, a.duration
+    );
+    let args = demo_run_args(&url, a.connections, a.duration)?;
+    let plan = run_plan(&args)?;
+    let mut progress = ProgressLine::new(true);
+    let result = execute(&plan, &signals.stop, |p| progress.update(p));
+    progress.finish();
+    server.stop();
+    let result = result?;
+    let path: PathBuf = a
+        .out_dir
+        .join(format!("demo-{}.json", timefmt::compact(SystemTime::now())));
+    save(&result, Some(&path))?;
+    write_stdout(|out| {
+        TextReport.write(&result, out)?;
+        writeln!(out, "\n  Result written to {}", path.display())
+    })?;
+    Ok(finish_code(&result, signals))
+}
+
+/// `archbench run URL -c N -d D` with every other flag at its default.
+fn demo_run_args(
+    url: &str,
+    connections: u64,
+    duration: std::time::Duration,
+) -> anyhow::Result<RunArgs> {
+    let cli = Cli::try_parse_from([
+        "archbench".to_string(),
+        "run".to_string(),
+        url.to_string(),
+        "-c".to_string(),
+        connections.to_string(),
+        "-d".to_string(),
+        format!("{}ms", duration.as_millis()),
+    ])?;
+    match cli.command {
+        Command::Run(r) => Ok(r),
+        _ => anyhow::bail!("internal error: demo arguments did not parse as a run"),
+    }
+}

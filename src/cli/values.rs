@@ -1,0 +1,119 @@
+//! Parsers for the values people type: durations (`10s`, `1m`, `500ms`) and counts (`10k`).
+
+use std::time::Duration;
+
+/// Parses `10`, `10s`, `1.5m`, `2h`, `500ms`, `250us` (a bare number means seconds, as in wrk
+/// and ab).
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?}; use e.g. 10s, 1m, 500ms"))?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "invalid duration {text:?}; use e.g. 10s, 1m, 500ms"
+            ))
+        }
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("duration {text:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a count with an optional metric suffix: `100`, `10k`, `1M` (wrk's notation).
+pub fn count(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1_000.0),
+        Some((i, 'm' | 'M')) => (&t[..i], 1_000_000.0),
+        Some((i, 'g' | 'G')) => (&t[..i], 1_000_000_000.0),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid number {text:?}; use e.g. 100 or 10k"))?;
+    if v.is_nan() || v < 0.0 || !v.is_finite() || v * mult > u64::MAX as f64 {
+        return Err(format!("number {text:?} is out of range"));
+    }
+    Ok((v * mult).round() as u64)
+}
+
+/// Parses a rate in requests per second (fractions allowed, suffixes as [`count`]).
+pub fn rate(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    if let Ok(v) = t.parse::<f64>() {
+        return if v.is_finite() && v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("invalid rate {text:?}"))
+        };
+    }
+    count(t).map(|v| v as f64)
+}
+
+/// Splits `Name: value` into its parts.
+pub fn header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| format!("invalid header {text:?}; use \"Name: value\""))?;
+    let name = name.trim();
+    if name.is_empty() || name.bytes().any(|b| b <= b' ' || b == 127) {
+        return Err(format!("invalid header name in {text:?}"));
+    }
+    if value.contains(['\r', '\n']) {
+        return Err(format!("header {name:?} contains a line break"));
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(duration("ten").is_err());
+        assert!(duration("10x").is_err());
+        assert!(duration("").is_err());
+        assert!(duration("-1s").is_err());
+    }
+
+    #[test]
+    fn counts_and_rates() {
+        assert_eq!(count("512").unwrap(), 512);
+        assert_eq!(count("10k").unwrap(), 10_000);
+        assert_eq!(count("1M").unwrap(), 1_000_000);
+        assert!(count("abc").is_err());
+        assert!(count("-3").is_err());
+        assert_eq!(rate("2.5").unwrap(), 2.5);
+        assert_eq!(rate("2k").unwrap(), 2000.0);
+    }
+
+    #[test]
+    fn headers() {
+        assert_eq!(
+            header("Accept:  text/html ").unwrap(),
+            ("Accept".to_string(), "text/html".to_string())
+        );
+        assert!(header("novalue").is_err());
+        assert!(header("Bad Name: x").is_err());
+    }
+}

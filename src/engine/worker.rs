@@ -1,0 +1,453 @@
+//! One worker: an event loop over its own connections.
+//!
+//! Syscalls per request on a kept-alive connection: one write, one read, and a share of one
+//! epoll_wait. Sockets are registered once for both readiness kinds, edge-triggered, so no
+//! epoll_ctl toggles interest per request; a read that returned less than the buffer drained
+//! the socket, so no extra read is spent to see EAGAIN.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+
+use super::conn::{Conn, Phase, Transport};
+use super::{EngineError, Pacing, WorkerProgress};
+use crate::http::tls::{is_tls_error, TlsStream};
+use crate::http::Feed;
+use crate::stats::{ErrorKind, Recorder};
+
+const READ_BUFFER: usize = 64 * 1024;
+/// Longest sleep in epoll_wait, so a stop signal is seen promptly.
+const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
+/// wrk samples each thread's request rate this often.
+const RATE_SAMPLE: Duration = Duration::from_millis(100);
+
+#[derive(Clone)]
+pub struct TlsSetup {
+    pub config: Arc<ClientConfig>,
+    pub name: ServerName<'static>,
+}
+
+pub struct WorkerSpec {
+    pub addr: SocketAddr,
+    pub request: Arc<[u8]>,
+    pub head_request: bool,
+    pub keepalive: bool,
+    pub tls: Option<TlsSetup>,
+    pub connections: usize,
+    /// Index of this worker's first connection among all workers' (for open-loop phases).
+    pub first_conn: usize,
+    pub total_connections: usize,
+    /// Requests this worker may send, when the run is bounded by count.
+    pub tickets: Option<u64>,
+    pub deadline: Option<Instant>,
+    pub pacing: Pacing,
+    pub timeout: Duration,
+    pub start: Instant,
+    pub expected: Option<Duration>,
+}
+
+pub struct Worker<'a> {
+    spec: WorkerSpec,
+    poll: Poll,
+    conns: Vec<Conn>,
+    buf: Box<[u8]>,
+    rec: Recorder,
+    tickets: Option<u64>,
+    /// Connections not parked; the run ends when a counted run parks them all.
+    active: usize,
+    /// Open loop: connections waiting for their send time, soonest first.
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    interval: Duration,
+    stop: &'a AtomicBool,
+    progress: &'a WorkerProgress,
+}
+
+impl<'a> Worker<'a> {
+    pub fn new(
+        spec: WorkerSpec,
+        stop: &'a AtomicBool,
+        progress: &'a WorkerProgress,
+    ) -> Result<Worker<'a>, EngineError> {
+        let poll = Poll::new().map_err(EngineError::Poll)?;
+        let now = spec.start;
+        let interval = match spec.pacing {
+            Pacing::Closed => Duration::ZERO,
+            Pacing::Open { rate } => Duration::from_secs_f64(spec.total_connections as f64 / rate),
+        };
+        Ok(Worker {
+            conns: (0..spec.connections).map(|_| Conn::new(now)).collect(),
+            poll,
+            buf: vec![0u8; READ_BUFFER].into_boxed_slice(),
+            rec: Recorder::new(spec.expected),
+            tickets: spec.tickets,
+            active: spec.connections,
+            timers: BinaryHeap::with_capacity(spec.connections),
+            interval,
+            stop,
+            progress,
+            spec,
+        })
+    }
+
+    /// Runs until the stop rule or the stop flag; returns the recording and whether the flag
+    /// (a signal) ended it.
+    pub fn run(mut self) -> Result<(Recorder, bool), EngineError> {
+        let mut events = Events::with_capacity(1024);
+        let start = self.spec.start;
+        for i in 0..self.conns.len() {
+            match self.spec.pacing {
+                Pacing::Closed => self.start_request(i, start, start),
+                Pacing::Open { rate } => {
+                    // Spread first sends evenly: global connection g starts at g / rate.
+                    let g = self.spec.first_conn + i;
+                    let due = start + Duration::from_secs_f64(g as f64 / rate);
+                    self.conns[i].next_due = due;
+                    self.conns[i].phase = Phase::Waiting;
+                    self.timers.push(Reverse((due, i)));
+                }
+            }
+        }
+        let scan_every = (self.spec.timeout / 10).clamp(Duration::from_millis(1), RATE_SAMPLE);
+        let mut next_scan = start + scan_every;
+        let mut next_rate = start + RATE_SAMPLE;
+        let mut rate_mark = (start, 0u64);
+        let mut interrupted = false;
+        loop {
+            let now = Instant::now();
+            if self.stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            if self.spec.deadline.is_some_and(|d| now >= d) || self.active == 0 {
+                break;
+            }
+            let mut wake = next_scan.min(next_rate).min(now + MAX_POLL_WAIT);
+            if let Some(Reverse((due, _))) = self.timers.peek() {
+                wake = wake.min(*due);
+            }
+            if let Some(d) = self.spec.deadline {
+                wake = wake.min(d);
+            }
+            // epoll_wait counts whole milliseconds and mio rounds up: pass whole milliseconds
+            // rounded down and spin through the last one, so timers fire on time.
+            let wait = wake.saturating_duration_since(now);
+            let wait = Duration::from_millis(wait.as_millis() as u64);
+            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(EngineError::Poll(e));
+                }
+            }
+            for ev in events.iter() {
+                let i = ev.token().0;
+                let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                self.on_event(i, readable, ev.is_writable());
+            }
+            let now = Instant::now();
+            while let Some(&Reverse((due, i))) = self.timers.peek() {
+                if due > now {
+                    break;
+                }
+                self.timers.pop();
+                if self.conns[i].phase == Phase::Waiting {
+                    self.start_request(i, due, now);
+                }
+            }
+            if now >= next_scan {
+                self.expire(now);
+                next_scan = now + scan_every;
+            }
+            if now >= next_rate {
+                let ms = now.duration_since(rate_mark.0).as_secs_f64() * 1000.0;
+                let done = self.rec.completed - rate_mark.1;
+                self.rec
+                    .worker_rate
+                    .saturating_record((done as f64 * 1000.0 / ms) as u64);
+                rate_mark = (now, self.rec.completed);
+                next_rate += RATE_SAMPLE;
+            }
+            self.progress
+                .completed
+                .store(self.rec.completed, Ordering::Relaxed);
+            self.progress
+                .errors
+                .store(self.rec.error_total(), Ordering::Relaxed);
+        }
+        Ok((self.rec, interrupted))
+    }
+
+    fn second(&self, now: Instant) -> u32 {
+        now.saturating_duration_since(self.spec.start).as_secs() as u32
+    }
+
+    fn on_event(&mut self, i: usize, readable: bool, writable: bool) {
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        if writable {
+            if let Some(io) = conn.io.as_mut() {
+                if let Err(e) = io.flush_pending() {
+                    let kind = classify(&e, ErrorKind::Write);
+                    return self.fail(i, kind, Instant::now());
+                }
+            }
+        }
+        match conn.phase {
+            Phase::Connecting if readable || writable => self.finish_connect(i),
+            Phase::Writing if writable || readable => self.write(i),
+            Phase::Reading if readable => self.read(i),
+            Phase::Waiting | Phase::Parked if readable => self.idle_readable(i),
+            _ => {}
+        }
+    }
+
+    /// Begins request `i`'s next request, due at `intended`.
+    fn start_request(&mut self, i: usize, intended: Instant, now: Instant) {
+        if let Some(t) = self.tickets.as_mut() {
+            if *t == 0 {
+                self.park(i);
+                return;
+            }
+            *t -= 1;
+        }
+        let capture_server = self.rec.server_header.is_none();
+        let conn = &mut self.conns[i];
+        conn.intended = intended;
+        conn.began = now;
+        conn.deadline = now + self.spec.timeout;
+        conn.first_byte = None;
+        conn.connect_us = None;
+        conn.written = 0;
+        conn.parser.reset(self.spec.head_request, capture_server);
+        if conn.io.is_some() {
+            conn.phase = Phase::Writing;
+            conn.sent = now;
+            self.write(i);
+        } else {
+            self.open(i, now);
+        }
+    }
+
+    fn park(&mut self, i: usize) {
+        let conn = &mut self.conns[i];
+        if conn.phase != Phase::Parked {
+            conn.phase = Phase::Parked;
+            conn.io = None;
+            self.active -= 1;
+        }
+    }
+
+    fn open(&mut self, i: usize, now: Instant) {
+        let stream = match TcpStream::connect(self.spec.addr) {
+            Ok(s) => s,
+            Err(_) => return self.fail(i, ErrorKind::Connect, now),
+        };
+        let _ = stream.set_nodelay(true);
+        let mut io = Transport::Plain(stream);
+        let registered = match &mut io {
+            Transport::Plain(s) => {
+                self.poll
+                    .registry()
+                    .register(s, Token(i), Interest::READABLE | Interest::WRITABLE)
+            }
+            Transport::Tls(_) => Ok(()),
+        };
+        if registered.is_err() {
+            return self.fail(i, ErrorKind::Connect, now);
+        }
+        let conn = &mut self.conns[i];
+        conn.io = Some(io);
+        conn.phase = Phase::Connecting;
+    }
+
+    fn finish_connect(&mut self, i: usize) {
+        let now = Instant::now();
+        let conn = &mut self.conns[i];
+        let Some(io) = conn.io.as_ref() else { return };
+        let sock = io.socket();
+        match sock.take_error() {
+            Ok(None) => {}
+            Ok(Some(_)) | Err(_) => return self.fail(i, ErrorKind::Connect, now),
+        }
+        match sock.peer_addr() {
+            Ok(_) => {}
+            // Not connected yet: a later event finishes it.
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+            Err(_) => return self.fail(i, ErrorKind::Connect, now),
+        }
+        conn.connect_us = Some(micros(now.duration_since(conn.began)));
+        self.rec.connections_opened += 1;
+        if let Some(tls) = &self.spec.tls {
+            let Some(Transport::Plain(sock)) = conn.io.take() else {
+                return;
+            };
+            match TlsStream::new(sock, tls.config.clone(), tls.name.clone()) {
+                Ok(t) => conn.io = Some(Transport::Tls(Box::new(t))),
+                Err(_) => return self.fail(i, ErrorKind::Tls, now),
+            }
+        }
+        conn.phase = Phase::Writing;
+        conn.sent = now;
+        self.write(i);
+    }
+
+    fn write(&mut self, i: usize) {
+        let request = &self.spec.request;
+        let conn = &mut self.conns[i];
+        let Some(io) = conn.io.as_mut() else { return };
+        while conn.written < request.len() {
+            match io.write(&request[conn.written..]) {
+                Ok(0) => return self.fail(i, ErrorKind::Write, Instant::now()),
+                Ok(n) => {
+                    conn.written += n;
+                    self.rec.bytes_written += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let kind = classify(&e, ErrorKind::Write);
+                    return self.fail(i, kind, Instant::now());
+                }
+            }
+        }
+        conn.phase = Phase::Reading;
+    }
+
+    fn read(&mut self, i: usize) {
+        loop {
+            let conn = &mut self.conns[i];
+            let Some(io) = conn.io.as_mut() else { return };
+            let tls = io.is_tls();
+            let result = io.read(&mut self.buf);
+            let now = Instant::now();
+            match result {
+                Ok(0) => {
+                    return match conn.parser.on_eof() {
+                        Ok(()) => {
+                            conn.io = None;
+                            self.complete(i, now)
+                        }
+                        Err(_) => self.fail(i, ErrorKind::Read, now),
+                    };
+                }
+                Ok(n) => {
+                    let second = self.second(now);
+                    self.rec.bytes_in(second, n as u64);
+                    let conn = &mut self.conns[i];
+                    if conn.first_byte.is_none() {
+                        conn.first_byte = Some(now);
+                    }
+                    match conn.parser.feed(&self.buf[..n]) {
+                        Ok(Feed::Done { .. }) => return self.complete(i, now),
+                        Ok(Feed::NeedMore) if !tls && n < self.buf.len() => return,
+                        Ok(Feed::NeedMore) => {}
+                        Err(_) => return self.fail(i, ErrorKind::Protocol, now),
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let kind = classify(&e, ErrorKind::Read);
+                    return self.fail(i, kind, now);
+                }
+            }
+        }
+    }
+
+    /// Data or EOF on a connection with nothing in flight: the server closed an idle
+    /// keep-alive connection. Not an error; the next request reconnects.
+    fn idle_readable(&mut self, i: usize) {
+        let conn = &mut self.conns[i];
+        let Some(io) = conn.io.as_mut() else { return };
+        match io.read(&mut self.buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            _ => conn.io = None,
+        }
+    }
+
+    fn complete(&mut self, i: usize, now: Instant) {
+        let second = self.second(now);
+        let conn = &mut self.conns[i];
+        let times = crate::stats::ResponseTimes {
+            total_us: micros(now.saturating_duration_since(conn.intended)),
+            service_us: micros(now.saturating_duration_since(conn.sent)),
+            first_byte_us: micros(
+                conn.first_byte
+                    .unwrap_or(now)
+                    .saturating_duration_since(conn.sent),
+            ),
+            connect_us: conn.connect_us,
+        };
+        self.rec
+            .response(second, conn.parser.status, conn.parser.body_bytes, times);
+        if let Some(server) = conn.parser.server.take() {
+            self.rec.server_header.get_or_insert(server);
+        }
+        if conn.parser.keep_alive && self.spec.keepalive {
+            self.rec.keepalive_responses += 1;
+        } else {
+            conn.io = None;
+        }
+        self.next(i, now);
+    }
+
+    fn fail(&mut self, i: usize, kind: ErrorKind, now: Instant) {
+        let second = self.second(now);
+        self.rec.error(second, kind);
+        self.conns[i].io = None;
+        self.next(i, now);
+    }
+
+    /// Schedules connection `i`'s next request according to the pacing.
+    fn next(&mut self, i: usize, now: Instant) {
+        if self.spec.deadline.is_some_and(|d| now >= d) {
+            self.conns[i].phase = Phase::Waiting;
+            return;
+        }
+        match self.spec.pacing {
+            Pacing::Closed => self.start_request(i, now, now),
+            Pacing::Open { .. } => {
+                let conn = &mut self.conns[i];
+                conn.next_due += self.interval;
+                let due = conn.next_due;
+                if due <= now {
+                    self.start_request(i, due, now);
+                } else {
+                    conn.phase = Phase::Waiting;
+                    self.timers.push(Reverse((due, i)));
+                }
+            }
+        }
+    }
+
+    /// Fails requests that have run past their timeout.
+    fn expire(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.busy() && now >= c.deadline {
+                self.fail(i, ErrorKind::Timeout, now);
+            }
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros() as u64
+}
+
+/// TLS failures are their own kind; everything else is what the caller was doing.
+fn classify(e: &io::Error, doing: ErrorKind) -> ErrorKind {
+    if is_tls_error(e) {
+        ErrorKind::Tls
+    } else {
+        doing
+    }
+}

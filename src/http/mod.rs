@@ -1,0 +1,14 @@
+//! HTTP/1.x on the wire: the target a run aims at, the one request it repeats (encoded once),
+//! and incremental response framing as bytes arrive.
+//!
+//! Must never allocate per response once warm: the engine calls [`ResponseParser::feed`] on its
+//! hot path with slices of a buffer it owns.
+
+mod request;
+mod response;
+mod target;
+pub mod tls;
+
+pub use request::{HttpVersion, RequestSpec};
+pub use response::{Feed, ProtocolError, ResponseParser, MAX_HEAD_BYTES};
+pub use target::{Scheme, Target, TargetError};

@@ -1,0 +1,137 @@
+use base64::Engine as _;
+
+use super::Target;
+
+/// The protocol version written on the request line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum HttpVersion {
+    #[serde(rename = "HTTP/1.0")]
+    Http10,
+    #[serde(rename = "HTTP/1.1")]
+    Http11,
+}
+
+impl HttpVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpVersion::Http10 => "HTTP/1.0",
+            HttpVersion::Http11 => "HTTP/1.1",
+        }
+    }
+}
+
+/// What to send, before encoding. A run encodes it once and repeats the bytes.
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    pub method: String,
+    /// Extra headers in the order given; they replace our defaults of the same name.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub version: HttpVersion,
+    pub keepalive: bool,
+    pub user_agent: String,
+}
+
+impl RequestSpec {
+    pub fn is_head(&self) -> bool {
+        self.method.eq_ignore_ascii_case("HEAD")
+    }
+
+    fn has_header(&self, name: &str) -> bool {
+        self.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+
+    /// The exact bytes every request of the run carries.
+    pub fn encode(&self, target: &Target, basic_auth: Option<(String, String)>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256 + self.body.len());
+        let mut line = |s: &str| {
+            out.extend_from_slice(s.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        };
+        line(&format!(
+            "{} {} {}",
+            self.method,
+            target.path,
+            self.version.as_str()
+        ));
+        if !self.has_header("host") {
+            line(&format!("Host: {}", target.host_header));
+        }
+        if !self.has_header("user-agent") {
+            line(&format!("User-Agent: {}", self.user_agent));
+        }
+        if !self.has_header("accept") {
+            line("Accept: */*");
+        }
+        if let Some((user, pass)) = basic_auth {
+            if !self.has_header("authorization") {
+                let token =
+                    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+                line(&format!("Authorization: Basic {token}"));
+            }
+        }
+        if !self.has_header("connection") {
+            match (self.version, self.keepalive) {
+                (HttpVersion::Http11, false) => line("Connection: close"),
+                (HttpVersion::Http10, true) => line("Connection: Keep-Alive"),
+                _ => {}
+            }
+        }
+        let sends_body = !self.body.is_empty()
+            || ["POST", "PUT", "PATCH"]
+                .iter()
+                .any(|m| self.method.eq_ignore_ascii_case(m));
+        if sends_body && !self.has_header("content-length") {
+            line(&format!("Content-Length: {}", self.body.len()));
+        }
+        for (name, value) in &self.headers {
+            line(&format!("{name}: {value}"));
+        }
+        line("");
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> RequestSpec {
+        RequestSpec {
+            method: "GET".into(),
+            headers: vec![],
+            body: vec![],
+            version: HttpVersion::Http11,
+            keepalive: true,
+            user_agent: "archbench/test".into(),
+        }
+    }
+
+    #[test]
+    fn encodes_get_with_defaults() {
+        let t = Target::parse("http://127.0.0.1:8080/x").unwrap();
+        let bytes = spec().encode(&t, None);
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            "GET /x HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: archbench/test\r\nAccept: */*\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn user_headers_replace_defaults_and_body_gets_length() {
+        let t = Target::parse("http://127.0.0.1/").unwrap();
+        let mut s = spec();
+        s.method = "POST".into();
+        s.body = b"hello".to_vec();
+        s.keepalive = false;
+        s.headers = vec![("Host".into(), "example".into())];
+        let text = String::from_utf8(s.encode(&t, None)).unwrap();
+        assert!(text.contains("Host: example\r\n"));
+        assert!(!text.contains("Host: 127.0.0.1"));
+        assert!(text.contains("Connection: close\r\n"));
+        assert!(text.ends_with("Content-Length: 5\r\nHost: example\r\n\r\nhello"));
+    }
+}

@@ -1,0 +1,162 @@
+//! TLS client settings and a non-blocking rustls stream over a mio socket.
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use mio::net::TcpStream;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum TlsSetupError {
+    #[error("no trusted root certificates found on this system; install ca-certificates or pass --insecure")]
+    NoRoots,
+    #[error("invalid TLS server name {0:?}")]
+    ServerName(String),
+}
+
+/// Builds the client configuration once per run. `insecure` accepts any certificate.
+pub fn client_config(insecure: bool) -> Result<Arc<ClientConfig>, TlsSetupError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|_| TlsSetupError::NoRoots)?;
+    let mut config = if insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+            .with_no_client_auth()
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        let found = rustls_native_certs::load_native_certs();
+        for cert in found.certs {
+            let _ = roots.add(cert);
+        }
+        if roots.is_empty() {
+            return Err(TlsSetupError::NoRoots);
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsSetupError> {
+    ServerName::try_from(host.to_string()).map_err(|_| TlsSetupError::ServerName(host.to_string()))
+}
+
+/// True when an I/O error came from TLS (handshake, certificate, alert), not from the socket.
+pub fn is_tls_error(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+}
+
+/// A rustls client session driven over a non-blocking socket.
+pub struct TlsStream {
+    pub sock: TcpStream,
+    conn: ClientConnection,
+}
+
+impl TlsStream {
+    pub fn new(
+        sock: TcpStream,
+        config: Arc<ClientConfig>,
+        name: ServerName<'static>,
+    ) -> io::Result<TlsStream> {
+        let conn = ClientConnection::new(config, name).map_err(io::Error::other)?;
+        Ok(TlsStream { sock, conn })
+    }
+
+    /// Sends whatever TLS records are pending; stops quietly at WouldBlock (the socket's next
+    /// writable event calls this again).
+    pub fn flush_pending(&mut self) -> io::Result<()> {
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut self.sock) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.conn.writer().write(buf)?;
+        self.flush_pending()?;
+        Ok(n)
+    }
+
+    /// Reads plaintext. Returns WouldBlock only when the socket itself has nothing more.
+    pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.conn.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // Peer closed without close_notify: treat as end of stream, the framing
+                // decides whether the response was complete.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            match self.conn.read_tls(&mut self.sock) {
+                Ok(0) => return Ok(0),
+                Ok(_) => {
+                    self.conn
+                        .process_new_packets()
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                    self.flush_pending()?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// `--insecure`: accept every certificate but still check handshake signatures.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

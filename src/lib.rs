@@ -1,0 +1,12 @@
+//! archbench: how fast is this web server here, compared with that one there — and why?
+//!
+//! The binary's `main` only parses, runs and maps errors to exit codes; everything else lives
+//! here so it can be tested in-process. See ARCHITECTURE.md for the data flow.
+
+pub mod cli;
+pub mod engine;
+pub mod http;
+pub mod report;
+pub mod serve;
+pub mod stats;
+pub mod timefmt;

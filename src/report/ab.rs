@@ -1,0 +1,209 @@
+//! ApacheBench 2.3's layout, line for line, so scripts that parse ab keep working.
+
+use std::io::{self, Write};
+
+use hdrhistogram::Histogram;
+
+use super::Report;
+use crate::stats::RunResult;
+
+pub struct AbReport {
+    /// `-l`: differing body lengths are not failures.
+    pub variable_length: bool,
+}
+
+/// ab's ap_round_ms: microseconds to whole milliseconds, rounding half up.
+fn ms(us: f64) -> i64 {
+    ((us + 500.0) / 1000.0).floor() as i64
+}
+
+/// One row of the Connection Times table: min, mean, [+/-sd], median, max in ms.
+fn row(out: &mut dyn Write, name: &str, h: &Histogram<u64>) -> io::Result<()> {
+    let (min, mean, sd, median, max) = if h.is_empty() {
+        (0, 0, 0.0, 0, 0)
+    } else {
+        (
+            ms(h.min() as f64),
+            (h.mean() / 1000.0 + 0.5).floor() as i64,
+            h.stdev() / 1000.0,
+            ms(h.value_at_quantile(0.5) as f64),
+            ms(h.max() as f64),
+        )
+    };
+    writeln!(
+        out,
+        "{name:<12}{min:5} {mean:4} {sd:5.1} {median:6} {max:7}"
+    )
+}
+
+/// Host, port and path from the stored URL.
+fn url_parts(url: &str) -> (String, u16, String) {
+    match url::Url::parse(url) {
+        Ok(u) => {
+            let mut path = u.path().to_string();
+            if let Some(q) = u.query() {
+                path.push('?');
+                path.push_str(q);
+            }
+            (
+                u.host_str().unwrap_or("").to_string(),
+                u.port_or_known_default().unwrap_or(80),
+                path,
+            )
+        }
+        Err(_) => (url.to_string(), 80, "/".to_string()),
+    }
+}
+
+impl AbReport {
+    /// The lines ab prints before the run starts.
+    pub fn preamble(url: &str, quiet: bool, out: &mut dyn Write) -> io::Result<()> {
+        let (host, _, _) = url_parts(url);
+        writeln!(
+            out,
+            "This is ApacheBench, Version 2.3 <archbench {}>",
+            env!("CARGO_PKG_VERSION")
+        )?;
+        writeln!(
+            out,
+            "Copyright 1996 Adam Twiss, Zeus Technology Ltd, http://www.zeustech.net/"
+        )?;
+        writeln!(
+            out,
+            "Licensed to The Apache Software Foundation, http://www.apache.org/"
+        )?;
+        writeln!(out)?;
+        write!(
+            out,
+            "Benchmarking {host} (be patient){}",
+            if quiet { "..." } else { "\n" }
+        )?;
+        out.flush()
+    }
+}
+
+impl Report for AbReport {
+    fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        let (host, port, path) = url_parts(&r.plan.url);
+        let t = &r.totals;
+        let done = t.requests;
+        let timetaken = t.elapsed_s;
+        let e = &r.errors;
+        let length_failures = if self.variable_length {
+            0
+        } else {
+            r.response.body_length_mismatches
+        };
+        let (err_conn, err_recv, err_except) =
+            (e.connect + e.tls, e.read + e.timeout, e.protocol + e.write);
+        let bad = err_conn + err_recv + err_except + length_failures;
+        writeln!(out, "\n")?;
+        writeln!(
+            out,
+            "Server Software:        {}",
+            r.response.server.as_deref().unwrap_or("")
+        )?;
+        writeln!(out, "Server Hostname:        {host}")?;
+        writeln!(out, "Server Port:            {port}")?;
+        writeln!(out)?;
+        writeln!(out, "Document Path:          {path}")?;
+        if self.variable_length {
+            writeln!(out, "Document Length:        Variable")?;
+        } else {
+            writeln!(
+                out,
+                "Document Length:        {} bytes",
+                r.response.first_body_bytes.unwrap_or(0)
+            )?;
+        }
+        writeln!(out)?;
+        writeln!(out, "Concurrency Level:      {}", r.plan.connections)?;
+        writeln!(out, "Time taken for tests:   {timetaken:.3} seconds")?;
+        writeln!(out, "Complete requests:      {done}")?;
+        writeln!(out, "Failed requests:        {bad}")?;
+        if bad > 0 {
+            writeln!(
+                out,
+                "   (Connect: {err_conn}, Receive: {err_recv}, Length: {length_failures}, Exceptions: {err_except})"
+            )?;
+        }
+        let non_2xx: u64 = r
+            .status_codes
+            .iter()
+            .filter(|(c, _)| !c.starts_with('2'))
+            .map(|(_, n)| n)
+            .sum();
+        if non_2xx > 0 {
+            writeln!(out, "Non-2xx responses:      {non_2xx}")?;
+        }
+        if r.plan.keepalive {
+            writeln!(out, "Keep-Alive requests:    {}", t.keepalive_responses)?;
+        }
+        writeln!(out, "Total transferred:      {} bytes", t.bytes_read)?;
+        if r.plan.body_bytes > 0 {
+            writeln!(out, "Total body sent:        {}", t.bytes_written)?;
+        }
+        writeln!(out, "HTML transferred:       {} bytes", t.body_bytes)?;
+        if timetaken > 0.0 && done > 0 {
+            let conc = r.plan.connections as f64;
+            writeln!(
+                out,
+                "Requests per second:    {:.2} [#/sec] (mean)",
+                done as f64 / timetaken
+            )?;
+            writeln!(
+                out,
+                "Time per request:       {:.3} [ms] (mean)",
+                conc * timetaken * 1000.0 / done as f64
+            )?;
+            writeln!(
+                out,
+                "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
+                timetaken * 1000.0 / done as f64
+            )?;
+            writeln!(
+                out,
+                "Transfer rate:          {:.2} [Kbytes/sec] received",
+                t.bytes_read as f64 / 1024.0 / timetaken
+            )?;
+            if r.plan.body_bytes > 0 {
+                let sent = t.bytes_written as f64 / 1024.0 / timetaken;
+                writeln!(out, "                        {sent:.2} kb/s sent")?;
+                writeln!(
+                    out,
+                    "                        {:.2} kb/s total",
+                    sent + t.bytes_read as f64 / 1024.0 / timetaken
+                )?;
+            }
+        }
+        if done > 0 {
+            let h = &r.histograms;
+            // ab counts a reused keep-alive connection's connect time as zero.
+            let mut connect = h.connect.0.clone();
+            let reused = done.saturating_sub(connect.len());
+            if reused > 0 {
+                let _ = connect.record_n(0, reused);
+            }
+            writeln!(out, "\nConnection Times (ms)")?;
+            writeln!(out, "              min  mean[+/-sd] median   max")?;
+            row(out, "Connect:", &connect)?;
+            row(out, "Processing:", &h.service.0)?;
+            row(out, "Waiting:", &h.first_byte.0)?;
+            row(out, "Total:", &h.total.0)?;
+            writeln!(
+                out,
+                "\nPercentage of the requests served within a certain time (ms)"
+            )?;
+            for p in [50u32, 66, 75, 80, 90, 95, 98, 99] {
+                let v = h.total.0.value_at_percentile(p as f64);
+                writeln!(out, "  {p}%  {:5}", ms(v as f64))?;
+            }
+            writeln!(
+                out,
+                " 100%  {:5} (longest request)",
+                ms(h.total.0.max() as f64)
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,48 @@
+//! Reports: one [`Report`] trait, one implementation per layout. Reporters read a
+//! [`RunResult`] and write to any `Write`; they never print on their own and never reach into
+//! the engine.
+
+mod ab;
+mod text;
+mod units;
+mod wrk;
+
+use std::io::{self, Write};
+
+pub use ab::AbReport;
+pub use text::TextReport;
+pub use wrk::WrkReport;
+
+use crate::stats::RunResult;
+
+pub trait Report {
+    fn write(&self, result: &RunResult, out: &mut dyn Write) -> io::Result<()>;
+}
+
+/// The result document itself, pretty-printed.
+pub struct JsonReport;
+
+impl Report for JsonReport {
+    fn write(&self, result: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, result)?;
+        writeln!(out)
+    }
+}
+
+/// Writes `result` as JSON to `path` atomically (temporary file, then rename), so a reader
+/// never sees half a document and an interrupted write never destroys an older one.
+pub fn save_json(result: &RunResult, path: &std::path::Path) -> io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    {
+        let mut f = io::BufWriter::new(std::fs::File::create(&tmp)?);
+        JsonReport.write(result, &mut f)?;
+        f.flush()?;
+        f.get_ref().sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}

@@ -1,0 +1,141 @@
+//! archbench's own text report: what ran, throughput, errors by kind, status codes, and the
+//! latency distributions side by side.
+
+use std::io::{self, Write};
+
+use super::units::{bytes_iec, grouped};
+use super::Report;
+use crate::stats::{ErrorKind, LatencySummary, RunResult};
+
+pub struct TextReport;
+
+fn pacing(r: &RunResult) -> String {
+    match r.plan.rate {
+        Some(rate) => format!("open loop at {rate} req/s"),
+        None => "closed loop".to_string(),
+    }
+}
+
+fn stop(r: &RunResult) -> String {
+    match (r.plan.duration_s, r.plan.requests) {
+        (Some(d), Some(n)) => format!("{n} requests or {d}s"),
+        (Some(d), None) => format!("{d}s"),
+        (None, Some(n)) => format!("{n} requests"),
+        (None, None) => "until stopped".to_string(),
+    }
+}
+
+fn latency_row(out: &mut dyn Write, name: &str, s: &LatencySummary) -> io::Result<()> {
+    if s.count == 0 {
+        return writeln!(out, "  {name:<11}{:>9}", "-");
+    }
+    writeln!(
+        out,
+        "  {name:<11}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9.1}{:>9.1}",
+        s.min_us,
+        s.p50_us,
+        s.p75_us,
+        s.p90_us,
+        s.p99_us,
+        s.p99_9_us,
+        s.p99_99_us,
+        s.max_us,
+        s.mean_us,
+        s.stdev_us
+    )
+}
+
+impl Report for TextReport {
+    fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        let p = &r.plan;
+        let t = &r.totals;
+        writeln!(
+            out,
+            "archbench {}  {} {}",
+            r.environment.archbench_version, p.method, p.url
+        )?;
+        writeln!(
+            out,
+            "  {} connections, {} threads, {}, {}, {}{}{}",
+            p.connections,
+            p.threads,
+            pacing(r),
+            stop(r),
+            if p.keepalive {
+                "keep-alive"
+            } else {
+                "new connection per request"
+            },
+            if p.insecure && p.url.starts_with("https") {
+                ", TLS NOT VERIFIED (--insecure)"
+            } else {
+                ""
+            },
+            if r.interrupted { "  [INTERRUPTED]" } else { "" },
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "  Requests   {} answered in {:.2}s  {:.2} req/s",
+            grouped(t.requests),
+            t.elapsed_s,
+            t.requests_per_sec
+        )?;
+        writeln!(
+            out,
+            "  Transfer   {} read ({}/s), {} written, {} connections opened",
+            bytes_iec(t.bytes_read as f64),
+            bytes_iec(t.bytes_read_per_sec),
+            bytes_iec(t.bytes_written as f64),
+            grouped(t.connections_opened)
+        )?;
+        let kinds: Vec<String> = ErrorKind::ALL
+            .iter()
+            .filter(|k| r.errors.get(**k) > 0)
+            .map(|k| format!("{} {}", k.name(), grouped(r.errors.get(*k))))
+            .collect();
+        if kinds.is_empty() {
+            writeln!(out, "  Errors     0")?;
+        } else {
+            writeln!(
+                out,
+                "  Errors     {} ({})",
+                grouped(t.errors),
+                kinds.join(", ")
+            )?;
+        }
+        let statuses: Vec<String> = r
+            .status_codes
+            .iter()
+            .map(|(c, n)| format!("{c}: {}", grouped(*n)))
+            .collect();
+        writeln!(
+            out,
+            "  Status     {}",
+            if statuses.is_empty() {
+                "-".to_string()
+            } else {
+                statuses.join(", ")
+            }
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "  Latency µs       min      p50      p75      p90      p99    p99.9   p99.99      max     mean    stdev"
+        )?;
+        let l = &r.latency;
+        latency_row(out, "total", &l.total)?;
+        if p.rate.is_some() {
+            latency_row(out, "service", &l.service)?;
+        }
+        latency_row(out, "connect", &l.connect)?;
+        latency_row(out, "first byte", &l.first_byte)?;
+        if p.rate.is_some() {
+            writeln!(
+                out,
+                "  (total runs from each request's intended send time; service from its actual send)"
+            )?;
+        }
+        Ok(())
+    }
+}

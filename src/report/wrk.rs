@@ -1,0 +1,118 @@
+//! wrk 4.x's layout, line for line, so scripts that parse wrk keep working.
+
+use std::io::{self, Write};
+
+use hdrhistogram::Histogram;
+
+use super::units::{wrk_binary, wrk_metric, wrk_time_s, wrk_time_us};
+use super::Report;
+use crate::stats::{histogram_within_stdev, PlanSummary, RunResult};
+
+pub struct WrkReport {
+    /// `--latency`: print the percentile distribution.
+    pub latency: bool,
+}
+
+/// wrk's print_units: right-align in `width`, padding unit-less numbers so columns line up.
+fn units(out: &mut dyn Write, text: &str, width: usize) -> io::Result<()> {
+    let b = text.as_bytes();
+    let mut pad = 2usize;
+    if b.last().is_some_and(|c| c.is_ascii_alphabetic()) {
+        pad -= 1;
+    }
+    if b.len() >= 2 && b[b.len() - 2].is_ascii_alphabetic() {
+        pad -= 1;
+    }
+    let width = width - pad;
+    write!(out, "{text:>width$}{}", &"  "[..pad])
+}
+
+fn stats_row(
+    out: &mut dyn Write,
+    name: &str,
+    h: &Histogram<u64>,
+    fmt: fn(f64) -> String,
+) -> io::Result<()> {
+    let (mean, stdev, max) = if h.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        (h.mean(), h.stdev(), h.max() as f64)
+    };
+    write!(out, "    {name:<10}")?;
+    units(out, &fmt(mean), 8)?;
+    units(out, &fmt(stdev), 10)?;
+    units(out, &fmt(max), 9)?;
+    writeln!(out, "{:8.2}%", histogram_within_stdev(h))
+}
+
+impl Report for WrkReport {
+    fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        WrkReport::preamble(&r.plan, out)?;
+        self.write_body(r, out)
+    }
+}
+
+impl WrkReport {
+    /// The two lines wrk prints before the run starts.
+    pub fn preamble(plan: &PlanSummary, out: &mut dyn Write) -> io::Result<()> {
+        let duration = plan.duration_s.unwrap_or(0.0);
+        writeln!(out, "Running {} test @ {}", wrk_time_s(duration), plan.url)?;
+        writeln!(
+            out,
+            "  {} threads and {} connections",
+            plan.threads, plan.connections
+        )?;
+        out.flush()
+    }
+
+    /// Everything wrk prints after the run.
+    pub fn write_body(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "  Thread Stats{:>6}{:>11}{:>8}{:>12}",
+            "Avg", "Stdev", "Max", "+/- Stdev"
+        )?;
+        stats_row(out, "Latency", &r.histograms.total.0, wrk_time_us)?;
+        stats_row(out, "Req/Sec", &r.histograms.worker_rate.0, wrk_metric)?;
+        if self.latency {
+            writeln!(out, "  Latency Distribution")?;
+            for p in [50.0, 75.0, 90.0, 99.0] {
+                let v = if r.histograms.total.0.is_empty() {
+                    0
+                } else {
+                    r.histograms.total.0.value_at_percentile(p)
+                };
+                write!(out, "{p:7.0}%")?;
+                units(out, &wrk_time_us(v as f64), 10)?;
+                writeln!(out)?;
+            }
+        }
+        writeln!(
+            out,
+            "  {} requests in {}, {}B read",
+            r.totals.requests,
+            wrk_time_us(r.totals.elapsed_s * 1e6),
+            wrk_binary(r.totals.bytes_read as f64)
+        )?;
+        // wrk has four socket error kinds: TLS failures are connect errors there, framing
+        // failures read errors.
+        let e = &r.errors;
+        let (connect, read) = (e.connect + e.tls, e.read + e.protocol);
+        if connect + read + e.write + e.timeout > 0 {
+            writeln!(
+                out,
+                "  Socket errors: connect {connect}, read {read}, write {}, timeout {}",
+                e.write, e.timeout
+            )?;
+        }
+        if r.totals.non_2xx_3xx > 0 {
+            writeln!(out, "  Non-2xx or 3xx responses: {}", r.totals.non_2xx_3xx)?;
+        }
+        writeln!(out, "Requests/sec: {:9.2}", r.totals.requests_per_sec)?;
+        writeln!(
+            out,
+            "Transfer/sec: {:>10}B",
+            wrk_binary(r.totals.bytes_read_per_sec)
+        )
+    }
+}

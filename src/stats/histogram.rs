@@ -1,0 +1,131 @@
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Latencies are recorded in microseconds from 1 µs to 60 s at 3 significant digits.
+pub const LOWEST_US: u64 = 1;
+pub const HIGHEST_US: u64 = 60_000_000;
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// A latency histogram with the run-wide bounds; every worker's must match so merges are exact.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
+        .expect("constant histogram bounds are valid")
+}
+
+/// A histogram that travels in JSON as base64 of HdrHistogram's V2 compressed encoding (the
+/// format HdrHistogram's own log tools read), so results can be merged and re-analysed later.
+#[derive(Debug, Clone)]
+pub struct SerializedHistogram(pub Histogram<u64>);
+
+impl Serialize for SerializedHistogram {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut bytes = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&self.0, &mut bytes)
+            .map_err(|e| serde::ser::Error::custom(format!("histogram encoding: {e:?}")))?;
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+}
+
+impl<'de> Deserialize<'de> for SerializedHistogram {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text.as_bytes())
+            .map_err(serde::de::Error::custom)?;
+        let h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| serde::de::Error::custom(format!("histogram decoding: {e:?}")))?;
+        Ok(SerializedHistogram(h))
+    }
+}
+
+/// The numbers people quote from a latency distribution, in microseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Number of recorded values.
+    pub count: u64,
+    /// Smallest recorded value (µs).
+    pub min_us: u64,
+    /// Arithmetic mean (µs).
+    pub mean_us: f64,
+    /// Standard deviation (µs).
+    pub stdev_us: f64,
+    /// Median (µs).
+    pub p50_us: u64,
+    /// 75th percentile (µs).
+    pub p75_us: u64,
+    /// 90th percentile (µs).
+    pub p90_us: u64,
+    /// 99th percentile (µs).
+    pub p99_us: u64,
+    /// 99.9th percentile (µs).
+    pub p99_9_us: u64,
+    /// 99.99th percentile (µs).
+    pub p99_99_us: u64,
+    /// Largest recorded value (µs).
+    pub max_us: u64,
+}
+
+impl LatencySummary {
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count: h.len(),
+            min_us: h.min(),
+            mean_us: h.mean(),
+            stdev_us: h.stdev(),
+            p50_us: h.value_at_quantile(0.50),
+            p75_us: h.value_at_quantile(0.75),
+            p90_us: h.value_at_quantile(0.90),
+            p99_us: h.value_at_quantile(0.99),
+            p99_9_us: h.value_at_quantile(0.999),
+            p99_99_us: h.value_at_quantile(0.9999),
+            max_us: h.max(),
+        }
+    }
+}
+
+/// Share of values within `mean ± stdev`, in percent (wrk's "+/- Stdev" column).
+pub fn within_one_stdev(h: &Histogram<u64>) -> f64 {
+    if h.is_empty() {
+        return 0.0;
+    }
+    let (mean, stdev) = (h.mean(), h.stdev());
+    let (lo, hi) = (mean - stdev, mean + stdev);
+    let inside: u64 = h
+        .iter_recorded()
+        .filter(|v| {
+            let x = v.value_iterated_to() as f64;
+            x >= lo && x <= hi
+        })
+        .map(|v| v.count_at_value())
+        .sum();
+    inside as f64 * 100.0 / h.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialization_round_trips_exactly() {
+        let mut h = latency_histogram();
+        for v in [1u64, 17, 250, 250, 9_999, 1_234_567, 59_000_000] {
+            h.record(v).unwrap();
+        }
+        let json = serde_json::to_string(&SerializedHistogram(h.clone())).unwrap();
+        let back: SerializedHistogram = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.0, h);
+        assert_eq!(back.0.len(), 7);
+    }
+
+    #[test]
+    fn summary_of_empty_is_zero() {
+        assert_eq!(LatencySummary::of(&latency_histogram()).count, 0);
+    }
+}
