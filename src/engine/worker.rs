@@ -149,7 +149,9 @@ impl<'a> Worker<'a> {
             for ev in events.iter() {
                 let i = ev.token().0;
                 let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                self.on_event(i, readable, ev.is_writable());
+                // A FIN that arrived with the data raises no further edge: read to EOF.
+                let drain = ev.is_read_closed() || ev.is_error();
+                self.on_event(i, readable, ev.is_writable(), drain);
             }
             let now = Instant::now();
             while let Some(&Reverse((due, i))) = self.timers.peek() {
@@ -188,7 +190,7 @@ impl<'a> Worker<'a> {
         now.saturating_duration_since(self.spec.start).as_secs() as u32
     }
 
-    fn on_event(&mut self, i: usize, readable: bool, writable: bool) {
+    fn on_event(&mut self, i: usize, readable: bool, writable: bool, drain: bool) {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
@@ -202,8 +204,14 @@ impl<'a> Worker<'a> {
         }
         match conn.phase {
             Phase::Connecting if readable || writable => self.finish_connect(i),
-            Phase::Writing if writable || readable => self.write(i),
-            Phase::Reading if readable => self.read(i),
+            Phase::Writing if writable || readable => {
+                self.write(i);
+                // A fast response can arrive in the same event as the writable edge.
+                if readable && self.conns[i].phase == Phase::Reading {
+                    self.read(i, drain);
+                }
+            }
+            Phase::Reading if readable => self.read(i, drain),
             Phase::Waiting | Phase::Parked if readable => self.idle_readable(i),
             _ => {}
         }
@@ -321,7 +329,9 @@ impl<'a> Worker<'a> {
         conn.phase = Phase::Reading;
     }
 
-    fn read(&mut self, i: usize) {
+    /// Reads what the socket holds. `drain`: the peer has closed, so keep reading to EOF
+    /// even after a short read.
+    fn read(&mut self, i: usize, drain: bool) {
         loop {
             let conn = &mut self.conns[i];
             let Some(io) = conn.io.as_mut() else { return };
@@ -347,7 +357,7 @@ impl<'a> Worker<'a> {
                     }
                     match conn.parser.feed(&self.buf[..n]) {
                         Ok(Feed::Done { .. }) => return self.complete(i, now),
-                        Ok(Feed::NeedMore) if !tls && n < self.buf.len() => return,
+                        Ok(Feed::NeedMore) if !tls && !drain && n < self.buf.len() => return,
                         Ok(Feed::NeedMore) => {}
                         Err(_) => return self.fail(i, ErrorKind::Protocol, now),
                     }

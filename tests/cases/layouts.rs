@@ -1,0 +1,154 @@
+//! wrk, ab and text layouts: snapshots of a fixed result, and line-by-line shape against the
+//! real wrk and ab run on the same nginx.
+
+use archbench::report::{AbReport, Report, TextReport, WrkReport};
+use archbench::stats::{Environment, PlanSummary, Recorder, ResponseTimes, RunResult};
+
+use crate::util::nginx::{Nginx, NginxConfig};
+use crate::util::{archbench, require_tool, stdout};
+
+/// A result with known contents: 10,000 responses with latencies spread from 100 µs to 25 ms.
+fn fixed_result(keepalive: bool) -> RunResult {
+    let mut rec = Recorder::new(None);
+    for i in 0..10_000u64 {
+        let total = 100 + (i * i) % 25_000;
+        rec.response(
+            (i / 1000) as u32,
+            if i % 500 == 0 { 404 } else { 200 },
+            615,
+            ResponseTimes {
+                total_us: total,
+                service_us: total - 20,
+                first_byte_us: total / 2,
+                connect_us: (i < 10 || !keepalive).then_some(40 + i % 7),
+            },
+        );
+        rec.bytes_in((i / 1000) as u32, 853);
+        rec.bytes_written += 80;
+        rec.body_bytes += 0;
+    }
+    for v in [3_900u64, 4_100, 4_000, 3_950, 4_050] {
+        rec.worker_rate.record(v).unwrap();
+    }
+    rec.keepalive_responses = if keepalive { 10_000 } else { 0 };
+    rec.connections_opened = if keepalive { 10 } else { 10_000 };
+    rec.errors[archbench::stats::ErrorKind::Timeout as usize] = 3;
+    rec.server_header = Some("nginx/1.22.1".into());
+    RunResult::from_recording(
+        rec,
+        PlanSummary {
+            url: "http://127.0.0.1:8080/".into(),
+            method: "GET".into(),
+            headers: vec![],
+            body_bytes: 0,
+            http_version: "HTTP/1.1".into(),
+            connections: 10,
+            threads: 2,
+            duration_s: Some(10.0),
+            requests: None,
+            rate: None,
+            keepalive,
+            timeout_s: 2.0,
+            insecure: false,
+        },
+        Environment {
+            archbench_version: "0.1.0".into(),
+            arch: "x86_64".into(),
+            cpu_model: "test".into(),
+            cores: 2,
+            kernel: "6.1".into(),
+            os: "linux".into(),
+            hostname: "test".into(),
+        },
+        "2026-12-01T00:00:00Z".into(),
+        10.0,
+        false,
+    )
+}
+
+fn render(report: &dyn Report, r: &RunResult) -> String {
+    let mut out = Vec::new();
+    report.write(r, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn wrk_layout_snapshot() {
+    insta::assert_snapshot!(render(&WrkReport { latency: true }, &fixed_result(true)));
+}
+
+#[test]
+fn ab_layout_snapshot() {
+    insta::assert_snapshot!(render(
+        &AbReport {
+            variable_length: false
+        },
+        &fixed_result(false)
+    ));
+}
+
+#[test]
+fn text_layout_snapshot() {
+    insta::assert_snapshot!(render(&TextReport, &fixed_result(true)));
+}
+
+/// A line's shape: its words, with every token that starts with a digit replaced by `#`.
+fn shape(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|t| {
+                    if t.starts_with(|c: char| c.is_ascii_digit()) {
+                        "#"
+                    } else {
+                        t
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+#[test]
+fn wrk_output_has_real_wrks_shape() {
+    let Some(wrk) = require_tool("wrk") else {
+        return;
+    };
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let url = ng.url("/");
+    let args = ["-t1", "-c4", "-d1s", "--latency", url.as_str()];
+    let real = std::process::Command::new(wrk).args(args).output().unwrap();
+    let mut ours_args = vec!["wrk"];
+    ours_args.extend_from_slice(&args);
+    let ours = archbench(&ours_args);
+    assert!(ours.status.success());
+    assert_eq!(shape(&stdout(&ours)), shape(&stdout(&real)));
+}
+
+#[test]
+fn ab_output_has_real_abs_shape() {
+    let Some(ab) = require_tool("ab") else { return };
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let url = ng.url("/");
+    for args in [
+        vec!["-n", "200", "-c", "4", url.as_str()],
+        vec!["-k", "-n", "100", "-c", "2", url.as_str()],
+    ] {
+        let real = std::process::Command::new(&ab)
+            .args(&args)
+            .output()
+            .unwrap();
+        let mut ours_args = vec!["ab"];
+        ours_args.extend_from_slice(&args);
+        let ours = archbench(&ours_args);
+        assert!(ours.status.success());
+        // Line 1 names the program and its version; everything after must match in shape.
+        let (ours, real) = (shape(&stdout(&ours)), shape(&stdout(&real)));
+        assert_eq!(ours[1..], real[1..]);
+    }
+}

@@ -1,0 +1,4 @@
+mod cli;
+mod embedded;
+mod layouts;
+mod nginx;

@@ -1,0 +1,81 @@
+//! Fixtures: the archbench binary, plans built from command lines, and real nginx.
+
+#![allow(dead_code)]
+
+pub mod nginx;
+
+use std::process::{Command, Output};
+use std::sync::atomic::AtomicBool;
+
+use archbench::cli::{Cli, Command as Sub};
+use archbench::engine::Plan;
+use archbench::stats::RunResult;
+use clap::Parser as _;
+
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_archbench"))
+}
+
+/// Runs the archbench binary to completion (every test command carries its own stop rule).
+pub fn archbench(args: &[&str]) -> Output {
+    bin().args(args).output().expect("archbench binary runs")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The plan `archbench run ARGS…` would execute.
+pub fn run_plan(args: &[&str]) -> Plan {
+    let mut argv = vec!["archbench", "run"];
+    argv.extend_from_slice(args);
+    match Cli::try_parse_from(argv)
+        .expect("valid test command line")
+        .command
+    {
+        Sub::Run(a) => archbench::cli::run_plan(&a).expect("valid test plan"),
+        _ => unreachable!("parsed as run"),
+    }
+}
+
+/// Executes `archbench run ARGS…` in-process and returns its result.
+pub fn run(args: &[&str]) -> RunResult {
+    let stop = AtomicBool::new(false);
+    archbench::cli::execute(&run_plan(args), &stop, |_| {}).expect("run completes")
+}
+
+/// Asserts the invariant every run keeps: answered + failed = attempted, and the per-second
+/// series and histograms agree with the totals.
+pub fn assert_consistent(r: &RunResult) {
+    let t = &r.totals;
+    assert_eq!(t.requests + t.errors, t.attempted);
+    let e = &r.errors;
+    assert_eq!(
+        e.connect + e.tls + e.timeout + e.read + e.write + e.protocol,
+        t.errors
+    );
+    assert_eq!(r.histograms.total.0.len(), t.requests);
+    assert_eq!(r.status_codes.values().sum::<u64>(), t.requests);
+    let series: u64 = r.series.iter().map(|s| s.completed).sum();
+    assert_eq!(series, t.requests, "per-second series adds up to the total");
+}
+
+/// A tool from Debian's packages, or None with a visible note. Under
+/// ARCHBENCH_REQUIRE_NGINX=1 (set by .ci/run) a missing tool fails the test instead.
+pub fn require_tool(name: &str) -> Option<std::path::PathBuf> {
+    for dir in ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"] {
+        let p = std::path::Path::new(dir).join(name);
+        if p.exists() {
+            return Some(p);
+        }
+    }
+    if std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_some() {
+        panic!("{name} is required here (ARCHBENCH_REQUIRE_NGINX is set) but not installed");
+    }
+    eprintln!("SKIPPED: {name} is not installed; `apt-get install {name}` to run this test");
+    None
+}
