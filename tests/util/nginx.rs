@@ -22,6 +22,7 @@ pub struct Nginx {
     pub port: u16,
 }
 
+#[derive(Default)]
 pub struct NginxConfig<'a> {
     /// Extra directives inside `server { }`.
     pub server: &'a str,
@@ -29,16 +30,6 @@ pub struct NginxConfig<'a> {
     pub http: &'a str,
     /// `ssl` on the listen socket, with these PEM files' contents.
     pub tls: Option<(&'a str, &'a str)>,
-}
-
-impl Default for NginxConfig<'_> {
-    fn default() -> Self {
-        NginxConfig {
-            server: "",
-            http: "",
-            tls: None,
-        }
-    }
 }
 
 pub fn free_port() -> u16 {
