@@ -56,6 +56,8 @@ pub enum Phase {
     Writing,
     /// Request sent; reading the response.
     Reading,
+    /// Closed loop: the next request goes out after the current event batch.
+    Ready,
     /// Open loop: waiting for this connection's next send time.
     Waiting,
     /// No more requests for this connection (count reached).

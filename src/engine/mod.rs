@@ -181,14 +181,16 @@ pub fn run(
             })
             .collect::<Vec<_>>()
     });
-    let elapsed = start.elapsed();
     let mut merged = Recorder::new(plan.stop.duration);
     let mut interrupted = false;
+    let mut stopped_at = start;
     for r in results {
-        let (rec, was_interrupted) = r?;
-        interrupted |= was_interrupted;
-        merged.merge(&rec);
+        let w = r?;
+        interrupted |= w.interrupted;
+        stopped_at = stopped_at.max(w.stopped_at);
+        merged.merge(&w.recording);
     }
+    let elapsed = stopped_at.duration_since(start);
     Ok(RunOutcome {
         recording: merged,
         started_at,

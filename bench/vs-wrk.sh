@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# archbench vs wrk on the same nginx, measured in the same run.
+#
+#   bench/vs-wrk.sh            # 3 interleaved rounds of -c50 -d10s, then peak RSS at -c500/-c10000
+#   ROUNDS=5 DURATION=20s bench/vs-wrk.sh
+#
+# Needs: nginx, wrk, python3, taskset (Debian: nginx wrk python3 util-linux). Loopback only.
+# nginx runs one worker pinned to CPU 0, the client is pinned to the last CPU, so the two do
+# not compete for a core. Prints, per tool: median req/s, client CPU seconds (user+sys) per
+# round, requests per client CPU-second, and the ratio archbench/wrk.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-50}
+for tool in nginx wrk python3 taskset; do
+  command -v "$tool" >/dev/null || { echo "vs-wrk: $tool is not installed" >&2; exit 2; }
+done
+
+cargo build --release --quiet
+AB=./target/release/archbench
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+WORK=$(mktemp -d)
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+LAST_CPU=$(( $(nproc) - 1 ))
+mkdir -p "$WORK/www"
+cp src/serve/welcome.html "$WORK/www/index.html"
+cat > "$WORK/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+worker_rlimit_nofile 65536;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log;
+events { worker_connections 20000; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/tmp;
+  proxy_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp; uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
+  server { listen 127.0.0.1:$PORT backlog=16384; root $WORK/www; location / { index index.html; } }
+}
+CONF
+taskset -c 0 nginx -p "$WORK" -c "$WORK/nginx.conf" &
+NGINX=$!
+trap 'kill $NGINX 2>/dev/null; wait $NGINX 2>/dev/null; rm -rf "$WORK"' EXIT
+until python3 -c "import socket; socket.create_connection(('127.0.0.1',$PORT),0.1)" 2>/dev/null; do :; done
+URL="http://127.0.0.1:$PORT/"
+
+run() { # tool conns duration -> one JSON line with requests added
+  local tool=$1 c=$2 d=$3
+  local cmd
+  if [ "$tool" = wrk ]; then
+    cmd=(wrk -t1 -c"$c" -d"$d" "$URL")
+  else
+    cmd=("$AB" run -t1 -c"$c" -d"$d" -q "$URL")
+  fi
+  taskset -c "$LAST_CPU" python3 bench/measure.py "${cmd[@]}" | python3 -c '
+import json, re, sys
+m = json.loads(sys.stdin.read())
+out = m["output"]
+if "Requests/sec" in out:   # wrk
+    n = int(re.search(r"(\d+) requests in", out).group(1))
+else:                       # archbench
+    n = int(re.search(r"Requests\s+([\d,]+) answered", out).group(1).replace(",", ""))
+m["requests"] = n
+del m["output"]
+print(json.dumps(m))'
+}
+
+echo "nginx: 1 worker on CPU 0, access log off; clients on CPU $LAST_CPU; -c$CONNS -d$DURATION, $ROUNDS rounds"
+RESULTS=$WORK/results.jsonl
+for round in $(seq 1 "$ROUNDS"); do
+  for tool in archbench wrk; do
+    line=$(run "$tool" "$CONNS" "$DURATION")
+    echo "{\"tool\":\"$tool\",\"round\":$round,\"m\":$line}" >> "$RESULTS"
+    echo "  round $round $tool: $line"
+  done
+done
+
+echo "peak RSS:"
+for c in 500 10000; do
+  for tool in archbench wrk; do
+    line=$(run "$tool" "$c" 5s)
+    echo "{\"tool\":\"$tool\",\"rss_conns\":$c,\"m\":$line}" >> "$RESULTS"
+  done
+done
+
+python3 - "$RESULTS" "$DURATION" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+secs = float(sys.argv[2].rstrip("s"))
+def summary(tool):
+    rs = [r["m"] for r in rows if r["tool"] == tool and "round" in r]
+    rps = statistics.median(r["requests"] / secs for r in rs)
+    cpu = [r["user_s"] + r["sys_s"] for r in rs]
+    per_cpu = statistics.median(r["requests"] / (r["user_s"] + r["sys_s"]) for r in rs)
+    return rps, cpu, per_cpu
+print()
+print(f"{'':10} {'median req/s':>13} {'client CPU s (per round)':>28} {'req per client CPU-s':>22}")
+res = {}
+for tool in ("archbench", "wrk"):
+    rps, cpu, per_cpu = summary(tool)
+    res[tool] = (rps, per_cpu)
+    print(f"{tool:10} {rps:13.0f} {' '.join(f'{c:.2f}' for c in cpu):>28} {per_cpu:22.0f}")
+print(f"ratio archbench/wrk: req/s {res['archbench'][0]/res['wrk'][0]:.2f}, "
+      f"requests per client CPU-second {res['archbench'][1]/res['wrk'][1]:.2f} (target >= 1.25)")
+print()
+print(f"{'peak RSS':10} {'-c500':>12} {'-c10000':>12}")
+for tool in ("archbench", "wrk"):
+    cells = []
+    for c in (500, 10000):
+        r = [x["m"] for x in rows if x["tool"] == tool and x.get("rss_conns") == c][0]
+        cells.append(f"{r['maxrss_kib']/1024:.1f} MiB")
+    print(f"{tool:10} {cells[0]:>12} {cells[1]:>12}")
+print("targets: archbench <= 16 MiB at -c500, <= 64 MiB at -c10000")
+PY
