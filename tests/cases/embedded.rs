@@ -182,3 +182,35 @@ fn ipv6_loopback() {
     assert_eq!(r.totals.requests, 50);
     assert_eq!(s.requests(), 50);
 }
+
+#[test]
+fn request_bodies_are_sent_with_their_length() {
+    let s = server(Framing::ContentLength, Duration::ZERO);
+    let url = s.url();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("body.json");
+    std::fs::write(&file, vec![b'x'; 3000]).unwrap();
+    let r = run(&[
+        &url,
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "-m",
+        "post",
+        "--body-file",
+        file.to_str().unwrap(),
+        "-H",
+        "Content-Type: application/json",
+    ]);
+    assert_consistent(&r);
+    // The server frames requests by Content-Length: a wrong length would desynchronise the
+    // keep-alive connection and fail later requests.
+    assert_eq!(r.totals.requests, 200);
+    assert_eq!(r.totals.errors, 0);
+    assert_eq!(s.requests(), 200);
+    assert_eq!(s.connections(), 2);
+    assert_eq!(r.plan.method, "POST");
+    assert_eq!(r.plan.body_bytes, 3000);
+    assert!(r.totals.bytes_written >= 200 * 3000);
+}

@@ -1,0 +1,88 @@
+//! "No allocation per request on the hot path", measured: a counting global allocator (which
+//! is why this is its own test binary) around runs of 1,000 and 20,000 requests. The target is
+//! `archbench serve` in a child process, so only the client's allocations are counted.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use archbench::cli::{Cli, Command as Sub};
+use clap::Parser as _;
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn allocations_for(url: &str, requests: u64) -> (u64, u64) {
+    let argv = [
+        "archbench",
+        "run",
+        url,
+        "-n",
+        &requests.to_string(),
+        "-c",
+        "4",
+        "-t",
+        "2",
+    ];
+    let Sub::Run(args) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!("parsed as run")
+    };
+    let plan = archbench::cli::run_plan(&args).unwrap();
+    let stop = AtomicBool::new(false);
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let outcome = archbench::engine::run(&plan, &stop, |_| {}).unwrap();
+    let used = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    (used, outcome.recording.completed)
+}
+
+#[test]
+fn allocations_do_not_grow_with_the_request_count() {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_archbench"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The server prints its URL once it is listening.
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("serve prints its URL")
+        .to_string();
+
+    let (small, small_done) = allocations_for(&url, 1_000);
+    let (large, large_done) = allocations_for(&url, 20_000);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!((small_done, large_done), (1_000, 20_000));
+    // One allocation per request would add 19,000; a few may come from the per-second
+    // series growing if the longer run crosses a second.
+    assert!(
+        large <= small + 32,
+        "1,000 requests: {small} allocations; 20,000 requests: {large}"
+    );
+    eprintln!("allocations: {small} for 1,000 requests, {large} for 20,000");
+}
