@@ -202,6 +202,9 @@ impl ResponseParser {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
         let len = match resp.parse(buf) {
+            Ok(httparse::Status::Complete(n)) if n > MAX_HEAD_BYTES => {
+                return Err(ProtocolError::HeadTooLarge)
+            }
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => return Err(ProtocolError::Head(e.to_string())),
@@ -493,6 +496,25 @@ mod tests {
             }
         }
         assert_eq!(err, Some(ProtocolError::HeadTooLarge));
+    }
+
+    #[test]
+    fn oversized_head_is_refused_even_when_complete() {
+        let mut r = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for _ in 0..70 {
+            r.extend_from_slice(format!("X-Filler: {}\r\n", "a".repeat(1000)).as_bytes());
+        }
+        r.extend_from_slice(b"Content-Length: 0\r\n\r\n");
+        for split in [r.len(), 65_536, 1000] {
+            let mut p = ResponseParser::new();
+            p.reset(false, false);
+            let first = p.feed(&r[..split]);
+            let result = match first {
+                Ok(Feed::NeedMore) if split < r.len() => p.feed(&r[split..]),
+                other => other,
+            };
+            assert_eq!(result, Err(ProtocolError::HeadTooLarge), "split at {split}");
+        }
     }
 
     #[test]

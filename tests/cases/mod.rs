@@ -1,4 +1,5 @@
 mod cli;
 mod embedded;
+mod faults;
 mod layouts;
 mod nginx;

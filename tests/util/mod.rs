@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod faulty;
 pub mod nginx;
 
 use std::process::{Command, Output};
