@@ -19,7 +19,7 @@ pub use args::{AbArgs, Cli, Command, DemoArgs, OutputFormat, RunArgs, ServeArgs,
 pub use plan::{ab_plan, run_plan, wrk_plan, PlanError};
 
 use crate::engine::{self, Plan, Progress, RunOutcome};
-use crate::report::{save_json, AbReport, JsonReport, Report, TextReport, WrkReport};
+use crate::report::{ports_note, save_json, AbReport, JsonReport, Report, TextReport, WrkReport};
 use crate::serve::{ServeOptions, Server};
 use crate::stats::{Environment, RunResult};
 use crate::timefmt;
@@ -112,14 +112,19 @@ pub fn execute(
         elapsed,
         interrupted,
     } = engine::run(plan, stop, on_progress)?;
-    Ok(RunResult::from_recording(
+    let result = RunResult::from_recording(
         recording,
         plan.summary(),
         Environment::local(),
         timefmt::rfc3339(started_at),
         elapsed.as_secs_f64(),
         interrupted,
-    ))
+    );
+    // wrk's and ab's layouts have no place for it, so every front end says it here.
+    if let Some(note) = ports_note(&result) {
+        eprintln!("archbench: {note}");
+    }
+    Ok(result)
 }
 
 /// A one-line live status on stderr: rewritten in place on a terminal, one line per second

@@ -175,7 +175,7 @@ pub fn wrk_plan(a: &WrkArgs) -> Result<Plan, PlanError> {
         .url
         .as_deref()
         .ok_or_else(|| invalid("missing URL; usage: archbench wrk <options> <url>"))?;
-    if a.connections < a.threads {
+    if a.connections > 0 && a.connections < a.threads {
         // wrk's own rule, kept so scripts see the same refusal.
         return Err(invalid(
             "number of connections must be >= threads; raise -c or lower -t",

@@ -297,7 +297,12 @@ impl<'a> Worker<'a> {
     fn open(&mut self, i: usize, now: Instant) {
         let stream = match TcpStream::connect(self.spec.addr) {
             Ok(s) => s,
-            Err(_) => return self.fail(i, ErrorKind::Connect, now),
+            Err(e) => {
+                if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) {
+                    self.rec.ports_exhausted += 1;
+                }
+                return self.fail(i, ErrorKind::Connect, now);
+            }
         };
         let _ = stream.set_nodelay(true);
         let mut io = Transport::Plain(stream);

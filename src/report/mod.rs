@@ -10,7 +10,7 @@ mod wrk;
 use std::io::{self, Write};
 
 pub use ab::AbReport;
-pub use text::TextReport;
+pub use text::{ports_note, TextReport};
 pub use wrk::WrkReport;
 
 use crate::stats::RunResult;

@@ -9,6 +9,17 @@ use crate::stats::{ErrorKind, LatencySummary, RunResult};
 
 pub struct TextReport;
 
+/// Says what it means when connects failed for lack of a local port, or nothing.
+pub fn ports_note(r: &RunResult) -> Option<String> {
+    let n = r.errors.connect_no_local_port;
+    (n > 0).then(|| {
+        format!(
+            "{} connects found no free local port: ephemeral ports are exhausted (every local port is held by an open connection or TIME_WAIT); use keep-alive, fewer connections, or widen net.ipv4.ip_local_port_range",
+            grouped(n)
+        )
+    })
+}
+
 fn pacing(r: &RunResult) -> String {
     match r.plan.rate {
         Some(rate) => format!("open loop at {rate} req/s"),
@@ -103,6 +114,9 @@ impl Report for TextReport {
                 grouped(t.errors),
                 kinds.join(", ")
             )?;
+        }
+        if let Some(note) = ports_note(r) {
+            writeln!(out, "             {note}")?;
         }
         let statuses: Vec<String> = r
             .status_codes

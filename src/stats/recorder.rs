@@ -85,6 +85,8 @@ pub struct Recorder {
     /// Responses that left their connection open for another request.
     pub keepalive_responses: u64,
     pub connections_opened: u64,
+    /// Connect errors that were EADDRNOTAVAIL: no free local (ephemeral) port.
+    pub ports_exhausted: u64,
     /// Body length of the first response (ab's "Document Length").
     pub first_body_len: Option<u64>,
     /// Responses whose body length differed from the first one.
@@ -110,6 +112,7 @@ impl Recorder {
             body_bytes: 0,
             keepalive_responses: 0,
             connections_opened: 0,
+            ports_exhausted: 0,
             first_body_len: None,
             body_len_mismatches: 0,
             server_header: None,
@@ -203,6 +206,7 @@ impl Recorder {
         self.body_bytes += other.body_bytes;
         self.keepalive_responses += other.keepalive_responses;
         self.connections_opened += other.connections_opened;
+        self.ports_exhausted += other.ports_exhausted;
         self.body_len_mismatches += other.body_len_mismatches;
         match (self.first_body_len, other.first_body_len) {
             (None, theirs) => self.first_body_len = theirs,

@@ -109,6 +109,8 @@ pub struct Totals {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ErrorCounts {
     pub connect: u64,
+    /// Of the connect errors: no free local port (ephemeral ports exhausted, EADDRNOTAVAIL).
+    pub connect_no_local_port: u64,
     pub tls: u64,
     pub timeout: u64,
     pub read: u64,
@@ -173,6 +175,7 @@ impl RunResult {
     ) -> RunResult {
         let errors = ErrorCounts {
             connect: rec.errors[ErrorKind::Connect as usize],
+            connect_no_local_port: rec.ports_exhausted,
             tls: rec.errors[ErrorKind::Tls as usize],
             timeout: rec.errors[ErrorKind::Timeout as usize],
             read: rec.errors[ErrorKind::Read as usize],

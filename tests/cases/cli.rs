@@ -178,3 +178,193 @@ fn demo_runs_and_writes_its_result() {
     assert_valid(&doc);
     assert!(doc["totals"]["requests"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn more_bad_command_lines_exit_2() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["serve", "--addr", "nowhere"], "invalid --addr"),
+        (vec!["demo", "-d", "soon"], "invalid duration"),
+        (vec!["wrk", "-c", "0", "http://127.0.0.1:1/"], "at least 1"),
+        (
+            vec!["wrk", "--frobnicate", "http://127.0.0.1:1/"],
+            "--frobnicate",
+        ),
+        (
+            vec!["wrk", "-d", "10x", "http://127.0.0.1:1/"],
+            "invalid duration",
+        ),
+        (vec!["wrk"], "missing URL"),
+        (
+            vec!["ab", "-c", "0", "-n", "1", "http://127.0.0.1:1/"],
+            "at least 1",
+        ),
+        (
+            vec!["ab", "-t", "later", "http://127.0.0.1:1/"],
+            "invalid duration",
+        ),
+        (vec!["ab"], "missing URL"),
+        (vec!["ab", "-n", "1", "gopher://127.0.0.1/"], "scheme"),
+        (
+            vec!["run", "http://127.0.0.1:1/", "-t", "0"],
+            "threads must be at least 1",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "--timeout", "0s"],
+            "timeout must be above zero",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "-H", "NoColon"],
+            "invalid header",
+        ),
+        (vec!["bogus-subcommand"], "unrecognized subcommand"),
+    ];
+    for (args, needle) in cases {
+        let o = archbench(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn secrets_never_reach_reports_or_results() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let url = format!("http://alice:hunter2@{}/", s.addr());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let o = archbench(&[
+        "run",
+        &url,
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "-q",
+        "-H",
+        "Cookie: session=c00kie",
+        "-H",
+        "Proxy-Authorization: Basic cHJveHk=",
+        "-H",
+        "authorization: Bearer t0ken",
+        "-H",
+        "X-Visible: shown",
+        "--json",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stored = std::fs::read_to_string(&file).unwrap();
+    for secret in ["hunter2", "alice", "c00kie", "cHJveHk=", "t0ken"] {
+        assert!(!stored.contains(secret), "{secret} leaked into the JSON");
+        assert!(
+            !stdout(&o).contains(secret),
+            "{secret} leaked into the report"
+        );
+    }
+    assert!(stored.contains("shown"), "ordinary headers are kept");
+    assert_eq!(stored.matches("REDACTED").count(), 4);
+    assert_eq!(s.requests(), 20);
+}
+
+#[test]
+fn sigterm_exits_143_with_the_report() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let mut child = bin()
+        .args(["run", &s.url(), "-c", "2", "-d", "60s", "-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // -o json has no progress line; wait for the server to see traffic instead.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    while s.requests() == 0 {
+        std::thread::yield_now();
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+    assert_eq!(o.status.code(), Some(143), "{rest}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["interrupted"], true);
+    assert!(doc["totals"]["elapsed_s"].as_f64().unwrap() < 10.0);
+}
+
+#[test]
+fn too_many_connections_for_the_file_limit_fail_before_starting() {
+    let Some(prlimit) = crate::util::require_tool("prlimit") else {
+        return;
+    };
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let o = std::process::Command::new(prlimit)
+        .args(["--nofile=128:128", env!("CARGO_BIN_EXE_archbench")])
+        .args(["run", &s.url(), "-c", "500", "-n", "500", "-q"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("500 connections need 564 open files but the hard limit is 128"),
+        "{err}"
+    );
+    assert_eq!(s.requests(), 0, "nothing was sent");
+    // Within the hard limit, archbench raises its own soft limit.
+    let o = std::process::Command::new(crate::util::require_tool("prlimit").unwrap())
+        .args(["--nofile=64:1024", env!("CARGO_BIN_EXE_archbench")])
+        .args(["run", &s.url(), "-c", "500", "-n", "500", "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(s.requests(), 500);
+}
+
+#[test]
+fn ephemeral_port_exhaustion_is_reported_as_such() {
+    // In a network namespace of our own, with eight local ports: -c 20 keep-alive
+    // connections cannot all get one.
+    let Some(unshare) = crate::util::require_tool("unshare") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_archbench");
+    let json = dir.path().join("r.json");
+    let serve_out = dir.path().join("serve.out");
+    let script = format!(
+        r#"set -e
+ip link set lo up
+sysctl -q -w net.ipv4.ip_local_port_range="40000 40007"
+{bin} serve --addr 127.0.0.1:8080 --threads 1 > {out} 2>&1 &
+SERVE=$!
+trap 'kill $SERVE 2>/dev/null' EXIT
+until grep -q listening {out}; do :; done
+{bin} run http://127.0.0.1:8080/ -n 200 -c 20 -t 1 -q --json {json}
+"#,
+        out = serve_out.display(),
+        json = json.display()
+    );
+    let o = std::process::Command::new(unshare)
+        .args(["-n", "timeout", "60", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    if !o.status.success() && err.contains("unshare") {
+        assert!(
+            std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
+            "cannot create a network namespace here: {err}"
+        );
+        eprintln!("SKIPPED: cannot create a network namespace ({err})");
+        return;
+    }
+    assert!(o.status.success(), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let no_port = doc["errors"]["connect_no_local_port"].as_u64().unwrap();
+    assert!(no_port > 0, "{}", doc["errors"]);
+    assert_eq!(doc["errors"]["connect"].as_u64().unwrap(), no_port);
+    assert_eq!(
+        doc["totals"]["requests"].as_u64().unwrap() + doc["totals"]["errors"].as_u64().unwrap(),
+        200
+    );
+    assert!(err.contains("ephemeral ports are exhausted"), "{err}");
+}
