@@ -16,7 +16,9 @@ use anyhow::Context as _;
 use clap::Parser as _;
 
 pub use args::{AbArgs, Cli, Command, DemoArgs, OutputFormat, RunArgs, ServeArgs, WrkArgs};
-pub use plan::{ab_plan, run_plan, wrk_plan, PlanError};
+pub use plan::{
+    ab_plan, ab_plan_with, run_plan, run_plan_with, wrk_plan, wrk_plan_with, Lookup, PlanError,
+};
 
 use crate::engine::{self, Plan, Progress, RunOutcome};
 use crate::report::{ports_note, save_json, AbReport, JsonReport, Report, TextReport, WrkReport};

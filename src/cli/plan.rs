@@ -29,6 +29,13 @@ fn invalid(msg: impl Into<String>) -> PlanError {
     PlanError::Invalid(msg.into())
 }
 
+/// Whether building a plan looks the host up. Only validation and fuzzing skip it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    Resolve,
+    Skip,
+}
+
 /// What every front end fills in; [`build`] validates it.
 struct PlanInput<'a> {
     url: &'a str,
@@ -55,7 +62,7 @@ fn user_agent() -> String {
     format!("archbench/{}", env!("CARGO_PKG_VERSION"))
 }
 
-fn build(input: PlanInput<'_>) -> Result<Plan, PlanError> {
+fn build(input: PlanInput<'_>, lookup: Lookup) -> Result<Plan, PlanError> {
     if input.connections == 0 {
         return Err(invalid(
             "connections must be at least 1 (-c 0 opens nothing); use e.g. -c 50",
@@ -101,7 +108,10 @@ fn build(input: PlanInput<'_>) -> Result<Plan, PlanError> {
     if input.connections > 1_000_000 {
         return Err(invalid("more than 1,000,000 connections is not supported"));
     }
-    let target = Target::parse(input.url)?;
+    let target = match lookup {
+        Lookup::Resolve => Target::parse(input.url)?,
+        Lookup::Skip => Target::parse_unresolved(input.url)?,
+    };
     let basic_auth = Target::basic_auth(input.url);
     Ok(Plan {
         target,
@@ -134,6 +144,10 @@ fn read_body(path: &Path) -> Result<Vec<u8>, PlanError> {
 }
 
 pub fn run_plan(a: &RunArgs) -> Result<Plan, PlanError> {
+    run_plan_with(a, Lookup::Resolve)
+}
+
+pub fn run_plan_with(a: &RunArgs, lookup: Lookup) -> Result<Plan, PlanError> {
     let body = match (&a.body, &a.body_file) {
         (Some(b), _) => b.clone().into_bytes(),
         (None, Some(p)) => read_body(p)?,
@@ -162,10 +176,16 @@ pub fn run_plan(a: &RunArgs) -> Result<Plan, PlanError> {
         rate: a.rate,
         timeout: a.timeout,
         insecure: a.insecure,
-    })
+    },
+        lookup,
+    )
 }
 
 pub fn wrk_plan(a: &WrkArgs) -> Result<Plan, PlanError> {
+    wrk_plan_with(a, Lookup::Resolve)
+}
+
+pub fn wrk_plan_with(a: &WrkArgs, lookup: Lookup) -> Result<Plan, PlanError> {
     if a.script.is_some() {
         return Err(invalid(
             "-s/--script: Lua scripts are not supported by archbench; use -H for headers, or `archbench run` with -m/--body for other requests",
@@ -196,13 +216,19 @@ pub fn wrk_plan(a: &WrkArgs) -> Result<Plan, PlanError> {
         rate: None,
         timeout: a.timeout,
         insecure: true,
-    })
+    },
+        lookup,
+    )
 }
 
 /// ab's cap on requests when only a time limit is given.
 pub const AB_MAX_REQUESTS: u64 = 50_000;
 
 pub fn ab_plan(a: &AbArgs) -> Result<Plan, PlanError> {
+    ab_plan_with(a, Lookup::Resolve)
+}
+
+pub fn ab_plan_with(a: &AbArgs, lookup: Lookup) -> Result<Plan, PlanError> {
     let url = a.url.as_deref().ok_or_else(|| {
         invalid("missing URL; usage: archbench ab [options] [http[s]://]hostname[:port]/path")
     })?;
@@ -253,5 +279,7 @@ pub fn ab_plan(a: &AbArgs) -> Result<Plan, PlanError> {
         rate: None,
         timeout: a.timeout,
         insecure: true,
-    })
+    },
+        lookup,
+    )
 }

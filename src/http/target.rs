@@ -43,6 +43,31 @@ pub enum TargetError {
 impl Target {
     /// Parses and resolves `url`. Resolution happens here so a bad name fails before the run.
     pub fn parse(url: &str) -> Result<Target, TargetError> {
+        Target::parse_unresolved(url)?.resolve()
+    }
+
+    /// Looks the host up (no lookup for IP literals).
+    pub fn resolve(mut self) -> Result<Target, TargetError> {
+        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|source| TargetError::Resolve {
+                host: self.host.clone(),
+                source,
+            })?
+            .collect();
+        if addrs.is_empty() {
+            return Err(TargetError::Resolve {
+                host: self.host.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses"),
+            });
+        }
+        self.addrs = addrs;
+        Ok(self)
+    }
+
+    /// Parses `url` without looking the host up (`addrs` stays empty): for validation and
+    /// fuzzing, where no lookup may leave the machine.
+    pub fn parse_unresolved(url: &str) -> Result<Target, TargetError> {
         let invalid = |reason: &str| TargetError::Invalid {
             url: url.to_string(),
             reason: reason.to_string(),
@@ -80,19 +105,6 @@ impl Target {
             let _ = redacted.set_username("REDACTED");
             let _ = redacted.set_password(None);
         }
-        let addrs: Vec<SocketAddr> = (host.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|source| TargetError::Resolve {
-                host: host.clone(),
-                source,
-            })?
-            .collect();
-        if addrs.is_empty() {
-            return Err(TargetError::Resolve {
-                host: host.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses"),
-            });
-        }
         Ok(Target {
             scheme,
             host,
@@ -100,7 +112,7 @@ impl Target {
             path,
             host_header,
             redacted_url: redacted.to_string(),
-            addrs,
+            addrs: Vec::new(),
         })
     }
 
