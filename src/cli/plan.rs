@@ -157,26 +157,27 @@ pub fn run_plan_with(a: &RunArgs, lookup: Lookup) -> Result<Plan, PlanError> {
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
     };
-    build(PlanInput {
-        url: &a.url,
-        method: a.method.to_ascii_uppercase(),
-        headers: a.headers.clone(),
-        body,
-        version: if a.http10 {
-            HttpVersion::Http10
-        } else {
-            HttpVersion::Http11
+    build(
+        PlanInput {
+            url: &a.url,
+            method: a.method.to_ascii_uppercase(),
+            headers: a.headers.clone(),
+            body,
+            version: if a.http10 {
+                HttpVersion::Http10
+            } else {
+                HttpVersion::Http11
+            },
+            keepalive: !a.no_keepalive,
+            user_agent: user_agent(),
+            connections: a.connections,
+            threads: a.threads.unwrap_or_else(default_threads),
+            duration,
+            requests: a.requests,
+            rate: a.rate,
+            timeout: a.timeout,
+            insecure: a.insecure,
         },
-        keepalive: !a.no_keepalive,
-        user_agent: user_agent(),
-        connections: a.connections,
-        threads: a.threads.unwrap_or_else(default_threads),
-        duration,
-        requests: a.requests,
-        rate: a.rate,
-        timeout: a.timeout,
-        insecure: a.insecure,
-    },
         lookup,
     )
 }
@@ -201,22 +202,23 @@ pub fn wrk_plan_with(a: &WrkArgs, lookup: Lookup) -> Result<Plan, PlanError> {
             "number of connections must be >= threads; raise -c or lower -t",
         ));
     }
-    build(PlanInput {
-        url,
-        method: "GET".into(),
-        headers: a.headers.clone(),
-        body: Vec::new(),
-        version: HttpVersion::Http11,
-        keepalive: true,
-        user_agent: user_agent(),
-        connections: a.connections,
-        threads: a.threads,
-        duration: Some(a.duration),
-        requests: None,
-        rate: None,
-        timeout: a.timeout,
-        insecure: true,
-    },
+    build(
+        PlanInput {
+            url,
+            method: "GET".into(),
+            headers: a.headers.clone(),
+            body: Vec::new(),
+            version: HttpVersion::Http11,
+            keepalive: true,
+            user_agent: user_agent(),
+            connections: a.connections,
+            threads: a.threads,
+            duration: Some(a.duration),
+            requests: None,
+            rate: None,
+            timeout: a.timeout,
+            insecure: true,
+        },
         lookup,
     )
 }
@@ -263,23 +265,24 @@ pub fn ab_plan_with(a: &AbArgs, lookup: Lookup) -> Result<Plan, PlanError> {
             a.concurrency
         )));
     }
-    build(PlanInput {
-        url: &url_full,
-        method,
-        headers,
-        body,
-        version: HttpVersion::Http10,
-        keepalive: a.keepalive,
-        user_agent: "ApacheBench/2.3 (archbench)".into(),
-        connections: a.concurrency,
-        // ab is single-threaded; one worker per core is ours, the layout is ab's.
-        threads: default_threads(),
-        duration: a.timelimit,
-        requests: Some(requests),
-        rate: None,
-        timeout: a.timeout,
-        insecure: true,
-    },
+    build(
+        PlanInput {
+            url: &url_full,
+            method,
+            headers,
+            body,
+            version: HttpVersion::Http10,
+            keepalive: a.keepalive,
+            user_agent: "ApacheBench/2.3 (archbench)".into(),
+            connections: a.concurrency,
+            // ab is single-threaded; one worker per core is ours, the layout is ab's.
+            threads: default_threads(),
+            duration: a.timelimit,
+            requests: Some(requests),
+            rate: None,
+            timeout: a.timeout,
+            insecure: true,
+        },
         lookup,
     )
 }
