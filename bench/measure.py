@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""Run a command; print its user CPU s, system CPU s and peak RSS (KiB) as one JSON line.
+"""Run a command under GNU time; print its user CPU s, system CPU s and peak RSS (KiB) as one
+JSON line, with the command's output.
 
-Used by bench/*.sh so both tools are measured by the same means (getrusage of the child).
+GNU time, not this script's own getrusage: a child forked from Python keeps Python's RSS
+high-water mark through exec, so RUSAGE_CHILDREN never reports less than Python's ~14 MiB.
 """
 import json
-import resource
 import subprocess
 import sys
 
-proc = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+MARK = "@@measure@@"
+proc = subprocess.run(
+    ["/usr/bin/time", "-f", MARK + " %U %S %M"] + sys.argv[1:],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+)
+mark = [l for l in proc.stderr.splitlines() if l.startswith(MARK)][-1].split()
 print(json.dumps({
     "rc": proc.returncode,
-    "user_s": usage.ru_utime,
-    "sys_s": usage.ru_stime,
-    "maxrss_kib": usage.ru_maxrss,
+    "user_s": float(mark[1]),
+    "sys_s": float(mark[2]),
+    "maxrss_kib": int(mark[3]),
     "output": proc.stdout,
 }))

@@ -4,7 +4,8 @@
 #   bench/vs-wrk.sh            # 3 interleaved rounds of -c50 -d10s, then peak RSS at -c500/-c10000
 #   ROUNDS=5 DURATION=20s bench/vs-wrk.sh
 #
-# Needs: nginx, wrk, python3, taskset (Debian: nginx wrk python3 util-linux). Loopback only.
+# Needs: nginx, wrk, python3, taskset, GNU time (Debian: nginx wrk python3 util-linux time).
+# Loopback only.
 # nginx runs one worker pinned to CPU 0, the client is pinned to the last CPU, so the two do
 # not compete for a core. Prints, per tool: median req/s, client CPU seconds (user+sys) per
 # round, requests per client CPU-second, and the ratio archbench/wrk.
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-50}
-for tool in nginx wrk python3 taskset; do
+for tool in nginx wrk python3 taskset /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "vs-wrk: $tool is not installed" >&2; exit 2; }
 done
 
