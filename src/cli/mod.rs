@@ -30,9 +30,24 @@ use crate::timefmt;
 pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 
+/// Invoked as `wrk` or `ab` (a symlink or copy of the binary), archbench is that front end,
+/// so a script keeps working when only the binary behind the name changes.
+fn with_front_end(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    let invoked_as = args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .map(str::to_string);
+    if let Some(name @ ("wrk" | "ab")) = invoked_as.as_deref() {
+        args.insert(1, OsString::from(name));
+    }
+    args
+}
+
 /// Runs archbench with these arguments and returns the process exit status.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::try_parse_from(with_front_end(args)) {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };

@@ -212,3 +212,36 @@ fn wrk_front_end_counts_what_nginx_logged() {
         log.len()
     );
 }
+
+#[test]
+fn invoked_as_wrk_or_ab_through_a_symlink() {
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["wrk", "ab"] {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_archbench"), dir.path().join(name)).unwrap();
+    }
+    let url = ng.url("/");
+    let wrk = std::process::Command::new(dir.path().join("wrk"))
+        .args(["-t1", "-c2", "-d1s", &url])
+        .output()
+        .unwrap();
+    assert!(wrk.status.success());
+    assert!(
+        stdout(&wrk).starts_with("Running 1s test @ "),
+        "{}",
+        stdout(&wrk)
+    );
+    assert!(stdout(&wrk).contains("Requests/sec:"));
+    let ab = std::process::Command::new(dir.path().join("ab"))
+        .args(["-n", "50", "-c", "2", &url])
+        .output()
+        .unwrap();
+    assert!(ab.status.success());
+    assert!(
+        stdout(&ab).contains("Complete requests:      50\n"),
+        "{}",
+        stdout(&ab)
+    );
+}
