@@ -47,12 +47,25 @@ fn with_front_end(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
 
 /// Runs archbench with these arguments and returns the process exit status.
 pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let cli = match Cli::try_parse_from(with_front_end(args)) {
+    let args = with_front_end(args);
+    let subcommand = args
+        .get(1)
+        .and_then(|a| a.to_str())
+        .filter(|a| ["run", "wrk", "ab", "serve", "demo"].contains(a))
+        .map(str::to_string);
+    let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            eprintln!(
+                "archbench: {}",
+                one_line_usage_error(&e, subcommand.as_deref())
+            );
+            return EXIT_USAGE;
+        }
         Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            // --help and --version: clap's own text, on stdout.
             let _ = e.print();
-            return code;
+            return 0;
         }
     };
     let signals = match StopSignals::install() {
@@ -73,6 +86,22 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Ok(code) => code,
         Err(e) => exit_for(&e),
     }
+}
+
+/// clap's message without its usage block: the first line, and where to read more.
+fn one_line_usage_error(e: &clap::Error, subcommand: Option<&str>) -> String {
+    let rendered = e.to_string();
+    let first = rendered
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid command line")
+        .trim_start_matches("error: ")
+        .trim_end_matches('.');
+    let help = match subcommand {
+        Some(sub) => format!("archbench {sub} --help"),
+        None => "archbench --help".to_string(),
+    };
+    format!("{first}; see `{help}`")
 }
 
 /// Prints the error on one line and picks the status: usage errors are 2, a closed stdout
