@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod engine;
 pub mod http;
+pub mod monitor;
 pub mod report;
 pub mod serve;
 pub mod stats;

@@ -91,6 +91,15 @@ pub struct RunArgs {
     /// No progress line.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
+    /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable).
+    #[arg(long = "watch", value_parser = parse_watch)]
+    pub watch: Vec<crate::monitor::WatchSpec>,
+}
+
+fn parse_watch(s: &str) -> Result<crate::monitor::WatchSpec, String> {
+    s.parse()
+        .map_err(|e: crate::monitor::MonitorError| e.to_string())
 }
 
 #[derive(Debug, Args)]

@@ -21,9 +21,10 @@ pub use plan::{
 };
 
 use crate::engine::{self, Plan, Progress, RunOutcome};
+use crate::monitor::{Monitor, WatchSpec};
 use crate::report::{ports_note, save_json, AbReport, JsonReport, Report, TextReport, WrkReport};
 use crate::serve::{ServeOptions, Server};
-use crate::stats::{Environment, RunResult};
+use crate::stats::{ClientUsage, Environment, RunResult};
 use crate::timefmt;
 
 /// Exit statuses.
@@ -146,19 +147,32 @@ impl StopSignals {
     }
 }
 
-/// Runs a plan and turns the outcome into the result document.
+/// Runs a plan, watching the given servers, and turns the outcome into the result document.
 pub fn execute(
     plan: &Plan,
+    watch: &[WatchSpec],
     stop: &AtomicBool,
     on_progress: impl FnMut(&Progress),
 ) -> anyhow::Result<RunResult> {
+    // Monitors take their first sample now, so a bad target fails before any load.
+    let monitors = watch
+        .iter()
+        .map(Monitor::start)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(PlanError::Watch)?;
+    let outcome = engine::run(plan, stop, on_progress);
+    let servers = monitors
+        .into_iter()
+        .map(Monitor::finish)
+        .collect::<Result<Vec<_>, _>>();
     let RunOutcome {
         recording,
         started_at,
         elapsed,
         interrupted,
-    } = engine::run(plan, stop, on_progress)?;
-    let result = RunResult::from_recording(
+        worker_cpu_s,
+    } = outcome?;
+    let mut result = RunResult::from_recording(
         recording,
         plan.summary(),
         Environment::local(),
@@ -166,6 +180,14 @@ pub fn execute(
         elapsed.as_secs_f64(),
         interrupted,
     );
+    let answered = result.totals.requests;
+    result.client = ClientUsage::from_workers(&worker_cpu_s, answered, elapsed.as_secs_f64());
+    result.servers = servers.context("sampling a watched server failed")?;
+    for s in &mut result.servers {
+        if s.cpu_s > 0.0 {
+            s.requests_per_cpu_s = answered as f64 / s.cpu_s;
+        }
+    }
     // wrk's and ab's layouts have no place for it, so every front end says it here.
     if let Some(note) = ports_note(&result) {
         eprintln!("archbench: {note}");
@@ -246,7 +268,7 @@ fn finish_code(result: &RunResult, signals: &StopSignals) -> i32 {
 fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = run_plan(a)?;
     let mut progress = ProgressLine::new(!a.quiet && a.output == OutputFormat::Text);
-    let result = execute(&plan, &signals.stop, |p| progress.update(p));
+    let result = execute(&plan, &a.watch, &signals.stop, |p| progress.update(p));
     progress.finish();
     let result = result?;
     save(&result, a.json.as_deref())?;
@@ -275,7 +297,7 @@ fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = wrk_plan(a)?;
     let report = WrkReport { latency: a.latency };
     write_stdout(|out| WrkReport::preamble(&plan.summary(), out))?;
-    let result = execute(&plan, &signals.stop, |_| {})?;
+    let result = execute(&plan, &[], &signals.stop, |_| {})?;
     save(&result, a.json.as_deref())?;
     write_stdout(|out| report.write_body(&result, out))?;
     Ok(finish_code(&result, signals))
@@ -299,7 +321,7 @@ fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     };
     write_stdout(|out| AbReport::preamble(&plan.target.redacted_url, heartbeat == 0, out))?;
     let mut shown = 0;
-    let result = execute(&plan, &signals.stop, |p| {
+    let result = execute(&plan, &[], &signals.stop, |p| {
         while heartbeat > 0 && p.completed >= shown + heartbeat {
             shown += heartbeat;
             eprintln!("Completed {shown} requests");
@@ -364,7 +386,7 @@ fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let args = demo_run_args(&url, a.connections, a.duration)?;
     let plan = run_plan(&args)?;
     let mut progress = ProgressLine::new(true);
-    let result = execute(&plan, &signals.stop, |p| progress.update(p));
+    let result = execute(&plan, &[], &signals.stop, |p| progress.update(p));
     progress.finish();
     server.stop();
     let result = result?;

@@ -17,6 +17,8 @@ pub enum PlanError {
     Invalid(String),
     #[error(transparent)]
     Target(#[from] TargetError),
+    #[error(transparent)]
+    Watch(#[from] crate::monitor::MonitorError),
     #[error("cannot read body file {path}: {source}; check the path")]
     BodyFile {
         path: String,

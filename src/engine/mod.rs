@@ -69,6 +69,8 @@ pub struct RunOutcome {
     pub elapsed: Duration,
     /// A signal stopped the run before its stop rule did.
     pub interrupted: bool,
+    /// Each worker thread's CPU: (user, system) seconds.
+    pub worker_cpu_s: Vec<(f64, f64)>,
 }
 
 #[derive(Debug, Error)]
@@ -184,8 +186,10 @@ pub fn run(
     let mut merged = Recorder::new(plan.stop.duration);
     let mut interrupted = false;
     let mut stopped_at = start;
+    let mut worker_cpu_s = Vec::with_capacity(threads);
     for r in results {
         let w = r?;
+        worker_cpu_s.push(w.cpu_s);
         interrupted |= w.interrupted;
         stopped_at = stopped_at.max(w.stopped_at);
         merged.merge(&w.recording);
@@ -196,6 +200,7 @@ pub fn run(
         started_at,
         elapsed,
         interrupted,
+        worker_cpu_s,
     })
 }
 

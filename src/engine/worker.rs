@@ -61,6 +61,19 @@ pub struct WorkerOutcome {
     pub interrupted: bool,
     /// When the loop ended, before sockets were closed.
     pub stopped_at: Instant,
+    /// This worker thread's own CPU: (user, system) seconds.
+    pub cpu_s: (f64, f64),
+}
+
+/// CPU seconds (user, system) of the calling thread.
+fn thread_cpu() -> (f64, f64) {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
 }
 
 pub struct Worker<'a> {
@@ -211,6 +224,7 @@ impl<'a> Worker<'a> {
             recording: std::mem::replace(&mut self.rec, Recorder::new(None)),
             interrupted,
             stopped_at,
+            cpu_s: thread_cpu(),
         })
     }
 

@@ -132,6 +132,31 @@ impl Report for TextReport {
                 statuses.join(", ")
             }
         )?;
+        let c = &r.client;
+        writeln!(
+            out,
+            "  Client     {:.2} CPU s (user {:.2}, sys {:.2}), busiest worker {:.0}% of a core, {} req per CPU-s",
+            c.cpu_s,
+            c.cpu_user_s,
+            c.cpu_system_s,
+            c.busiest_worker_percent,
+            grouped(c.requests_per_cpu_s.round() as u64)
+        )?;
+        for s in &r.servers {
+            writeln!(
+                out,
+                "  Server     {} ({}): {:.2} CPU s (user {:.2}, sys {:.2}) = {:.2} cores ({:.0}% of machine), peak memory {}, {} req per CPU-s",
+                s.label,
+                s.target,
+                s.cpu_s,
+                s.cpu_user_s,
+                s.cpu_system_s,
+                s.cores,
+                s.machine_percent,
+                bytes_iec(s.peak_memory_bytes as f64),
+                grouped(s.requests_per_cpu_s.round() as u64)
+            )?;
+        }
         writeln!(out)?;
         writeln!(
             out,

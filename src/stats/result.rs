@@ -37,6 +37,49 @@ pub struct RunResult {
     pub series: Vec<SecondSample>,
     /// The full distributions, to merge or re-analyse later.
     pub histograms: Histograms,
+    /// What archbench itself used (its worker threads).
+    pub client: ClientUsage,
+    /// What each `--watch`ed server used during the run.
+    #[serde(default)]
+    pub servers: Vec<crate::monitor::ServerUsage>,
+}
+
+/// The load generator's own CPU, so a reader can tell whether it was the bottleneck.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClientUsage {
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    /// user + system over all worker threads.
+    pub cpu_s: f64,
+    /// Answered requests per client CPU-second.
+    pub requests_per_cpu_s: f64,
+    /// The busiest worker thread's CPU as a share of one core over the run, in percent.
+    pub busiest_worker_percent: f64,
+}
+
+impl ClientUsage {
+    pub fn from_workers(worker_cpu_s: &[(f64, f64)], requests: u64, elapsed_s: f64) -> ClientUsage {
+        let (user, system) = worker_cpu_s
+            .iter()
+            .fold((0.0, 0.0), |(u, s), (wu, ws)| (u + wu, s + ws));
+        let cpu_s = user + system;
+        let busiest = worker_cpu_s.iter().map(|(u, s)| u + s).fold(0.0, f64::max);
+        ClientUsage {
+            cpu_user_s: user,
+            cpu_system_s: system,
+            cpu_s,
+            requests_per_cpu_s: if cpu_s > 0.0 {
+                requests as f64 / cpu_s
+            } else {
+                0.0
+            },
+            busiest_worker_percent: if elapsed_s > 0.0 {
+                busiest * 100.0 / elapsed_s
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// The run's configuration as it is safe to store.
@@ -244,6 +287,8 @@ impl RunResult {
                 first_byte: SerializedHistogram(rec.first_byte),
                 worker_rate: SerializedHistogram(rec.worker_rate),
             },
+            client: ClientUsage::default(),
+            servers: Vec::new(),
         }
     }
 }

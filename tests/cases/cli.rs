@@ -371,3 +371,63 @@ until grep -q listening {out}; do :; done
     );
     assert!(err.contains("ephemeral ports are exhausted"), "{err}");
 }
+
+#[test]
+fn watched_cpu_matches_a_known_burn_within_ten_percent() {
+    // A child burns exactly one CPU-second (by its own clock), says so, then waits.
+    let Some(python) = crate::util::require_tool("python3") else {
+        return;
+    };
+    let mut burner = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import sys,time\nline=sys.stdin.readline()\nt=time.process_time()\nwhile time.process_time()-t<1.0: pass\nprint('burnt',flush=True)\nsys.stdin.readline()",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let spec: archbench::monitor::WatchSpec =
+        format!("burner=pid:{}", burner.id()).parse().unwrap();
+    let monitor = archbench::monitor::Monitor::start(&spec).unwrap();
+    let mut stdin = burner.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"go\n").unwrap();
+    let mut out = BufReader::new(burner.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "burnt");
+    let usage = monitor.finish().unwrap();
+    drop(stdin);
+    let _ = burner.wait();
+    assert!(
+        (usage.cpu_s - 1.0).abs() <= 0.1,
+        "watched {:.3} CPU s of a 1.000 s burn",
+        usage.cpu_s
+    );
+    assert!(
+        usage.samples >= 4,
+        "sampled every 250 ms: {}",
+        usage.samples
+    );
+}
+
+#[test]
+fn watching_a_missing_process_fails_before_any_load() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    for (watch, needle) in [
+        ("x=pid:999999999", "not running"),
+        (
+            "x=name:no-such-process-archbench",
+            "no running process named",
+        ),
+        ("x=cgroup:/nonexistent", "not a cgroup"),
+        ("pid:1", "invalid --watch"),
+    ] {
+        let o = archbench(&["run", &s.url(), "-n", "10", "-c", "1", "--watch", watch]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{watch}: {err}");
+        assert!(err.contains(needle), "{watch}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert_eq!(s.requests(), 0);
+}

@@ -245,3 +245,46 @@ fn invoked_as_wrk_or_ab_through_a_symlink() {
         stdout(&ab)
     );
 }
+
+#[test]
+fn watch_reports_the_servers_cpu_and_requests_per_cpu_second() {
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let watch = format!("web=pid:{}", ng.pid());
+    let o = archbench(&[
+        "run",
+        &ng.url("/"),
+        "-n",
+        "3000",
+        "-c",
+        "4",
+        "-q",
+        "--watch",
+        &watch,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let server = &doc["servers"][0];
+    assert_eq!(server["label"], "web");
+    let cpu = server["cpu_s"].as_f64().unwrap();
+    assert!(
+        cpu > 0.0,
+        "nginx used CPU to answer 3000 requests: {server}"
+    );
+    let per_cpu = server["requests_per_cpu_s"].as_f64().unwrap();
+    assert!((per_cpu - 3000.0 / cpu).abs() < 1e-6 * per_cpu);
+    assert!(server["peak_memory_bytes"].as_u64().unwrap() > 1 << 20);
+    assert!(doc["client"]["cpu_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        stdout(&o).contains("Server     web (pid:"),
+        "{}",
+        stdout(&o)
+    );
+    ng.stop_and_read_log();
+}

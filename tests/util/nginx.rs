@@ -128,6 +128,11 @@ http {{
         }
     }
 
+    /// The nginx process (master_process off: the one process serving).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }

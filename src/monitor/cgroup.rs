@@ -1,0 +1,149 @@
+//! A cgroup's usage from its own files: v2 (`cpu.stat`, `memory.current`) or v1
+//! (`cpuacct.stat`, `memory.usage_in_bytes`, looked up beside it or in the memory hierarchy).
+
+use std::path::{Path, PathBuf};
+
+use super::{MonitorError, ResourceSample, ResourceSampler};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Version {
+    V2,
+    V1 { memory: Option<PathBuf> },
+}
+
+pub struct CgroupSampler {
+    dir: PathBuf,
+    version: Version,
+    ticks_per_s: f64,
+}
+
+fn read(path: &Path) -> Result<String, MonitorError> {
+    std::fs::read_to_string(path).map_err(|source| MonitorError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// `key value` lines (cpu.stat, cpuacct.stat).
+fn field(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+impl CgroupSampler {
+    pub fn new(dir: &Path) -> Result<CgroupSampler, MonitorError> {
+        let version = if dir.join("cpu.stat").exists() && dir.join("cgroup.controllers").exists() {
+            Version::V2
+        } else if dir.join("cpuacct.stat").exists() {
+            // v1 keeps memory in its own hierarchy: beside us, or the same path under memory/.
+            let beside = dir.join("memory.usage_in_bytes");
+            let sibling = dir.to_str().and_then(|d| {
+                ["/cpu,cpuacct/", "/cpuacct,cpu/", "/cpuacct/"]
+                    .iter()
+                    .find(|c| d.contains(*c))
+                    .map(|c| PathBuf::from(d.replacen(c, "/memory/", 1)))
+                    .map(|p| p.join("memory.usage_in_bytes"))
+            });
+            let memory = [Some(beside), sibling]
+                .into_iter()
+                .flatten()
+                .find(|p| p.exists());
+            Version::V1 { memory }
+        } else {
+            return Err(MonitorError::NotACgroup {
+                path: dir.display().to_string(),
+            });
+        };
+        // SAFETY: sysconf only reads a configuration value.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        Ok(CgroupSampler {
+            dir: dir.to_path_buf(),
+            version,
+            ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
+        })
+    }
+
+    fn processes(&self) -> u32 {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map(|t| t.lines().count() as u32)
+            .unwrap_or(0)
+    }
+}
+
+impl ResourceSampler for CgroupSampler {
+    fn sample(&mut self) -> Result<ResourceSample, MonitorError> {
+        let mut s = ResourceSample {
+            processes: self.processes(),
+            ..ResourceSample::default()
+        };
+        match &self.version {
+            Version::V2 => {
+                let stat = read(&self.dir.join("cpu.stat"))?;
+                s.cpu_user_s = field(&stat, "user_usec").unwrap_or(0) as f64 / 1e6;
+                s.cpu_system_s = field(&stat, "system_usec").unwrap_or(0) as f64 / 1e6;
+                s.memory_bytes = read(&self.dir.join("memory.current"))
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                    .unwrap_or(0);
+            }
+            Version::V1 { memory } => {
+                let stat = read(&self.dir.join("cpuacct.stat"))?;
+                s.cpu_user_s = field(&stat, "user").unwrap_or(0) as f64 / self.ticks_per_s;
+                s.cpu_system_s = field(&stat, "system").unwrap_or(0) as f64 / self.ticks_per_s;
+                if let Some(m) = memory {
+                    s.memory_bytes = read(m)?.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_v2_cgroup() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("cgroup.controllers"), "cpu memory\n").unwrap();
+        std::fs::write(
+            d.path().join("cpu.stat"),
+            "usage_usec 3500000\nuser_usec 1250000\nsystem_usec 2250000\nnr_periods 0\n",
+        )
+        .unwrap();
+        std::fs::write(d.path().join("memory.current"), "12582912\n").unwrap();
+        std::fs::write(d.path().join("cgroup.procs"), "10\n11\n").unwrap();
+        let s = CgroupSampler::new(d.path()).unwrap().sample().unwrap();
+        assert_eq!(s.cpu_user_s, 1.25);
+        assert_eq!(s.cpu_system_s, 2.25);
+        assert_eq!(s.memory_bytes, 12_582_912);
+        assert_eq!(s.processes, 2);
+    }
+
+    #[test]
+    fn reads_a_v1_cgroup_with_memory_in_its_own_hierarchy() {
+        let root = tempfile::tempdir().unwrap();
+        let cpu = root.path().join("cpu,cpuacct/kubepods/pod1");
+        let mem = root.path().join("memory/kubepods/pod1");
+        std::fs::create_dir_all(&cpu).unwrap();
+        std::fs::create_dir_all(&mem).unwrap();
+        std::fs::write(cpu.join("cpuacct.stat"), "user 250\nsystem 50\n").unwrap();
+        std::fs::write(mem.join("memory.usage_in_bytes"), "4096\n").unwrap();
+        let mut sampler = CgroupSampler::new(&cpu).unwrap();
+        let s = sampler.sample().unwrap();
+        let ticks = sampler.ticks_per_s;
+        assert!((s.cpu_user_s - 250.0 / ticks).abs() < 1e-9);
+        assert!((s.cpu_system_s - 50.0 / ticks).abs() < 1e-9);
+        assert_eq!(s.memory_bytes, 4096);
+    }
+
+    #[test]
+    fn refuses_a_directory_that_is_not_a_cgroup() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            CgroupSampler::new(d.path()),
+            Err(MonitorError::NotACgroup { .. })
+        ));
+    }
+}

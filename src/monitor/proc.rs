@@ -1,0 +1,144 @@
+//! Processes from /proc: a root (by pid, or every process with a command name) and all its
+//! descendants, found through /proc/PID/task/TID/children on every sample.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::{MonitorError, ResourceSample, ResourceSampler};
+
+pub struct ProcSampler {
+    roots: Vec<u32>,
+    /// Last seen (user, system) ticks of every process ever watched: a process that exits
+    /// keeps its last count, so totals never run backwards.
+    seen: HashMap<u32, (u64, u64)>,
+    ticks_per_s: f64,
+    page_bytes: u64,
+}
+
+/// Fields of /proc/PID/stat that matter here.
+struct Stat {
+    user_ticks: u64,
+    system_ticks: u64,
+    rss_pages: u64,
+}
+
+fn read_stat(pid: u32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain spaces: fields start after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // f[0] is field 3 (state): field N is f[N - 3].
+    Some(Stat {
+        user_ticks: f.get(11)?.parse().ok()?,
+        system_ticks: f.get(12)?.parse().ok()?,
+        rss_pages: f.get(21)?.parse().ok()?,
+    })
+}
+
+fn context_switches(pid: u32) -> u64 {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return 0;
+    };
+    text.lines()
+        .filter(|l| {
+            l.starts_with("voluntary_ctxt_switches") || l.starts_with("nonvoluntary_ctxt_switches")
+        })
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+fn children(pid: u32, out: &mut Vec<u32>) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return;
+    };
+    for task in tasks.flatten() {
+        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+}
+
+/// Processes whose command name (/proc/PID/comm) is `name`.
+pub fn pids_named(name: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .collect()
+}
+
+impl ProcSampler {
+    pub fn for_pid(pid: u32) -> Result<ProcSampler, MonitorError> {
+        if !Path::new(&format!("/proc/{pid}/stat")).exists() {
+            return Err(MonitorError::NoSuchPid(pid));
+        }
+        Ok(ProcSampler::new(vec![pid]))
+    }
+
+    pub fn for_name(name: &str) -> Result<ProcSampler, MonitorError> {
+        let pids = pids_named(name);
+        if pids.is_empty() {
+            return Err(MonitorError::NoSuchName(name.to_string()));
+        }
+        Ok(ProcSampler::new(pids))
+    }
+
+    fn new(roots: Vec<u32>) -> ProcSampler {
+        // SAFETY: sysconf only reads configuration values.
+        let (ticks, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_CLK_TCK),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        ProcSampler {
+            roots,
+            seen: HashMap::new(),
+            ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
+            page_bytes: if page > 0 { page as u64 } else { 4096 },
+        }
+    }
+
+    /// The roots and every descendant alive now.
+    fn live_pids(&self) -> Vec<u32> {
+        let mut all = self.roots.clone();
+        let mut i = 0;
+        while i < all.len() {
+            let pid = all[i];
+            children(pid, &mut all);
+            i += 1;
+        }
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}
+
+impl ResourceSampler for ProcSampler {
+    fn sample(&mut self) -> Result<ResourceSample, MonitorError> {
+        let mut sample = ResourceSample::default();
+        let mut rss_pages = 0;
+        for pid in self.live_pids() {
+            let Some(stat) = read_stat(pid) else { continue };
+            self.seen.insert(pid, (stat.user_ticks, stat.system_ticks));
+            rss_pages += stat.rss_pages;
+            sample.context_switches += context_switches(pid);
+            sample.processes += 1;
+        }
+        let (user, system) = self
+            .seen
+            .values()
+            .fold((0u64, 0u64), |(u, s), (pu, ps)| (u + pu, s + ps));
+        sample.cpu_user_s = user as f64 / self.ticks_per_s;
+        sample.cpu_system_s = system as f64 / self.ticks_per_s;
+        sample.memory_bytes = rss_pages * self.page_bytes;
+        Ok(sample)
+    }
+}
