@@ -409,6 +409,7 @@ fn watched_cpu_matches_a_known_burn_within_ten_percent() {
         "sampled every 250 ms: {}",
         usage.samples
     );
+    eprintln!("watched {:.3} CPU s of a 1.000 s burn", usage.cpu_s);
 }
 
 #[test]
