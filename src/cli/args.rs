@@ -195,6 +195,12 @@ pub struct ServeArgs {
     /// Server threads [default: one per core].
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Wait this long before each response (a slow server, for tests).
+    #[arg(long, hide = true, default_value = "0s", value_parser = super::values::duration)]
+    pub delay: std::time::Duration,
+    /// Spin the CPU this long before each response (an expensive server, for tests).
+    #[arg(long, hide = true, default_value = "0s", value_parser = super::values::duration)]
+    pub burn: std::time::Duration,
 }
 
 #[derive(Debug, Args)]

@@ -171,6 +171,7 @@ pub fn execute(
         elapsed,
         interrupted,
         worker_cpu_s,
+        worker_demand_s,
     } = outcome?;
     let mut result = RunResult::from_recording(
         recording,
@@ -181,13 +182,19 @@ pub fn execute(
         interrupted,
     );
     let answered = result.totals.requests;
-    result.client = ClientUsage::from_workers(&worker_cpu_s, answered, elapsed.as_secs_f64());
+    result.client = ClientUsage::from_workers(
+        &worker_cpu_s,
+        &worker_demand_s,
+        answered,
+        elapsed.as_secs_f64(),
+    );
     result.servers = servers.context("sampling a watched server failed")?;
     for s in &mut result.servers {
         if s.cpu_s > 0.0 {
             s.requests_per_cpu_s = answered as f64 / s.cpu_s;
         }
     }
+    result.limiter = crate::monitor::limiter(&result.client, &result.servers);
     // wrk's and ab's layouts have no place for it, so every front end says it here.
     if let Some(note) = ports_note(&result) {
         eprintln!("archbench: {note}");
@@ -349,6 +356,8 @@ fn cmd_serve(a: &ServeArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     })?;
     let mut opts = ServeOptions {
         addr,
+        delay: a.delay,
+        burn: a.burn,
         ..ServeOptions::default()
     };
     if let Some(t) = a.threads {

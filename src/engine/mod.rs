@@ -9,6 +9,8 @@
 mod conn;
 mod worker;
 
+pub use worker::thread_cpu;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
@@ -71,6 +73,8 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// Each worker thread's CPU: (user, system) seconds.
     pub worker_cpu_s: Vec<(f64, f64)>,
+    /// Each worker thread's demand: seconds it ran or waited to run.
+    pub worker_demand_s: Vec<Option<f64>>,
 }
 
 #[derive(Debug, Error)]
@@ -187,9 +191,11 @@ pub fn run(
     let mut interrupted = false;
     let mut stopped_at = start;
     let mut worker_cpu_s = Vec::with_capacity(threads);
+    let mut worker_demand_s = Vec::with_capacity(threads);
     for r in results {
         let w = r?;
         worker_cpu_s.push(w.cpu_s);
+        worker_demand_s.push(w.demand_s);
         interrupted |= w.interrupted;
         stopped_at = stopped_at.max(w.stopped_at);
         merged.merge(&w.recording);
@@ -201,6 +207,7 @@ pub fn run(
         elapsed,
         interrupted,
         worker_cpu_s,
+        worker_demand_s,
     })
 }
 

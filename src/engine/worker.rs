@@ -63,10 +63,12 @@ pub struct WorkerOutcome {
     pub stopped_at: Instant,
     /// This worker thread's own CPU: (user, system) seconds.
     pub cpu_s: (f64, f64),
+    /// Seconds this thread ran or waited to run (schedstat), if the kernel reports it.
+    pub demand_s: Option<f64>,
 }
 
 /// CPU seconds (user, system) of the calling thread.
-fn thread_cpu() -> (f64, f64) {
+pub fn thread_cpu() -> (f64, f64) {
     // SAFETY: getrusage writes into the zeroed struct we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
@@ -225,6 +227,8 @@ impl<'a> Worker<'a> {
             interrupted,
             stopped_at,
             cpu_s: thread_cpu(),
+            demand_s: crate::monitor::schedstat_demand_ns("/proc/thread-self/schedstat")
+                .map(|ns| ns as f64 / 1e9),
         })
     }
 

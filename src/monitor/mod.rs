@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::stats::{ClientUsage, Limiter, LimiterSide};
+
 pub use cgroup::CgroupSampler;
-pub use proc::ProcSampler;
+pub use proc::{schedstat_demand_ns, ProcSampler};
 
 /// How often a watched server is sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -103,6 +105,9 @@ pub struct ResourceSample {
     pub context_switches: u64,
     /// Processes counted in this sample.
     pub processes: u32,
+    /// Seconds the busiest single thread ran or waited to run since the sampler started.
+    /// None for cgroups.
+    pub busiest_thread_demand_s: Option<f64>,
 }
 
 pub trait ResourceSampler: Send {
@@ -143,6 +148,21 @@ pub struct ServerUsage {
     pub processes: u32,
     /// Answered requests per server CPU-second (filled in by the run that watched it).
     pub requests_per_cpu_s: f64,
+    /// CPU the sampling itself cost archbench (its thread's user + system seconds).
+    pub sampler_cpu_s: f64,
+    /// Share of one core the busiest single thread ran or waited to run (processes only;
+    /// from schedstat, so a thread starved by other load still counts as wanting the core):
+    /// an event-loop server like an nginx worker is at its limit when this nears 1.
+    pub busiest_thread_demand: Option<f64>,
+}
+
+impl ServerUsage {
+    /// At its limit: a thread at >= 90% of a core, or the whole target at >= 90% of the
+    /// machine.
+    pub fn saturated(&self) -> bool {
+        self.busiest_thread_demand.is_some_and(|c| c >= SATURATED)
+            || self.machine_percent >= SATURATED * 100.0
+    }
 }
 
 /// Samples one target on its own thread until stopped.
@@ -207,6 +227,17 @@ impl Monitor {
                     context_switches: last.context_switches.saturating_sub(first.context_switches),
                     processes,
                     requests_per_cpu_s: 0.0,
+                    sampler_cpu_s: {
+                        let (u, s) = crate::engine::thread_cpu();
+                        u + s
+                    },
+                    busiest_thread_demand: last.busiest_thread_demand_s.map(|cpu| {
+                        if sampled_s > 0.0 {
+                            cpu / sampled_s
+                        } else {
+                            0.0
+                        }
+                    }),
                 })
             })
             .map_err(|source| MonitorError::Read {
@@ -229,9 +260,107 @@ impl Monitor {
     }
 }
 
+/// Share of a core at which a thread or process counts as saturated.
+const SATURATED: f64 = 0.9;
+
+/// Which side limited a run, from the client's and the watched servers' CPU: the check a
+/// careful engineer makes by hand before believing a benchmark.
+pub fn limiter(client: &ClientUsage, servers: &[ServerUsage]) -> Limiter {
+    let client_full = client.busiest_worker_percent >= SATURATED * 100.0;
+    let full: Vec<&ServerUsage> = servers.iter().filter(|s| s.saturated()).collect();
+    let server_reason = |s: &ServerUsage| match s.busiest_thread_demand {
+        Some(c) if c >= SATURATED => format!(
+            "server {}: one of its threads ran or waited to run {:.0}% of the time",
+            s.label,
+            c * 100.0
+        ),
+        _ => format!(
+            "server {}: {:.0}% of the machine's CPU",
+            s.label, s.machine_percent
+        ),
+    };
+    let client_reason = format!(
+        "client: a worker thread ran or waited to run {:.0}% of the time; the figures describe archbench, not the server (add -t threads or a second machine)",
+        client.busiest_worker_percent
+    );
+    let (side, reason) = match (client_full, full.first(), servers.is_empty()) {
+        (true, Some(s), _) => (LimiterSide::Both, format!("{client_reason}; and {}", server_reason(s))),
+        (true, None, _) => (LimiterSide::Client, client_reason),
+        (false, Some(s), _) => (LimiterSide::Server, server_reason(s)),
+        (false, None, true) => (
+            LimiterSide::Unknown,
+            format!(
+                "client not saturated (busiest worker busy {:.0}% of the time); server not watched (--watch NAME=pid:PID tells)",
+                client.busiest_worker_percent
+            ),
+        ),
+        (false, None, false) => (
+            LimiterSide::Neither,
+            "neither side's CPU was saturated: latency-, network- or lock-bound".to_string(),
+        ),
+    };
+    Limiter { side, reason }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn client(busy: f64) -> ClientUsage {
+        ClientUsage {
+            busiest_worker_percent: busy,
+            ..ClientUsage::default()
+        }
+    }
+
+    fn server(thread_cores: f64, machine_percent: f64) -> ServerUsage {
+        ServerUsage {
+            label: "web".into(),
+            target: "pid:1".into(),
+            sampled_s: 10.0,
+            samples: 40,
+            cpu_user_s: 0.0,
+            cpu_system_s: 0.0,
+            cpu_s: 0.0,
+            cores: machine_percent / 50.0,
+            machine_percent,
+            peak_memory_bytes: 0,
+            context_switches: 0,
+            processes: 2,
+            requests_per_cpu_s: 0.0,
+            sampler_cpu_s: 0.0,
+            busiest_thread_demand: Some(thread_cores),
+        }
+    }
+
+    #[test]
+    fn names_the_saturated_side() {
+        let busy_nginx_worker = server(0.97, 48.0);
+        let idle_server = server(0.3, 15.0);
+        assert_eq!(
+            limiter(&client(60.0), std::slice::from_ref(&busy_nginx_worker)).side,
+            LimiterSide::Server
+        );
+        assert_eq!(
+            limiter(&client(98.0), std::slice::from_ref(&idle_server)).side,
+            LimiterSide::Client
+        );
+        assert_eq!(
+            limiter(&client(98.0), &[busy_nginx_worker]).side,
+            LimiterSide::Both
+        );
+        assert_eq!(
+            limiter(&client(40.0), &[idle_server]).side,
+            LimiterSide::Neither
+        );
+        assert_eq!(limiter(&client(40.0), &[]).side, LimiterSide::Unknown);
+        assert_eq!(limiter(&client(95.0), &[]).side, LimiterSide::Client);
+        // Many threads each below a core, but the machine full: saturated as a whole.
+        assert_eq!(
+            limiter(&client(50.0), &[server(0.5, 95.0)]).side,
+            LimiterSide::Server
+        );
+    }
 
     #[test]
     fn parses_watch_specs() {

@@ -11,6 +11,8 @@ pub struct ProcSampler {
     /// Last seen (user, system) ticks of every process ever watched: a process that exits
     /// keeps its last count, so totals never run backwards.
     seen: HashMap<u32, (u64, u64)>,
+    /// Demand (ns) each thread had when first seen, to tell what it wanted while watched.
+    first: HashMap<u32, u64>,
     ticks_per_s: f64,
     page_bytes: u64,
 }
@@ -23,7 +25,40 @@ struct Stat {
 }
 
 fn read_stat(pid: u32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&format!("/proc/{pid}/stat"))
+}
+
+/// Nanoseconds a thread ran plus waited to run (/proc/…/schedstat): how much of a core it
+/// wanted, whether or not it got it.
+pub fn schedstat_demand_ns(path: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut f = text.split_whitespace();
+    let ran: u64 = f.next()?.parse().ok()?;
+    let waited: u64 = f.next()?.parse().ok()?;
+    Some(ran + waited)
+}
+
+/// Demand of each thread of `pid`: (tid, nanoseconds run or waiting to run).
+fn thread_demand(pid: u32, out: &mut Vec<(u32, u64)>) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return;
+    };
+    for task in tasks.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Some(ns) = schedstat_demand_ns(&format!("/proc/{pid}/task/{tid}/schedstat")) {
+            out.push((tid, ns));
+        }
+    }
+}
+
+fn parse_stat(path: &str) -> Option<Stat> {
+    let text = std::fs::read_to_string(path).ok()?;
     // The command name is in parentheses and may contain spaces: fields start after the last ')'.
     let rest = &text[text.rfind(')')? + 1..];
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -101,6 +136,7 @@ impl ProcSampler {
         ProcSampler {
             roots,
             seen: HashMap::new(),
+            first: HashMap::new(),
             ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
             page_bytes: if page > 0 { page as u64 } else { 4096 },
         }
@@ -125,8 +161,10 @@ impl ResourceSampler for ProcSampler {
     fn sample(&mut self) -> Result<ResourceSample, MonitorError> {
         let mut sample = ResourceSample::default();
         let mut rss_pages = 0;
+        let mut threads = Vec::new();
         for pid in self.live_pids() {
             let Some(stat) = read_stat(pid) else { continue };
+            thread_demand(pid, &mut threads);
             self.seen.insert(pid, (stat.user_ticks, stat.system_ticks));
             rss_pages += stat.rss_pages;
             sample.context_switches += context_switches(pid);
@@ -139,6 +177,11 @@ impl ResourceSampler for ProcSampler {
         sample.cpu_user_s = user as f64 / self.ticks_per_s;
         sample.cpu_system_s = system as f64 / self.ticks_per_s;
         sample.memory_bytes = rss_pages * self.page_bytes;
+        let busiest = threads
+            .iter()
+            .map(|&(tid, ns)| ns - *self.first.entry(tid).or_insert(ns))
+            .max();
+        sample.busiest_thread_demand_s = busiest.map(|ns| ns as f64 / 1e9);
         Ok(sample)
     }
 }

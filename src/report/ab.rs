@@ -17,23 +17,74 @@ fn ms(us: f64) -> i64 {
     ((us + 500.0) / 1000.0).floor() as i64
 }
 
-/// One row of the Connection Times table: min, mean, [+/-sd], median, max in ms.
-fn row(out: &mut dyn Write, name: &str, h: &Histogram<u64>) -> io::Result<()> {
-    let (min, mean, sd, median, max) = if h.is_empty() {
-        (0, 0, 0.0, 0, 0)
-    } else {
-        (
-            ms(h.min() as f64),
-            (h.mean() / 1000.0 + 0.5).floor() as i64,
-            h.stdev() / 1000.0,
-            ms(h.value_at_quantile(0.5) as f64),
-            ms(h.max() as f64),
+/// One row of the Connection Times table, in ms as ab rounds them.
+struct Row {
+    min: i64,
+    mean: i64,
+    sd: f64,
+    median: i64,
+    max: i64,
+}
+
+impl Row {
+    fn of(h: &Histogram<u64>) -> Row {
+        let (min, mean, sd, median, max) = if h.is_empty() {
+            (0, 0, 0.0, 0, 0)
+        } else {
+            (
+                ms(h.min() as f64),
+                (h.mean() / 1000.0 + 0.5).floor() as i64,
+                h.stdev() / 1000.0,
+                ms(h.value_at_quantile(0.5) as f64),
+                ms(h.max() as f64),
+            )
+        };
+        Row {
+            min,
+            mean,
+            sd,
+            median,
+            max,
+        }
+    }
+
+    fn write(&self, out: &mut dyn Write, name: &str) -> io::Result<()> {
+        let Row {
+            min,
+            mean,
+            sd,
+            median,
+            max,
+        } = self;
+        writeln!(
+            out,
+            "{name:<12}{min:5} {mean:4} {sd:5.1} {median:6} {max:7}"
         )
-    };
-    writeln!(
-        out,
-        "{name:<12}{min:5} {mean:4} {sd:5.1} {median:6} {max:7}"
-    )
+    }
+
+    /// ab's SANE() check: warn when mean and median are more than one (or two) standard
+    /// deviations apart.
+    fn sanity(&self, out: &mut dyn Write, what: &str) -> io::Result<()> {
+        let d = (self.mean - self.median).abs() as f64;
+        if d > 2.0 * self.sd {
+            writeln!(
+                out,
+                "ERROR: The median and mean for {what} are more than twice the standard"
+            )?;
+            writeln!(
+                out,
+                "       deviation apart. These results are NOT reliable."
+            )
+        } else if d > self.sd {
+            writeln!(
+                out,
+                "WARNING: The median and mean for {what} are not within a normal deviation"
+            )?;
+            writeln!(out, "        These results are probably not that reliable.")
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// Host, port and path from the stored URL.
@@ -186,10 +237,18 @@ impl Report for AbReport {
             }
             writeln!(out, "\nConnection Times (ms)")?;
             writeln!(out, "              min  mean[+/-sd] median   max")?;
-            row(out, "Connect:", &connect)?;
-            row(out, "Processing:", &h.service.0)?;
-            row(out, "Waiting:", &h.first_byte.0)?;
-            row(out, "Total:", &h.total.0)?;
+            let rows = [
+                ("Connect:", "the initial connection time", Row::of(&connect)),
+                ("Processing:", "the processing time", Row::of(&h.service.0)),
+                ("Waiting:", "the waiting time", Row::of(&h.first_byte.0)),
+                ("Total:", "the total time", Row::of(&h.total.0)),
+            ];
+            for (name, _, row) in &rows {
+                row.write(out, name)?;
+            }
+            for (_, what, row) in &rows {
+                row.sanity(out, what)?;
+            }
             writeln!(
                 out,
                 "\nPercentage of the requests served within a certain time (ms)"

@@ -157,6 +157,9 @@ impl Report for TextReport {
                 grouped(s.requests_per_cpu_s.round() as u64)
             )?;
         }
+        if !r.limiter.reason.is_empty() {
+            writeln!(out, "  Limiter    {}", r.limiter.reason)?;
+        }
         writeln!(out)?;
         writeln!(
             out,

@@ -40,6 +40,8 @@ pub struct ServeOptions {
     pub framing: Framing,
     /// Added before every response (to make a deliberately slower server).
     pub delay: Duration,
+    /// CPU spent spinning before every response (to make a deliberately expensive server).
+    pub burn: Duration,
 }
 
 impl Default for ServeOptions {
@@ -49,6 +51,7 @@ impl Default for ServeOptions {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             framing: Framing::ContentLength,
             delay: Duration::ZERO,
+            burn: Duration::ZERO,
         }
     }
 }
@@ -324,6 +327,13 @@ async fn serve_connection(
             start += req.len + req.body_len;
             if !opts.delay.is_zero() {
                 tokio::time::sleep(opts.delay).await;
+            }
+            if !opts.burn.is_zero() {
+                // Deliberately busy: this server is meant to cost CPU.
+                let until = std::time::Instant::now() + opts.burn;
+                while std::time::Instant::now() < until {
+                    std::hint::spin_loop();
+                }
             }
             write_response(&mut out, date.get(), opts.framing, &req);
             counters.requests.fetch_add(1, Ordering::Relaxed);

@@ -14,6 +14,6 @@ pub use histogram::{
 };
 pub use recorder::{ErrorKind, Recorder, ResponseTimes, SecondSample};
 pub use result::{
-    ClientUsage, Environment, ErrorCounts, Histograms, LatencySummaries, PlanSummary, ResponseInfo,
-    RunResult, Totals, RESULT_SCHEMA_VERSION,
+    ClientUsage, Environment, ErrorCounts, Histograms, LatencySummaries, Limiter, LimiterSide,
+    PlanSummary, ResponseInfo, RunResult, Totals, RESULT_SCHEMA_VERSION,
 };

@@ -42,6 +42,30 @@ pub struct RunResult {
     /// What each `--watch`ed server used during the run.
     #[serde(default)]
     pub servers: Vec<crate::monitor::ServerUsage>,
+    /// Which side's CPU limited the result.
+    pub limiter: Limiter,
+}
+
+/// The verdict on who limited a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Limiter {
+    pub side: LimiterSide,
+    /// One sentence with the figure behind the verdict.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LimiterSide {
+    /// archbench's own threads were saturated.
+    Client,
+    /// A watched server was at its CPU limit.
+    Server,
+    Both,
+    /// Neither side's CPU was saturated.
+    Neither,
+    /// The client was not saturated and no server was watched.
+    Unknown,
 }
 
 /// The load generator's own CPU, so a reader can tell whether it was the bottleneck.
@@ -53,17 +77,33 @@ pub struct ClientUsage {
     pub cpu_s: f64,
     /// Answered requests per client CPU-second.
     pub requests_per_cpu_s: f64,
-    /// The busiest worker thread's CPU as a share of one core over the run, in percent.
+    /// The busiest worker thread's share of the run spent running or waiting to run (its
+    /// CPU time where the kernel keeps no schedstat), in percent.
     pub busiest_worker_percent: f64,
 }
 
 impl ClientUsage {
-    pub fn from_workers(worker_cpu_s: &[(f64, f64)], requests: u64, elapsed_s: f64) -> ClientUsage {
+    pub fn from_workers(
+        worker_cpu_s: &[(f64, f64)],
+        worker_demand_s: &[Option<f64>],
+        requests: u64,
+        elapsed_s: f64,
+    ) -> ClientUsage {
         let (user, system) = worker_cpu_s
             .iter()
             .fold((0.0, 0.0), |(u, s), (wu, ws)| (u + wu, s + ws));
         let cpu_s = user + system;
-        let busiest = worker_cpu_s.iter().map(|(u, s)| u + s).fold(0.0, f64::max);
+        // Demand (ran or waited to run) where the kernel reports it, CPU time otherwise.
+        let busiest = worker_cpu_s
+            .iter()
+            .zip(
+                worker_demand_s
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat(None)),
+            )
+            .map(|((u, s), demand)| demand.unwrap_or(u + s))
+            .fold(0.0, f64::max);
         ClientUsage {
             cpu_user_s: user,
             cpu_system_s: system,
@@ -289,6 +329,10 @@ impl RunResult {
             },
             client: ClientUsage::default(),
             servers: Vec::new(),
+            limiter: Limiter {
+                side: LimiterSide::Unknown,
+                reason: String::new(),
+            },
         }
     }
 }

@@ -432,3 +432,26 @@ fn watching_a_missing_process_fails_before_any_load() {
     }
     assert_eq!(s.requests(), 0);
 }
+
+#[test]
+fn limiter_names_an_expensive_server_and_a_slow_one() {
+    // One server thread spinning 300 µs per response cannot keep up with 4 connections.
+    let busy = crate::util::ServeChild::start(&["--threads", "1", "--burn", "300us"]);
+    let watch = format!("busy=pid:{}", busy.pid());
+    let o = archbench(&[
+        "run", &busy.url, "-d", "2s", "-c", "4", "-t", "1", "-q", "-o", "json", "--watch", &watch,
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["limiter"]["side"], "server", "{}", doc["limiter"]);
+    assert!(doc["servers"][0]["busiest_thread_demand"].as_f64().unwrap() >= 0.9);
+
+    // 20 ms per response without CPU: neither side is busy.
+    let slow = crate::util::ServeChild::start(&["--threads", "1", "--delay", "20ms"]);
+    let watch = format!("slow=pid:{}", slow.pid());
+    let o = archbench(&[
+        "run", &slow.url, "-d", "2s", "-c", "2", "-t", "1", "-q", "-o", "json", "--watch", &watch,
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["limiter"]["side"], "neither", "{}", doc["limiter"]);
+    assert!(doc["client"]["busiest_worker_percent"].as_f64().unwrap() < 50.0);
+}

@@ -80,3 +80,43 @@ pub fn require_tool(name: &str) -> Option<std::path::PathBuf> {
     eprintln!("SKIPPED: {name} is not installed; `apt-get install {name}` to run this test");
     None
 }
+
+/// `archbench serve` in a child process (so its CPU can be watched apart from the test's).
+pub struct ServeChild {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl ServeChild {
+    pub fn start(extra: &[&str]) -> ServeChild {
+        use std::io::BufRead;
+        let mut child = bin()
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("archbench serve starts");
+        // It prints its URL once it is listening.
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .expect("serve prints its URL")
+            .to_string();
+        ServeChild { child, url }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ServeChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
