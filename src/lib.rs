@@ -4,6 +4,7 @@
 //! here so it can be tested in-process. See ARCHITECTURE.md for the data flow.
 
 pub mod cli;
+pub mod compare;
 pub mod engine;
 pub mod http;
 pub mod monitor;

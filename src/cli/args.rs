@@ -27,6 +27,8 @@ pub enum Command {
     /// ab-compatible front end: takes ApacheBench's flags, prints ab's layout.
     #[command(disable_version_flag = true)]
     Ab(AbArgs),
+    /// Compare targets side by side over repeated runs, with a statistical verdict.
+    Compare(CompareArgs),
     /// Serve nginx's welcome page from a small embedded HTTP/1.1 server.
     Serve(ServeArgs),
     /// Start the embedded server on loopback and benchmark it (no setup needed).
@@ -185,6 +187,60 @@ pub struct AbArgs {
     pub json: Option<PathBuf>,
     /// [http[s]://]hostname[:port]/path
     pub url: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("schedule").args(["interleave", "sequential", "parallel"])))]
+pub struct CompareArgs {
+    /// Targets as NAME=URL; the first is the baseline.
+    #[arg(required = true, num_args = 2..)]
+    pub targets: Vec<String>,
+    /// Measured runs per target.
+    #[arg(long, default_value = "5", value_parser = super::values::count)]
+    pub runs: u64,
+    /// A B A B … (the default).
+    #[arg(long)]
+    pub interleave: bool,
+    /// All runs of one target, then the next.
+    #[arg(long)]
+    pub sequential: bool,
+    /// All targets at once, like `wrk both`.
+    #[arg(long)]
+    pub parallel: bool,
+    /// Do not run and discard a warm-up run per target.
+    #[arg(long)]
+    pub no_warmup: bool,
+    /// Connections per target.
+    #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
+    pub connections: u64,
+    /// Worker threads per target [default: one per core].
+    #[arg(short = 't', long, value_parser = super::values::count)]
+    pub threads: Option<u64>,
+    /// Duration of each run.
+    #[arg(short = 'd', long, default_value = "3s", value_parser = super::values::duration)]
+    pub duration: std::time::Duration,
+    /// Open loop: requests per second per target.
+    #[arg(short = 'r', long, value_parser = super::values::rate)]
+    pub rate: Option<f64>,
+    /// Extra request header (repeatable).
+    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
+    pub headers: Vec<(String, String)>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Do not verify TLS certificates.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Watch a target's server: NAME=pid:1234, NAME=name:nginx, NAME=cgroup:PATH, where NAME
+    /// is a target's name (repeatable).
+    #[arg(long = "watch", value_parser = parse_watch)]
+    pub watch: Vec<crate::monitor::WatchSpec>,
+    /// Write the comparison (every run, histograms included) here after each run.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// No per-run progress lines.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]

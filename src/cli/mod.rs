@@ -15,7 +15,9 @@ use std::time::SystemTime;
 use anyhow::Context as _;
 use clap::Parser as _;
 
-pub use args::{AbArgs, Cli, Command, DemoArgs, OutputFormat, RunArgs, ServeArgs, WrkArgs};
+pub use args::{
+    AbArgs, Cli, Command, CompareArgs, DemoArgs, OutputFormat, RunArgs, ServeArgs, WrkArgs,
+};
 pub use plan::{
     ab_plan, ab_plan_with, run_plan, run_plan_with, wrk_plan, wrk_plan_with, Lookup, PlanError,
 };
@@ -52,7 +54,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     let subcommand = args
         .get(1)
         .and_then(|a| a.to_str())
-        .filter(|a| ["run", "wrk", "ab", "serve", "demo"].contains(a))
+        .filter(|a| ["run", "wrk", "ab", "compare", "serve", "demo"].contains(a))
         .map(str::to_string);
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
@@ -80,6 +82,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Run(a) => cmd_run(&a, &signals),
         Command::Wrk(a) => cmd_wrk(&a, &signals),
         Command::Ab(a) => cmd_ab(&a, &signals),
+        Command::Compare(a) => cmd_compare(&a, &signals),
         Command::Serve(a) => cmd_serve(&a, &signals),
         Command::Demo(a) => cmd_demo(&a, &signals),
     };
@@ -345,6 +348,54 @@ fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     };
     write_stdout(|out| report.write(&result, out))?;
     Ok(finish_code(&result, signals))
+}
+
+fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    let plan = plan::compare_plan(a)?;
+    // Monitors must find their targets before any load: check them all now.
+    for c in &plan.contenders {
+        for w in &c.watch {
+            crate::monitor::sampler_for(w).map_err(PlanError::Watch)?;
+        }
+    }
+    let commands = plan
+        .contenders
+        .iter()
+        .map(|c| plan::reproduce(&c.plan))
+        .collect();
+    let quiet = a.quiet;
+    let run_one = |c: &crate::compare::Contender| execute(&c.plan, &c.watch, &signals.stop, |_| {});
+    let mut on_run = |name: &str, n: usize, measured: bool| {
+        if !quiet {
+            if measured {
+                eprintln!("  {name}: run {n}");
+            } else {
+                eprintln!("  {name}: warm-up");
+            }
+        }
+    };
+    let mut save_so_far = |c: &crate::compare::ComparisonResult| -> anyhow::Result<()> {
+        if let Some(p) = &a.json {
+            crate::report::save_json_value(c, p)
+                .with_context(|| format!("cannot write {}", p.display()))?;
+        }
+        Ok(())
+    };
+    let result = crate::compare::run(
+        &plan,
+        commands,
+        &signals.stop,
+        &run_one,
+        &mut on_run,
+        &mut save_so_far,
+    )?;
+    save_so_far(&result)?;
+    write_stdout(|out| crate::report::ComparisonReport.write(&result, out))?;
+    Ok(if result.interrupted {
+        signals.exit_code()
+    } else {
+        0
+    })
 }
 
 fn cmd_serve(a: &ServeArgs, signals: &StopSignals) -> anyhow::Result<i32> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::args::{AbArgs, RunArgs, WrkArgs};
+use super::args::{AbArgs, CompareArgs, RunArgs, WrkArgs};
 use crate::engine::{Pacing, Plan, StopRule};
 use crate::http::{HttpVersion, RequestSpec, Target, TargetError};
 
@@ -287,4 +287,97 @@ pub fn ab_plan_with(a: &AbArgs, lookup: Lookup) -> Result<Plan, PlanError> {
         },
         lookup,
     )
+}
+
+/// One plan per `NAME=URL`, the watch specs matched to their targets, and the command line
+/// that reproduces one run of each.
+pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, PlanError> {
+    use crate::compare::{ComparePlan, Contender, Schedule};
+    if a.runs == 0 {
+        return Err(invalid("--runs must be at least 1"));
+    }
+    let mut contenders: Vec<Contender> = Vec::new();
+    for t in &a.targets {
+        let (name, url) = t
+            .split_once('=')
+            .filter(|(n, u)| !n.is_empty() && !u.is_empty())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "target {t:?} is not NAME=URL; use e.g. arm=http://10.0.0.2/"
+                ))
+            })?;
+        if contenders.iter().any(|c| c.name == name) {
+            return Err(invalid(format!("target name {name:?} is given twice")));
+        }
+        let plan = build(
+            PlanInput {
+                url,
+                method: "GET".into(),
+                headers: a.headers.clone(),
+                body: Vec::new(),
+                version: HttpVersion::Http11,
+                keepalive: true,
+                user_agent: user_agent(),
+                connections: a.connections,
+                threads: a.threads.unwrap_or_else(default_threads),
+                duration: Some(a.duration),
+                requests: None,
+                rate: a.rate,
+                timeout: a.timeout,
+                insecure: a.insecure,
+            },
+            Lookup::Resolve,
+        )?;
+        contenders.push(Contender {
+            name: name.to_string(),
+            plan,
+            watch: Vec::new(),
+        });
+    }
+    for w in &a.watch {
+        let c = contenders
+            .iter_mut()
+            .find(|c| c.name == w.label)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "--watch {}: no target named {:?}",
+                    w.target, w.label
+                ))
+            })?;
+        c.watch.push(w.clone());
+    }
+    let schedule = if a.sequential {
+        Schedule::Sequential
+    } else if a.parallel {
+        Schedule::Parallel
+    } else {
+        Schedule::Interleave
+    };
+    Ok(ComparePlan {
+        contenders,
+        runs: a.runs as usize,
+        warmup: !a.no_warmup,
+        schedule,
+    })
+}
+
+/// The `archbench run` command line that reproduces one run of `plan`.
+pub fn reproduce(plan: &Plan) -> String {
+    let mut cmd = format!(
+        "archbench run {} -c {} -t {}",
+        plan.target.redacted_url, plan.connections, plan.threads
+    );
+    if let Some(d) = plan.stop.duration {
+        cmd.push_str(&format!(" -d {}ms", d.as_millis()));
+    }
+    if let crate::engine::Pacing::Open { rate } = plan.pacing {
+        cmd.push_str(&format!(" --rate {rate}"));
+    }
+    for (n, v) in plan.summary().headers {
+        cmd.push_str(&format!(" -H '{n}: {v}'"));
+    }
+    if plan.insecure {
+        cmd.push_str(" --insecure");
+    }
+    cmd
 }

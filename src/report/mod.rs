@@ -3,6 +3,7 @@
 //! the engine.
 
 mod ab;
+mod compare;
 mod text;
 mod units;
 mod wrk;
@@ -10,6 +11,7 @@ mod wrk;
 use std::io::{self, Write};
 
 pub use ab::AbReport;
+pub use compare::ComparisonReport;
 pub use text::{ports_note, TextReport};
 pub use wrk::WrkReport;
 
@@ -32,6 +34,11 @@ impl Report for JsonReport {
 /// Writes `result` as JSON to `path` atomically (temporary file, then rename), so a reader
 /// never sees half a document and an interrupted write never destroys an older one.
 pub fn save_json(result: &RunResult, path: &std::path::Path) -> io::Result<()> {
+    save_json_value(result, path)
+}
+
+/// [`save_json`] for any serializable document (comparisons too).
+pub fn save_json_value<T: serde::Serialize>(doc: &T, path: &std::path::Path) -> io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
@@ -40,7 +47,8 @@ pub fn save_json(result: &RunResult, path: &std::path::Path) -> io::Result<()> {
     let tmp = std::path::PathBuf::from(tmp);
     {
         let mut f = io::BufWriter::new(std::fs::File::create(&tmp)?);
-        JsonReport.write(result, &mut f)?;
+        serde_json::to_writer_pretty(&mut f, doc)?;
+        writeln!(f)?;
         f.flush()?;
         f.get_ref().sync_all()?;
     }

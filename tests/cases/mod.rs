@@ -1,4 +1,5 @@
 mod cli;
+mod compare;
 mod embedded;
 mod faults;
 mod layouts;

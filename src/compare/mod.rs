@@ -1,0 +1,356 @@
+//! Comparing targets: repeated runs (interleaved, sequential or parallel), each metric's median
+//! and spread, the relative difference of every target against the baseline with a 95%
+//! bootstrap interval, and a Mann-Whitney U verdict ("~" when not significant), as Go's
+//! benchstat reports them.
+//!
+//! This module orchestrates: it is handed the function that executes one run, and never
+//! reaches into the engine's workers.
+
+pub mod stats;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Plan;
+use crate::monitor::WatchSpec;
+use crate::stats::RunResult;
+
+/// Significance level of the verdicts.
+pub const ALPHA: f64 = 0.05;
+
+/// One named target: the first is the baseline.
+#[derive(Debug, Clone)]
+pub struct Contender {
+    pub name: String,
+    pub plan: Plan,
+    pub watch: Vec<WatchSpec>,
+}
+
+/// The order runs happen in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    /// A B A B …: drift over time (thermal, neighbours) hits every target alike.
+    Interleave,
+    /// All runs of A, then all of B.
+    Sequential,
+    /// A and B at the same time, like `wrk both`.
+    Parallel,
+}
+
+#[derive(Debug, Clone)]
+pub struct ComparePlan {
+    pub contenders: Vec<Contender>,
+    pub runs: usize,
+    /// One discarded run of each target first.
+    pub warmup: bool,
+    pub schedule: Schedule,
+}
+
+/// The comparison as stored: every run kept, histograms included.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComparisonResult {
+    /// Always "archbench-comparison".
+    pub kind: String,
+    pub schema_version: u32,
+    pub schedule: Schedule,
+    pub runs_per_target: u64,
+    pub warmup: bool,
+    /// True when a signal stopped the comparison early.
+    pub interrupted: bool,
+    pub targets: Vec<TargetRuns>,
+    /// Per metric: medians, spreads and verdicts against the baseline (the first target).
+    pub metrics: Vec<MetricComparison>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetRuns {
+    pub name: String,
+    pub url: String,
+    /// `archbench run` command line reproducing one run of this target.
+    pub command: String,
+    /// Measured runs (warm-ups excluded), in the order they ran.
+    pub runs: Vec<RunResult>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetricComparison {
+    pub metric: String,
+    pub unit: String,
+    pub higher_is_better: bool,
+    pub targets: Vec<MetricSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetricSummary {
+    pub name: String,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub n: u64,
+    /// Against the baseline; None for the baseline itself.
+    pub versus_baseline: Option<Delta>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Delta {
+    /// median / baseline median - 1.
+    pub relative: f64,
+    /// 95% bootstrap interval of `relative`.
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// Two-sided Mann-Whitney U p-value.
+    pub p_value: f64,
+    /// "~" when not significant at ALPHA, else the signed percentage.
+    pub verdict: String,
+    /// Significant and in the good direction for this metric.
+    pub better: Option<bool>,
+}
+
+/// A metric read from one run.
+struct Metric {
+    name: &'static str,
+    unit: &'static str,
+    higher_is_better: bool,
+    read: fn(&RunResult) -> Option<f64>,
+}
+
+fn server_sum(r: &RunResult, f: fn(&crate::monitor::ServerUsage) -> f64) -> Option<f64> {
+    (!r.servers.is_empty()).then(|| r.servers.iter().map(f).sum())
+}
+
+const METRICS: [Metric; 10] = [
+    Metric {
+        name: "req/s",
+        unit: "req/s",
+        higher_is_better: true,
+        read: |r| Some(r.totals.requests_per_sec),
+    },
+    Metric {
+        name: "p50",
+        unit: "µs",
+        higher_is_better: false,
+        read: |r| Some(r.latency.total.p50_us as f64),
+    },
+    Metric {
+        name: "p90",
+        unit: "µs",
+        higher_is_better: false,
+        read: |r| Some(r.latency.total.p90_us as f64),
+    },
+    Metric {
+        name: "p99",
+        unit: "µs",
+        higher_is_better: false,
+        read: |r| Some(r.latency.total.p99_us as f64),
+    },
+    Metric {
+        name: "p99.9",
+        unit: "µs",
+        higher_is_better: false,
+        read: |r| Some(r.latency.total.p99_9_us as f64),
+    },
+    Metric {
+        name: "errors",
+        unit: "",
+        higher_is_better: false,
+        read: |r| Some(r.totals.errors as f64),
+    },
+    Metric {
+        name: "transfer",
+        unit: "B/s",
+        higher_is_better: true,
+        read: |r| Some(r.totals.bytes_read_per_sec),
+    },
+    Metric {
+        name: "server CPU",
+        unit: "cores",
+        higher_is_better: false,
+        read: |r| server_sum(r, |s| s.cores),
+    },
+    Metric {
+        name: "req per server CPU-s",
+        unit: "req/CPU-s",
+        higher_is_better: true,
+        read: |r| {
+            let cpu = server_sum(r, |s| s.cpu_s)?;
+            (cpu > 0.0).then(|| r.totals.requests as f64 / cpu)
+        },
+    },
+    Metric {
+        name: "server peak memory",
+        unit: "B",
+        higher_is_better: false,
+        read: |r| server_sum(r, |s| s.peak_memory_bytes as f64),
+    },
+];
+
+impl ComparisonResult {
+    fn new(plan: &ComparePlan, commands: Vec<String>) -> ComparisonResult {
+        ComparisonResult {
+            kind: "archbench-comparison".into(),
+            schema_version: 1,
+            schedule: plan.schedule,
+            runs_per_target: plan.runs as u64,
+            warmup: plan.warmup,
+            interrupted: false,
+            targets: plan
+                .contenders
+                .iter()
+                .zip(commands)
+                .map(|(c, command)| TargetRuns {
+                    name: c.name.clone(),
+                    url: c.plan.target.redacted_url.clone(),
+                    command,
+                    runs: Vec::new(),
+                })
+                .collect(),
+            metrics: Vec::new(),
+        }
+    }
+
+    /// Recomputes every metric's summary from the runs so far.
+    pub fn summarize(&mut self) {
+        self.metrics = METRICS
+            .iter()
+            .filter_map(|m| {
+                let values: Vec<Vec<f64>> = self
+                    .targets
+                    .iter()
+                    .map(|t| t.runs.iter().filter_map(|r| (m.read)(r)).collect())
+                    .collect();
+                if values.iter().all(Vec::is_empty) {
+                    return None;
+                }
+                let base = &values[0];
+                let targets = self
+                    .targets
+                    .iter()
+                    .zip(&values)
+                    .enumerate()
+                    .map(|(i, (t, v))| MetricSummary {
+                        name: t.name.clone(),
+                        median: stats::median(v),
+                        min: v.iter().copied().fold(f64::INFINITY, f64::min),
+                        max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                        n: v.len() as u64,
+                        versus_baseline: (i > 0)
+                            .then(|| delta(base, v, m.higher_is_better))
+                            .flatten(),
+                    })
+                    .collect();
+                Some(MetricComparison {
+                    metric: m.name.into(),
+                    unit: m.unit.into(),
+                    higher_is_better: m.higher_is_better,
+                    targets,
+                })
+            })
+            .collect();
+    }
+}
+
+fn delta(base: &[f64], other: &[f64], higher_is_better: bool) -> Option<Delta> {
+    let (mb, mo) = (stats::median(base), stats::median(other));
+    if base.is_empty() || other.is_empty() {
+        return None;
+    }
+    let relative = if mb != 0.0 { mo / mb - 1.0 } else { 0.0 };
+    let (ci_low, ci_high) =
+        stats::relative_difference_ci(base, other).unwrap_or((relative, relative));
+    let p_value = stats::mann_whitney_p(base, other);
+    let significant = p_value < ALPHA && mo != mb;
+    Some(Delta {
+        relative,
+        ci_low,
+        ci_high,
+        p_value,
+        verdict: if significant {
+            format!("{:+.2}%", relative * 100.0)
+        } else {
+            "~".into()
+        },
+        better: significant.then_some((mo > mb) == higher_is_better),
+    })
+}
+
+/// Runs the comparison. `run_one` executes a single run; `after_run` sees the result so far
+/// after every measured run (to save it), and `on_run` is told which run is starting.
+pub fn run<E>(
+    plan: &ComparePlan,
+    commands: Vec<String>,
+    stop: &AtomicBool,
+    run_one: &(dyn Fn(&Contender) -> Result<RunResult, E> + Sync),
+    on_run: &mut dyn FnMut(&str, usize, bool),
+    after_run: &mut dyn FnMut(&ComparisonResult) -> Result<(), E>,
+) -> Result<ComparisonResult, E>
+where
+    E: Send,
+{
+    let mut result = ComparisonResult::new(plan, commands);
+    let n = plan.contenders.len();
+    // (contender indices run together, measured?)
+    let mut steps: Vec<(Vec<usize>, bool)> = Vec::new();
+    match plan.schedule {
+        Schedule::Interleave | Schedule::Parallel => {
+            let together = plan.schedule == Schedule::Parallel;
+            let rounds = (0..plan.runs).map(|_| true);
+            for measured in std::iter::once(false).filter(|_| plan.warmup).chain(rounds) {
+                if together {
+                    steps.push(((0..n).collect(), measured));
+                } else {
+                    steps.extend((0..n).map(|i| (vec![i], measured)));
+                }
+            }
+        }
+        Schedule::Sequential => {
+            for i in 0..n {
+                if plan.warmup {
+                    steps.push((vec![i], false));
+                }
+                steps.extend((0..plan.runs).map(|_| (vec![i], true)));
+            }
+        }
+    }
+    let mut measured_so_far = vec![0usize; n];
+    for (who, measured) in steps {
+        if stop.load(Ordering::Relaxed) {
+            result.interrupted = true;
+            break;
+        }
+        for &i in &who {
+            on_run(&plan.contenders[i].name, measured_so_far[i] + 1, measured);
+        }
+        let outcomes: Vec<Result<RunResult, E>> = if who.len() == 1 {
+            vec![run_one(&plan.contenders[who[0]])]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = who
+                    .iter()
+                    .map(|&i| s.spawn(move || run_one(&plan.contenders[i])))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("a comparison run thread panicked"))
+                    .collect()
+            })
+        };
+        for (&i, outcome) in who.iter().zip(outcomes) {
+            let run = outcome?;
+            if run.interrupted {
+                result.interrupted = true;
+            }
+            if measured && !run.interrupted {
+                measured_so_far[i] += 1;
+                result.targets[i].runs.push(run);
+            }
+        }
+        if measured {
+            result.summarize();
+            after_run(&result)?;
+        }
+    }
+    result.summarize();
+    Ok(result)
+}

@@ -1,0 +1,124 @@
+//! The side-by-side comparison table: medians with their range, the difference against the
+//! baseline with its interval, the test's p-value and verdict, and how to reproduce each run.
+
+use std::io::{self, Write};
+
+use crate::compare::{ComparisonResult, Schedule, ALPHA};
+
+pub struct ComparisonReport;
+
+fn figure(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    match unit {
+        "B" | "B/s" => {
+            let mib = v / (1024.0 * 1024.0);
+            format!("{mib:.2} MiB{}", if unit == "B/s" { "/s" } else { "" })
+        }
+        "cores" => format!("{v:.2}"),
+        _ if v >= 100.0 || v.fract() == 0.0 => super::units::grouped(v.round() as u64),
+        _ => format!("{v:.2}"),
+    }
+}
+
+impl ComparisonReport {
+    pub fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+        let schedule = match c.schedule {
+            Schedule::Interleave => "interleaved",
+            Schedule::Sequential => "sequential",
+            Schedule::Parallel => "in parallel",
+        };
+        writeln!(
+            out,
+            "archbench compare: baseline {}; {} runs per target, {schedule}{}{}",
+            c.targets.first().map_or("-", |t| t.name.as_str()),
+            c.runs_per_target,
+            if c.warmup {
+                ", one warm-up run each discarded"
+            } else {
+                ""
+            },
+            if c.interrupted { "  [INTERRUPTED]" } else { "" }
+        )?;
+        writeln!(out)?;
+        let names: Vec<String> = c
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if i == 0 {
+                    format!("{} (baseline)", t.name)
+                } else {
+                    t.name.clone()
+                }
+            })
+            .collect();
+        write!(out, "  {:<22}", "metric")?;
+        for n in &names {
+            write!(out, "{n:>28}")?;
+        }
+        writeln!(out, "   vs baseline")?;
+        for m in &c.metrics {
+            let label = if m.unit.is_empty() || m.unit.starts_with('B') || m.unit == "req/s" {
+                m.metric.clone()
+            } else {
+                format!("{} ({})", m.metric, m.unit)
+            };
+            write!(out, "  {label:<22}")?;
+            for t in &m.targets {
+                // The range without units: the median's unit applies.
+                let bare = |v: f64| {
+                    figure(v, &m.unit)
+                        .trim_end_matches(" MiB/s")
+                        .trim_end_matches(" MiB")
+                        .to_string()
+                };
+                let cell = format!(
+                    "{} [{}..{}]",
+                    figure(t.median, &m.unit),
+                    bare(t.min),
+                    bare(t.max)
+                );
+                write!(out, "{cell:>28}")?;
+            }
+            let deltas: Vec<String> = m
+                .targets
+                .iter()
+                .skip(1)
+                .filter_map(|t| {
+                    let d = t.versus_baseline.as_ref()?;
+                    let judgement = match d.better {
+                        Some(true) => " better",
+                        Some(false) => " worse",
+                        None => "",
+                    };
+                    Some(format!(
+                        "{}: {} [{:+.1}%, {:+.1}%] p={:.3}{judgement}",
+                        t.name,
+                        d.verdict,
+                        d.ci_low * 100.0,
+                        d.ci_high * 100.0,
+                        d.p_value
+                    ))
+                })
+                .collect();
+            writeln!(out, "   {}", deltas.join("; "))?;
+        }
+        writeln!(out)?;
+        writeln!(
+            out,
+            "  Medians over runs [min..max]. Verdicts: Mann-Whitney U test, two-sided, alpha={ALPHA}; \"~\" = no significant difference."
+        )?;
+        writeln!(
+            out,
+            "  Intervals: 95% bootstrap of the relative difference of medians against the baseline."
+        )?;
+        writeln!(out)?;
+        writeln!(out, "  Reproduce one run of each target:")?;
+        for t in &c.targets {
+            writeln!(out, "    {}: {}", t.name, t.command)?;
+        }
+        Ok(())
+    }
+}

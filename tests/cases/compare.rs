@@ -1,0 +1,206 @@
+//! `archbench compare`: verdicts on a known difference and on none, and the schedules seen
+//! from the servers' own access logs.
+
+use crate::util::nginx::{Nginx, NginxConfig};
+use crate::util::{archbench, stderr, stdout, ServeChild};
+
+fn metric<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    doc["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == name)
+        .unwrap_or_else(|| panic!("no metric {name}"))
+}
+
+#[test]
+fn a_server_2ms_slower_is_significantly_worse() {
+    let fast = ServeChild::start(&["--threads", "1"]);
+    let slow = ServeChild::start(&["--threads", "1", "--delay", "2ms"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let (a, b) = (format!("fast={}", fast.url), format!("slow={}", slow.url));
+    let o = archbench(&[
+        "compare",
+        &a,
+        &b,
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "-d",
+        "400ms",
+        "--runs",
+        "5",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["targets"][0]["runs"].as_array().unwrap().len(), 5);
+    assert_eq!(doc["targets"][1]["runs"].as_array().unwrap().len(), 5);
+    for name in ["req/s", "p50", "p90"] {
+        let d = &metric(&doc, name)["targets"][1]["versus_baseline"];
+        assert!(d["p_value"].as_f64().unwrap() < 0.05, "{name}: {d}");
+        assert_eq!(d["better"], false, "{name}: {d}");
+        assert_ne!(d["verdict"], "~");
+    }
+    let text = stdout(&o);
+    assert!(text.contains("Mann-Whitney U"), "{text}");
+    assert!(
+        text.contains(&format!("slow: archbench run {}", slow.url)),
+        "{text}"
+    );
+}
+
+#[test]
+fn equal_throughput_is_no_significant_difference() {
+    // Both targets paced at the same rate: throughput is equal by construction.
+    let a = ServeChild::start(&["--threads", "1"]);
+    let b = ServeChild::start(&["--threads", "1"]);
+    let (ta, tb) = (format!("a={}", a.url), format!("b={}", b.url));
+    let o = archbench(&[
+        "compare",
+        &ta,
+        &tb,
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "-d",
+        "500ms",
+        "--rate",
+        "200",
+        "--runs",
+        "5",
+        "--no-warmup",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = stdout(&o)
+        .lines()
+        .find(|l| l.trim_start().starts_with("req/s"))
+        .unwrap()
+        .to_string();
+    assert!(line.contains("b: ~"), "{line}");
+}
+
+/// Start and end (ms) of each burst of requests in an access log (bursts split by 40 ms gaps).
+fn bursts(ng: Nginx) -> Vec<(f64, f64)> {
+    let mut times: Vec<f64> = ng
+        .stop_and_read_log()
+        .iter()
+        .map(|l| l.msec * 1000.0)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for t in times {
+        match out.last_mut() {
+            Some(last) if t - last.1 < 40.0 => last.1 = t,
+            _ => out.push((t, t)),
+        }
+    }
+    out
+}
+
+#[test]
+fn interleave_alternates_and_parallel_overlaps_in_the_servers_logs() {
+    for (mode, expect_overlap) in [("--interleave", false), ("--parallel", true)] {
+        let Some(a) = Nginx::start(NginxConfig::default()) else {
+            return;
+        };
+        let Some(b) = Nginx::start(NginxConfig::default()) else {
+            return;
+        };
+        let (ta, tb) = (format!("a={}", a.url("/")), format!("b={}", b.url("/")));
+        let o = archbench(&[
+            "compare",
+            &ta,
+            &tb,
+            mode,
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "-d",
+            "300ms",
+            "--runs",
+            "2",
+            "--no-warmup",
+            "-q",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let (ra, rb) = (bursts(a), bursts(b));
+        if expect_overlap {
+            // Each round runs both at once: every burst of a overlaps a burst of b.
+            for x in &ra {
+                assert!(
+                    rb.iter().any(|y| x.0 < y.1 && y.0 < x.1),
+                    "{mode}: {ra:?} {rb:?}"
+                );
+            }
+        } else {
+            assert_eq!((ra.len(), rb.len()), (2, 2), "{mode}: {ra:?} {rb:?}");
+            // a1 < b1 < a2 < b2, without overlap.
+            assert!(
+                ra[0].1 < rb[0].0 && rb[0].1 < ra[1].0 && ra[1].1 < rb[1].0,
+                "{ra:?} {rb:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_compare_command_lines_exit_2() {
+    let a = ServeChild::start(&["--threads", "1"]);
+    for (args, needle) in [
+        (vec!["compare", "only=http://127.0.0.1:1/"], "2 values"),
+        (
+            vec!["compare", "http://127.0.0.1:1/", "b=http://127.0.0.1:1/"],
+            "is not NAME=URL",
+        ),
+        (
+            vec!["compare", "a=http://127.0.0.1:1/", "a=http://127.0.0.1:2/"],
+            "given twice",
+        ),
+        (
+            vec![
+                "compare",
+                "a=http://127.0.0.1:1/",
+                "b=http://127.0.0.1:2/",
+                "--runs",
+                "0",
+            ],
+            "--runs",
+        ),
+        (
+            vec![
+                "compare",
+                "a=http://127.0.0.1:1/",
+                "b=http://127.0.0.1:2/",
+                "--watch",
+                "c=pid:1",
+            ],
+            "no target named",
+        ),
+        (
+            vec![
+                "compare",
+                "a=http://127.0.0.1:1/",
+                "b=http://127.0.0.1:2/",
+                "--parallel",
+                "--sequential",
+            ],
+            "cannot be used with",
+        ),
+    ] {
+        let o = archbench(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    drop(a);
+}
