@@ -29,6 +29,8 @@ pub enum Command {
     Ab(AbArgs),
     /// Compare targets side by side over repeated runs, with a statistical verdict.
     Compare(CompareArgs),
+    /// Render a stored result or comparison (JSON) again.
+    Report(ReportArgs),
     /// Serve nginx's welcome page from a small embedded HTTP/1.1 server.
     Serve(ServeArgs),
     /// Start the embedded server on loopback and benchmark it (no setup needed).
@@ -238,9 +240,27 @@ pub struct CompareArgs {
     /// Write the comparison (every run, histograms included) here after each run.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the comparison table as Markdown here.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
     /// No per-run progress lines.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Text,
+    Markdown,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A result or comparison written by --json.
+    pub file: PathBuf,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 #[derive(Debug, Args)]
@@ -261,13 +281,16 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// How long to load the embedded server.
-    #[arg(short = 'd', long, default_value = "10s", value_parser = super::values::duration)]
+    /// Duration of each run (five runs per server, plus one warm-up each).
+    #[arg(short = 'd', long, default_value = "3s", value_parser = super::values::duration)]
     pub duration: std::time::Duration,
+    /// Measured runs per server.
+    #[arg(long, default_value = "5", value_parser = super::values::count)]
+    pub runs: u64,
     /// Concurrent connections.
     #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
     pub connections: u64,
-    /// Directory for the JSON result.
+    /// Results go to DIR/<timestamp>/ (comparison.json, comparison.md).
     #[arg(long, default_value = "archbench-results")]
     pub out_dir: PathBuf,
 }

@@ -2,12 +2,13 @@
 //! one-line message and an exit status (0 ok, 1 failure, 2 usage, 130/143 interrupted).
 
 mod args;
+mod demo;
 mod plan;
 mod values;
 
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -54,7 +55,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     let subcommand = args
         .get(1)
         .and_then(|a| a.to_str())
-        .filter(|a| ["run", "wrk", "ab", "compare", "serve", "demo"].contains(a))
+        .filter(|a| ["run", "wrk", "ab", "compare", "report", "serve", "demo"].contains(a))
         .map(str::to_string);
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
@@ -83,6 +84,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Wrk(a) => cmd_wrk(&a, &signals),
         Command::Ab(a) => cmd_ab(&a, &signals),
         Command::Compare(a) => cmd_compare(&a, &signals),
+        Command::Report(a) => cmd_report(&a),
         Command::Serve(a) => cmd_serve(&a, &signals),
         Command::Demo(a) => cmd_demo(&a, &signals),
     };
@@ -390,12 +392,64 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         &mut save_so_far,
     )?;
     save_so_far(&result)?;
+    if let Some(p) = &a.markdown {
+        write_markdown(&result, p)?;
+    }
     write_stdout(|out| crate::report::ComparisonReport.write(&result, out))?;
     Ok(if result.interrupted {
         signals.exit_code()
     } else {
         0
     })
+}
+
+fn write_markdown(c: &crate::compare::ComparisonResult, path: &Path) -> anyhow::Result<()> {
+    let mut text = Vec::new();
+    crate::report::MarkdownReport.comparison(c, &mut text)?;
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn cmd_report(a: &args::ReportArgs) -> anyhow::Result<i32> {
+    use crate::report::{ComparisonReport, MarkdownReport};
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", a.file.display()))?;
+    let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+    let fmt = a.format;
+    match kind.as_str() {
+        "archbench-result" => {
+            let r: RunResult = serde_json::from_value(doc)
+                .with_context(|| format!("{} is not a valid archbench result", a.file.display()))?;
+            write_stdout(|out| match fmt {
+                args::ReportFormat::Text => TextReport.write(&r, out),
+                args::ReportFormat::Markdown => MarkdownReport.run(&r, out),
+                args::ReportFormat::Json => JsonReport.write(&r, out),
+            })?;
+        }
+        "archbench-comparison" => {
+            let c: crate::compare::ComparisonResult =
+                serde_json::from_value(doc).with_context(|| {
+                    format!("{} is not a valid archbench comparison", a.file.display())
+                })?;
+            write_stdout(|out| match fmt {
+                args::ReportFormat::Text => ComparisonReport.write(&c, out),
+                args::ReportFormat::Markdown => MarkdownReport.comparison(&c, out),
+                args::ReportFormat::Json => {
+                    serde_json::to_writer_pretty(&mut *out, &c)?;
+                    writeln!(out)
+                }
+            })?;
+        }
+        _ => {
+            return Err(PlanError::Invalid(format!(
+                "{} is neither an archbench result nor a comparison (kind {kind:?})",
+                a.file.display()
+            ))
+            .into())
+        }
+    }
+    Ok(0)
 }
 
 fn cmd_serve(a: &ServeArgs, signals: &StopSignals) -> anyhow::Result<i32> {
@@ -437,47 +491,37 @@ fn wait_for(stop: &AtomicBool) {
 }
 
 fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
-    let server = Server::start(ServeOptions::default())?;
-    let url = server.url();
-    eprintln!(
-        "archbench demo: embedded server on {url}; {} connections for {:?}",
-        a.connections, a.duration
-    );
-    let args = demo_run_args(&url, a.connections, a.duration)?;
-    let plan = run_plan(&args)?;
-    let mut progress = ProgressLine::new(true);
-    let result = execute(&plan, &[], &signals.stop, |p| progress.update(p));
-    progress.finish();
-    server.stop();
-    let result = result?;
-    let path: PathBuf = a
-        .out_dir
-        .join(format!("demo-{}.json", timefmt::compact(SystemTime::now())));
-    save(&result, Some(&path))?;
-    write_stdout(|out| {
-        TextReport.write(&result, out)?;
-        writeln!(out, "\n  Result written to {}", path.display())
-    })?;
-    Ok(finish_code(&result, signals))
-}
-
-/// `archbench run URL -c N -d D` with every other flag at its default.
-fn demo_run_args(
-    url: &str,
-    connections: u64,
-    duration: std::time::Duration,
-) -> anyhow::Result<RunArgs> {
-    let cli = Cli::try_parse_from([
-        "archbench".to_string(),
-        "run".to_string(),
-        url.to_string(),
-        "-c".to_string(),
-        connections.to_string(),
-        "-d".to_string(),
-        format!("{}ms", duration.as_millis()),
-    ])?;
-    match cli.command {
-        Command::Run(r) => Ok(r),
-        _ => anyhow::bail!("internal error: demo arguments did not parse as a run"),
+    let servers = demo::start_servers()?;
+    eprintln!("archbench demo: {}", servers.description());
+    let targets = servers.targets();
+    let mut argv: Vec<String> = vec!["archbench".into(), "compare".into()];
+    argv.extend(targets.iter().map(|(n, u, _)| format!("{n}={u}")));
+    for w in targets.iter().filter_map(|(_, _, w)| w.as_ref()) {
+        argv.push("--watch".into());
+        argv.push(w.clone());
     }
+    argv.extend([
+        "-c".into(),
+        a.connections.to_string(),
+        "-d".into(),
+        format!("{}ms", a.duration.as_millis()),
+        "--runs".into(),
+        a.runs.to_string(),
+    ]);
+    let dir = a.out_dir.join(timefmt::compact(SystemTime::now()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let (json, md) = (dir.join("comparison.json"), dir.join("comparison.md"));
+    argv.extend(["--json".into(), json.display().to_string()]);
+    argv.extend(["--markdown".into(), md.display().to_string()]);
+    let Command::Compare(args) = Cli::try_parse_from(&argv)?.command else {
+        anyhow::bail!("internal error: demo arguments did not parse as a comparison");
+    };
+    let code = cmd_compare(&args, signals)?;
+    drop(servers);
+    eprintln!(
+        "archbench demo: wrote {} and {}",
+        json.display(),
+        md.display()
+    );
+    Ok(code)
 }

@@ -170,7 +170,7 @@ const METRICS: [Metric; 10] = [
         read: |r| server_sum(r, |s| s.cores),
     },
     Metric {
-        name: "req per server CPU-s",
+        name: "req/server CPU-s",
         unit: "req/CPU-s",
         higher_is_better: true,
         read: |r| {

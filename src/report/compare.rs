@@ -60,7 +60,11 @@ impl ComparisonReport {
         }
         writeln!(out, "   vs baseline")?;
         for m in &c.metrics {
-            let label = if m.unit.is_empty() || m.unit.starts_with('B') || m.unit == "req/s" {
+            let label = if m.unit.is_empty()
+                || m.unit.starts_with('B')
+                || m.unit == "req/s"
+                || m.unit == "req/CPU-s"
+            {
                 m.metric.clone()
             } else {
                 format!("{} ({})", m.metric, m.unit)

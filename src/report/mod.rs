@@ -4,6 +4,7 @@
 
 mod ab;
 mod compare;
+mod markdown;
 mod text;
 mod units;
 mod wrk;
@@ -12,6 +13,7 @@ use std::io::{self, Write};
 
 pub use ab::AbReport;
 pub use compare::ComparisonReport;
+pub use markdown::MarkdownReport;
 pub use text::{ports_note, TextReport};
 pub use wrk::WrkReport;
 

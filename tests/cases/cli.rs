@@ -161,24 +161,67 @@ fn broken_pipe_is_a_quiet_exit() {
 }
 
 #[test]
-fn demo_runs_and_writes_its_result() {
+fn demo_compares_two_servers_and_writes_json_and_markdown() {
     let dir = tempfile::tempdir().unwrap();
     let o = archbench(&[
         "demo",
         "-d",
-        "1s",
+        "400ms",
+        "--runs",
+        "2",
+        "-c",
+        "8",
         "--out-dir",
         dir.path().to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("answered"));
-    let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-    assert_eq!(files.len(), 1);
-    let path = files[0].as_ref().unwrap().path();
+    assert!(stdout(&o).contains("Mann-Whitney U"), "{}", stdout(&o));
+    let runs: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(runs.len(), 1, "one timestamped directory");
+    let out = runs[0].as_ref().unwrap().path();
     let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert_valid(&doc);
-    assert!(doc["totals"]["requests"].as_u64().unwrap() > 0);
+        serde_json::from_str(&std::fs::read_to_string(out.join("comparison.json")).unwrap())
+            .unwrap();
+    assert_eq!(doc["kind"], "archbench-comparison");
+    for t in doc["targets"].as_array().unwrap() {
+        let runs = t["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2);
+        for r in runs {
+            assert_valid(r);
+            assert!(r["totals"]["requests"].as_u64().unwrap() > 0);
+        }
+    }
+    let markdown = std::fs::read_to_string(out.join("comparison.md")).unwrap();
+    // The stored comparison renders to the same Markdown later.
+    let again = archbench(&[
+        "report",
+        out.join("comparison.json").to_str().unwrap(),
+        "--format",
+        "markdown",
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(stdout(&again), markdown);
+    let text = archbench(&["report", out.join("comparison.json").to_str().unwrap()]);
+    assert!(stdout(&text).contains("Mann-Whitney U"));
+    if crate::util::require_tool("nginx").is_some() {
+        // Both nginx instances were watched.
+        for t in doc["targets"].as_array().unwrap() {
+            assert!(t["runs"][0]["servers"][0]["cpu_s"].as_f64().unwrap() > 0.0);
+        }
+        // The layout, apart from the figures.
+        let mut masked = String::new();
+        let mut in_number = false;
+        for c in markdown.chars() {
+            let numeric = c.is_ascii_digit() || (in_number && (c == ',' || c == '.'));
+            if !numeric {
+                masked.push(c);
+            } else if !in_number {
+                masked.push('#');
+            }
+            in_number = numeric;
+        }
+        insta::assert_snapshot!(masked);
+    }
 }
 
 #[test]

@@ -1,0 +1,146 @@
+//! Markdown: the comparison table (or a single run's summary) ready to paste into a pull
+//! request.
+
+use std::io::{self, Write};
+
+use super::units::grouped;
+use crate::compare::{ComparisonResult, Schedule, ALPHA};
+use crate::stats::RunResult;
+
+pub struct MarkdownReport;
+
+fn figure(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return "–".into();
+    }
+    match unit {
+        "B" => format!("{:.2} MiB", v / (1024.0 * 1024.0)),
+        "B/s" => format!("{:.2} MiB/s", v / (1024.0 * 1024.0)),
+        "cores" => format!("{v:.2}"),
+        _ if v >= 100.0 || v.fract() == 0.0 => grouped(v.round() as u64),
+        _ => format!("{v:.2}"),
+    }
+}
+
+impl MarkdownReport {
+    pub fn comparison(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+        let base = c.targets.first().map_or("-", |t| t.name.as_str());
+        writeln!(out, "### archbench compare: baseline `{base}`")?;
+        writeln!(out)?;
+        write!(out, "| metric |")?;
+        for (i, t) in c.targets.iter().enumerate() {
+            if i == 0 {
+                write!(out, " {} (baseline) |", t.name)?;
+            } else {
+                write!(out, " {} |", t.name)?;
+            }
+        }
+        for t in c.targets.iter().skip(1) {
+            write!(out, " {} vs {base} |", t.name)?;
+        }
+        writeln!(out)?;
+        write!(out, "|---|")?;
+        for _ in &c.targets {
+            write!(out, "---:|")?;
+        }
+        for _ in c.targets.iter().skip(1) {
+            write!(out, "---|")?;
+        }
+        writeln!(out)?;
+        for m in &c.metrics {
+            let unit = match m.unit.as_str() {
+                "µs" | "cores" => format!(" ({})", m.unit),
+                _ => String::new(),
+            };
+            write!(out, "| {}{unit} |", m.metric)?;
+            for t in &m.targets {
+                write!(
+                    out,
+                    " {} ({}–{}) |",
+                    figure(t.median, &m.unit),
+                    figure(t.min, &m.unit),
+                    figure(t.max, &m.unit)
+                )?;
+            }
+            for t in m.targets.iter().skip(1) {
+                match &t.versus_baseline {
+                    Some(d) if d.verdict != "~" => write!(
+                        out,
+                        " **{}** [{:+.1}%, {:+.1}%] p={:.3} {} |",
+                        d.verdict,
+                        d.ci_low * 100.0,
+                        d.ci_high * 100.0,
+                        d.p_value,
+                        if d.better == Some(true) {
+                            "better"
+                        } else {
+                            "worse"
+                        }
+                    )?,
+                    Some(d) => write!(out, " ~ (p={:.3}) |", d.p_value)?,
+                    None => write!(out, " – |")?,
+                }
+            }
+            writeln!(out)?;
+        }
+        writeln!(out)?;
+        let schedule = match c.schedule {
+            Schedule::Interleave => "interleaved",
+            Schedule::Sequential => "sequential",
+            Schedule::Parallel => "in parallel",
+        };
+        writeln!(
+            out,
+            "{} runs per target, {schedule}{}. Medians (min–max). Mann-Whitney U, two-sided, α={ALPHA}; ~ = no significant difference; intervals: 95% bootstrap of the relative difference of medians.{}",
+            c.runs_per_target,
+            if c.warmup { ", one warm-up run each discarded" } else { "" },
+            if c.interrupted { " **Interrupted: partial results.**" } else { "" }
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "<details><summary>Reproduce one run of each target</summary>"
+        )?;
+        writeln!(out)?;
+        for t in &c.targets {
+            writeln!(out, "    # {}", t.name)?;
+            writeln!(out, "    {}", t.command)?;
+        }
+        writeln!(out)?;
+        writeln!(out, "</details>")
+    }
+
+    pub fn run(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        let l = &r.latency.total;
+        writeln!(out, "### archbench run: `{} {}`", r.plan.method, r.plan.url)?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "| req/s | p50 (µs) | p90 (µs) | p99 (µs) | p99.9 (µs) | errors | limiter |"
+        )?;
+        writeln!(out, "|---:|---:|---:|---:|---:|---:|---|")?;
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            figure(r.totals.requests_per_sec, "req/s"),
+            grouped(l.p50_us),
+            grouped(l.p90_us),
+            grouped(l.p99_us),
+            grouped(l.p99_9_us),
+            grouped(r.totals.errors),
+            serde_json::to_value(r.limiter.side)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        )?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{} connections, {} threads, {:.2} s, {} requests answered.",
+            r.plan.connections,
+            r.plan.threads,
+            r.totals.elapsed_s,
+            grouped(r.totals.requests)
+        )
+    }
+}
