@@ -6,6 +6,7 @@
 //! Must stay cheap (well under 1% of a core): a sample reads a handful of small files.
 
 mod cgroup;
+pub mod fingerprint;
 mod proc;
 
 use std::path::PathBuf;
@@ -124,6 +125,19 @@ pub fn sampler_for(spec: &WatchSpec) -> Result<Box<dyn ResourceSampler>, Monitor
     })
 }
 
+/// The process that stands for a target: the pid, the first process of that name, or the
+/// first process in the cgroup.
+fn root_pid(target: &WatchTarget) -> Option<u32> {
+    match target {
+        WatchTarget::Pid(p) => Some(*p),
+        WatchTarget::Name(n) => proc::pids_named(n).into_iter().min(),
+        WatchTarget::Cgroup(dir) => std::fs::read_to_string(dir.join("cgroup.procs"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.trim().parse().ok()),
+    }
+}
+
 /// What a watched server used during a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ServerUsage {
@@ -150,6 +164,9 @@ pub struct ServerUsage {
     pub requests_per_cpu_s: f64,
     /// CPU the sampling itself cost archbench (its thread's user + system seconds).
     pub sampler_cpu_s: f64,
+    /// What the server is (executable; nginx version, compiler, configure arguments).
+    #[serde(default)]
+    pub fingerprint: fingerprint::ServerFingerprint,
     /// Share of one core the busiest single thread ran or waited to run (processes only;
     /// from schedstat, so a thread starved by other load still counts as wanting the core):
     /// an event-loop server like an nginx worker is at its limit when this nears 1.
@@ -176,6 +193,9 @@ impl Monitor {
     /// Takes the first sample now (so a bad target fails before the load starts).
     pub fn start(spec: &WatchSpec) -> Result<Monitor, MonitorError> {
         let mut sampler = sampler_for(spec)?;
+        let fingerprint = root_pid(&spec.target)
+            .map(fingerprint::fingerprint_pid)
+            .unwrap_or_default();
         let first = sampler.sample()?;
         let started = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
@@ -227,6 +247,7 @@ impl Monitor {
                     context_switches: last.context_switches.saturating_sub(first.context_switches),
                     processes,
                     requests_per_cpu_s: 0.0,
+                    fingerprint,
                     sampler_cpu_s: {
                         let (u, s) = crate::engine::thread_cpu();
                         u + s
@@ -330,6 +351,7 @@ mod tests {
             requests_per_cpu_s: 0.0,
             sampler_cpu_s: 0.0,
             busiest_thread_demand: Some(thread_cores),
+            fingerprint: Default::default(),
         }
     }
 

@@ -118,6 +118,49 @@ impl ComparisonReport {
             out,
             "  Intervals: 95% bootstrap of the relative difference of medians against the baseline."
         )?;
+        if let Some(env) = c
+            .targets
+            .first()
+            .and_then(|t| t.runs.first())
+            .map(|r| &r.environment)
+        {
+            writeln!(
+                out,
+                "  Client: {} {}, {} cores, kernel {}{}",
+                env.arch,
+                env.cpu_model,
+                env.cores,
+                env.kernel,
+                match env.lse_atomics {
+                    Some(true) => ", LSE atomics",
+                    Some(false) => ", no LSE atomics",
+                    None => "",
+                }
+            )?;
+        }
+        for t in &c.targets {
+            let Some(run) = t.runs.first() else { continue };
+            for s in &run.servers {
+                let f = &s.fingerprint;
+                if let Some(v) = &f.version {
+                    writeln!(
+                        out,
+                        "  Server {}: {v}{}",
+                        t.name,
+                        f.built_by
+                            .as_ref()
+                            .map(|b| format!(", {b}"))
+                            .unwrap_or_default()
+                    )?;
+                }
+                for w in &f.warnings {
+                    writeln!(out, "  WARNING ({}): {w}", t.name)?;
+                }
+            }
+            if let Some(l) = run.limiter.reason.get(..).filter(|l| !l.is_empty()) {
+                writeln!(out, "  Limiter {} (first run): {l}", t.name)?;
+            }
+        }
         writeln!(out)?;
         writeln!(out, "  Reproduce one run of each target:")?;
         for t in &c.targets {

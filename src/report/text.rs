@@ -156,6 +156,20 @@ impl Report for TextReport {
                 bytes_iec(s.peak_memory_bytes as f64),
                 grouped(s.requests_per_cpu_s.round() as u64)
             )?;
+            let f = &s.fingerprint;
+            if let Some(v) = &f.version {
+                writeln!(
+                    out,
+                    "             {v}{}",
+                    f.built_by
+                        .as_ref()
+                        .map(|b| format!(", {b}"))
+                        .unwrap_or_default()
+                )?;
+            }
+            for w in &f.warnings {
+                writeln!(out, "             WARNING: {w}")?;
+            }
         }
         if !r.limiter.reason.is_empty() {
             writeln!(out, "  Limiter    {}", r.limiter.reason)?;

@@ -162,6 +162,9 @@ pub struct Environment {
     pub kernel: String,
     pub os: String,
     pub hostname: String,
+    /// aarch64 only: whether the CPU has ARMv8.1 LSE atomics ("atomics" in /proc/cpuinfo).
+    #[serde(default)]
+    pub lse_atomics: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -372,6 +375,7 @@ impl Environment {
             kernel: read("/proc/sys/kernel/osrelease"),
             os: std::env::consts::OS.to_string(),
             hostname: read("/proc/sys/kernel/hostname"),
+            lse_atomics: crate::monitor::fingerprint::cpu_has_lse(),
         }
     }
 }

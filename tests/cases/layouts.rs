@@ -59,6 +59,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             kernel: "6.1".into(),
             os: "linux".into(),
             hostname: "test".into(),
+            lse_atomics: None,
         },
         "2026-12-01T00:00:00Z".into(),
         10.0,
