@@ -204,3 +204,103 @@ fn bad_compare_command_lines_exit_2() {
     }
     drop(a);
 }
+
+/// Reads stderr lines until one contains `needle` (the child's own progress is the signal).
+fn wait_for_line(
+    child: &mut std::process::Child,
+    needle: &str,
+) -> std::io::BufReader<std::process::ChildStderr> {
+    use std::io::BufRead;
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "stderr ended before {needle:?}"
+        );
+        if line.contains(needle) {
+            return err;
+        }
+    }
+}
+
+#[test]
+fn an_interrupted_comparison_keeps_the_runs_that_finished() {
+    let a = ServeChild::start(&["--threads", "1"]);
+    let b = ServeChild::start(&["--threads", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let mut child = crate::util::bin()
+        .args(["compare", &format!("a={}", a.url), &format!("b={}", b.url)])
+        .args([
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "-d",
+            "300ms",
+            "--runs",
+            "50",
+            "--no-warmup",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // "a: run 2" starts only after a's first run was measured and saved.
+    let _err = wait_for_line(&mut child, "a: run 2");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130));
+    assert!(stdout(&o).contains("[INTERRUPTED]"), "{}", stdout(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["interrupted"], true);
+    let runs_a = doc["targets"][0]["runs"].as_array().unwrap().len();
+    assert!((1..50).contains(&runs_a), "{runs_a} runs of a kept");
+}
+
+#[test]
+fn an_interrupted_demo_stops_the_nginx_it_started() {
+    if crate::util::require_tool("nginx").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = crate::util::bin()
+        .args([
+            "demo",
+            "-d",
+            "2s",
+            "-c",
+            "4",
+            "--out-dir",
+            dir.path().to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let _err = wait_for_line(&mut child, "stock: warm-up");
+    let marker = format!("archbench-demo-{pid}-");
+    let ours = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+            })
+            .count()
+    };
+    assert!(ours() >= 2, "both nginx instances are running");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130));
+    assert_eq!(ours(), 0, "no nginx of the demo is left");
+}
