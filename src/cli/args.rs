@@ -99,6 +99,11 @@ pub struct RunArgs {
     /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable).
     #[arg(long = "watch", value_parser = parse_watch)]
     pub watch: Vec<crate::monitor::WatchSpec>,
+    /// Count these events on the watched servers with perf_event_open (comma-separated:
+    /// instructions, cycles, branches, branch-misses, cache-misses, task-clock,
+    /// context-switches, page-faults, cpu-migrations, rHEX).
+    #[arg(long, value_delimiter = ',')]
+    pub perf: Vec<crate::monitor::perf::PerfEvent>,
 }
 
 fn parse_watch(s: &str) -> Result<crate::monitor::WatchSpec, String> {
@@ -237,6 +242,11 @@ pub struct CompareArgs {
     /// is a target's name (repeatable).
     #[arg(long = "watch", value_parser = parse_watch)]
     pub watch: Vec<crate::monitor::WatchSpec>,
+    /// Count these events on the watched servers with perf_event_open (comma-separated:
+    /// instructions, cycles, branches, branch-misses, cache-misses, task-clock,
+    /// context-switches, page-faults, cpu-migrations, rHEX).
+    #[arg(long, value_delimiter = ',')]
+    pub perf: Vec<crate::monitor::perf::PerfEvent>,
     /// Write the comparison (every run, histograms included) here after each run.
     #[arg(long)]
     pub json: Option<PathBuf>,

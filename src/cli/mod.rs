@@ -279,8 +279,9 @@ fn finish_code(result: &RunResult, signals: &StopSignals) -> i32 {
 
 fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = run_plan(a)?;
+    let watch = plan::with_perf(&a.watch, &a.perf)?;
     let mut progress = ProgressLine::new(!a.quiet && a.output == OutputFormat::Text);
-    let result = execute(&plan, &a.watch, &signals.stop, |p| progress.update(p));
+    let result = execute(&plan, &watch, &signals.stop, |p| progress.update(p));
     progress.finish();
     let result = result?;
     save(&result, a.json.as_deref())?;

@@ -334,7 +334,7 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
             watch: Vec::new(),
         });
     }
-    for w in &a.watch {
+    for w in &with_perf(&a.watch, &a.perf)? {
         let c = contenders
             .iter_mut()
             .find(|c| c.name == w.label)
@@ -380,4 +380,23 @@ pub fn reproduce(plan: &Plan) -> String {
         cmd.push_str(" --insecure");
     }
     cmd
+}
+
+/// Attaches `--perf` events to every watch spec; they need something to watch.
+pub fn with_perf(
+    watch: &[crate::monitor::WatchSpec],
+    perf: &[crate::monitor::perf::PerfEvent],
+) -> Result<Vec<crate::monitor::WatchSpec>, PlanError> {
+    if !perf.is_empty() && watch.is_empty() {
+        return Err(invalid(
+            "--perf counts events of watched servers; add --watch NAME=pid:PID",
+        ));
+    }
+    Ok(watch
+        .iter()
+        .map(|w| crate::monitor::WatchSpec {
+            perf: perf.to_vec(),
+            ..w.clone()
+        })
+        .collect())
 }

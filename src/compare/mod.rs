@@ -354,3 +354,40 @@ where
     result.summarize();
     Ok(result)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_runs_are_no_significant_difference_and_separated_ones_are() {
+        // Interleaved values: p = 0.69, "~".
+        let d = delta(
+            &[100.0, 102.0, 98.0, 101.0, 99.0],
+            &[101.5, 99.5, 100.5, 98.5, 102.5],
+            true,
+        )
+        .unwrap();
+        assert_eq!(d.verdict, "~");
+        assert_eq!(d.better, None);
+        assert!(d.p_value > 0.5, "{}", d.p_value);
+        assert!(d.ci_low < 0.0 && d.ci_high > 0.0);
+        // Every run of the other target 10% slower: p = 0.008, worse for throughput.
+        let d = delta(
+            &[100.0, 102.0, 98.0, 101.0, 99.0],
+            &[90.0, 91.8, 88.2, 90.9, 89.1],
+            true,
+        )
+        .unwrap();
+        assert_eq!(d.verdict, "-10.00%");
+        assert_eq!(d.better, Some(false));
+        // The same numbers as latency (lower is better) are an improvement.
+        let d = delta(
+            &[100.0, 102.0, 98.0, 101.0, 99.0],
+            &[90.0, 91.8, 88.2, 90.9, 89.1],
+            false,
+        )
+        .unwrap();
+        assert_eq!(d.better, Some(true));
+    }
+}

@@ -7,6 +7,7 @@
 
 mod cgroup;
 pub mod fingerprint;
+pub mod perf;
 mod proc;
 
 use std::path::PathBuf;
@@ -50,6 +51,8 @@ pub enum MonitorError {
 pub struct WatchSpec {
     pub label: String,
     pub target: WatchTarget,
+    /// Counters to read with perf_event_open (`--perf`), for process targets.
+    pub perf: Vec<perf::PerfEvent>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +84,7 @@ impl FromStr for WatchSpec {
         Ok(WatchSpec {
             label: label.to_string(),
             target,
+            perf: Vec::new(),
         })
     }
 }
@@ -114,6 +118,11 @@ pub struct ResourceSample {
 pub trait ResourceSampler: Send {
     /// Reads the current cumulative counters.
     fn sample(&mut self) -> Result<ResourceSample, MonitorError>;
+
+    /// The processes being watched now (for per-process tools such as perf counters).
+    fn pids(&self) -> Vec<u32> {
+        Vec::new()
+    }
 }
 
 /// Builds the sampler for a spec; fails now if the target does not exist.
@@ -167,6 +176,9 @@ pub struct ServerUsage {
     /// What the server is (executable; nginx version, compiler, configure arguments).
     #[serde(default)]
     pub fingerprint: fingerprint::ServerFingerprint,
+    /// `--perf` counters over the run.
+    #[serde(default)]
+    pub counters: Vec<perf::CounterValue>,
     /// Share of one core the busiest single thread ran or waited to run (processes only;
     /// from schedstat, so a thread starved by other load still counts as wanting the core):
     /// an event-loop server like an nginx worker is at its limit when this nears 1.
@@ -196,6 +208,13 @@ impl Monitor {
         let fingerprint = root_pid(&spec.target)
             .map(fingerprint::fingerprint_pid)
             .unwrap_or_default();
+        let counters = match (&spec.target, spec.perf.is_empty()) {
+            (_, true) => None,
+            (WatchTarget::Cgroup(_), false) => None,
+            (_, false) => Some(perf::Counters::open(&spec.perf, &sampler.pids())),
+        };
+        let perf_events = spec.perf.clone();
+        let cgroup_target = matches!(spec.target, WatchTarget::Cgroup(_));
         let first = sampler.sample()?;
         let started = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
@@ -248,6 +267,18 @@ impl Monitor {
                     processes,
                     requests_per_cpu_s: 0.0,
                     fingerprint,
+                    counters: match counters {
+                        Some(c) => c.finish(),
+                        None if cgroup_target => perf_events
+                            .iter()
+                            .map(|e| perf::CounterValue {
+                                event: e.name.clone(),
+                                value: None,
+                                status: "not supported for cgroup targets yet".into(),
+                            })
+                            .collect(),
+                        None => Vec::new(),
+                    },
                     sampler_cpu_s: {
                         let (u, s) = crate::engine::thread_cpu();
                         u + s
@@ -352,6 +383,7 @@ mod tests {
             sampler_cpu_s: 0.0,
             busiest_thread_demand: Some(thread_cores),
             fingerprint: Default::default(),
+            counters: Vec::new(),
         }
     }
 
@@ -390,7 +422,8 @@ mod tests {
             "web=pid:42".parse::<WatchSpec>().unwrap(),
             WatchSpec {
                 label: "web".into(),
-                target: WatchTarget::Pid(42)
+                target: WatchTarget::Pid(42),
+                perf: Vec::new(),
             }
         );
         assert_eq!(

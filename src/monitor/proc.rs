@@ -158,6 +158,10 @@ impl ProcSampler {
 }
 
 impl ResourceSampler for ProcSampler {
+    fn pids(&self) -> Vec<u32> {
+        self.live_pids()
+    }
+
     fn sample(&mut self) -> Result<ResourceSample, MonitorError> {
         let mut sample = ResourceSample::default();
         let mut rss_pages = 0;

@@ -170,6 +170,23 @@ impl Report for TextReport {
             for w in &f.warnings {
                 writeln!(out, "             WARNING: {w}")?;
             }
+            let counters: Vec<String> = s
+                .counters
+                .iter()
+                .map(|c| match c.value {
+                    Some(v) if r.totals.requests > 0 => format!(
+                        "{} {} ({:.1} per request)",
+                        c.event,
+                        grouped(v),
+                        v as f64 / r.totals.requests as f64
+                    ),
+                    Some(v) => format!("{} {}", c.event, grouped(v)),
+                    None => format!("{}: {}", c.event, c.status),
+                })
+                .collect();
+            if !counters.is_empty() {
+                writeln!(out, "             counters: {}", counters.join("; "))?;
+            }
         }
         if !r.limiter.reason.is_empty() {
             writeln!(out, "  Limiter    {}", r.limiter.reason)?;

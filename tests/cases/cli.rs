@@ -430,8 +430,12 @@ fn watched_cpu_matches_a_known_burn_within_ten_percent() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let spec: archbench::monitor::WatchSpec =
+    let mut spec: archbench::monitor::WatchSpec =
         format!("burner=pid:{}", burner.id()).parse().unwrap();
+    spec.perf = vec![
+        "task-clock".parse().unwrap(),
+        "instructions".parse().unwrap(),
+    ];
     let monitor = archbench::monitor::Monitor::start(&spec).unwrap();
     let mut stdin = burner.stdin.take().unwrap();
     std::io::Write::write_all(&mut stdin, b"go\n").unwrap();
@@ -453,6 +457,21 @@ fn watched_cpu_matches_a_known_burn_within_ten_percent() {
         usage.samples
     );
     eprintln!("watched {:.3} CPU s of a 1.000 s burn", usage.cpu_s);
+    // perf_event_open's task-clock agrees (nanoseconds); instructions are counted where the
+    // machine has a PMU, and otherwise say why, never 0.
+    let clock = &usage.counters[0];
+    assert_eq!(
+        (clock.event.as_str(), clock.status.as_str()),
+        ("task-clock", "ok")
+    );
+    let ns = clock.value.unwrap() as f64;
+    assert!((ns / 1e9 - 1.0).abs() <= 0.1, "task-clock {ns} ns");
+    let instructions = &usage.counters[1];
+    match instructions.value {
+        Some(v) => assert!(v > 0, "{instructions:?}"),
+        None => assert!(instructions.status.starts_with("not "), "{instructions:?}"),
+    }
+    eprintln!("counters: {:?}", usage.counters);
 }
 
 #[test]
@@ -473,6 +492,35 @@ fn watching_a_missing_process_fails_before_any_load() {
         assert!(err.contains(needle), "{watch}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
     }
+    for (args, needle) in [
+        (
+            vec!["--perf", "instructions"],
+            "--perf counts events of watched servers",
+        ),
+        (
+            vec!["--perf", "bogus", "--watch", "x=pid:1"],
+            "unknown perf event",
+        ),
+    ] {
+        let mut argv = vec!["run", s.url().leak(), "-n", "10", "-c", "1"];
+        argv.extend(args);
+        let o = archbench(&argv);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+    let o = archbench(&[
+        "run",
+        &s.url(),
+        "-n",
+        "10",
+        "-c",
+        "1",
+        "--watch",
+        "x=pid:999999998",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not running"));
     assert_eq!(s.requests(), 0);
 }
 
