@@ -3,8 +3,6 @@
 //! `archbench serve` in a child process, so only the client's allocations are counted.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use archbench::cli::{Cli, Command as Sub};
@@ -28,6 +26,9 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
+
+#[path = "util/mod.rs"]
+mod util;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -57,26 +58,12 @@ fn allocations_for(url: &str, requests: u64) -> (u64, u64) {
 
 #[test]
 fn allocations_do_not_grow_with_the_request_count() {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_archbench"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The server prints its URL once it is listening.
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("serve prints its URL")
-        .to_string();
+    let server = util::ServeChild::start(&["--threads", "1"]);
+    let url = server.url.clone();
 
     let (small, small_done) = allocations_for(&url, 1_000);
     let (large, large_done) = allocations_for(&url, 20_000);
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert_eq!((small_done, large_done), (1_000, 20_000));
     // One allocation per request would add 19,000; a few may come from the per-second
     // series growing if the longer run crosses a second.

@@ -7,20 +7,7 @@ use crate::compare::{ComparisonResult, Schedule, ALPHA};
 
 pub struct ComparisonReport;
 
-fn figure(v: f64, unit: &str) -> String {
-    if !v.is_finite() {
-        return "-".into();
-    }
-    match unit {
-        "B" | "B/s" => {
-            let mib = v / (1024.0 * 1024.0);
-            format!("{mib:.2} MiB{}", if unit == "B/s" { "/s" } else { "" })
-        }
-        "cores" => format!("{v:.2}"),
-        _ if v >= 100.0 || v.fract() == 0.0 => super::units::grouped(v.round() as u64),
-        _ => format!("{v:.2}"),
-    }
-}
+use super::units::metric_figure as figure;
 
 impl ComparisonReport {
     pub fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {

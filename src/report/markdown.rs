@@ -9,18 +9,7 @@ use crate::stats::RunResult;
 
 pub struct MarkdownReport;
 
-fn figure(v: f64, unit: &str) -> String {
-    if !v.is_finite() {
-        return "–".into();
-    }
-    match unit {
-        "B" => format!("{:.2} MiB", v / (1024.0 * 1024.0)),
-        "B/s" => format!("{:.2} MiB/s", v / (1024.0 * 1024.0)),
-        "cores" => format!("{v:.2}"),
-        _ if v >= 100.0 || v.fract() == 0.0 => grouped(v.round() as u64),
-        _ => format!("{v:.2}"),
-    }
-}
+use super::units::metric_figure as figure;
 
 impl MarkdownReport {
     pub fn comparison(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {

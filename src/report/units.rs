@@ -75,6 +75,21 @@ pub fn grouped(n: u64) -> String {
     out
 }
 
+/// A comparison figure in its metric's unit: MiB for bytes, two decimals for cores and small
+/// values, grouped integers otherwise; "-" when there is none.
+pub fn metric_figure(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    match unit {
+        "B" => format!("{:.2} MiB", v / (1024.0 * 1024.0)),
+        "B/s" => format!("{:.2} MiB/s", v / (1024.0 * 1024.0)),
+        "cores" => format!("{v:.2}"),
+        _ if v >= 100.0 || v.fract() == 0.0 => grouped(v.round() as u64),
+        _ => format!("{v:.2}"),
+    }
+}
+
 /// Bytes in IEC units with two decimals: "333.12 MiB".
 pub fn bytes_iec(n: f64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
