@@ -204,6 +204,11 @@ pub fn execute(
     if let Some(note) = ports_note(&result) {
         eprintln!("archbench: {note}");
     }
+    if result.limiter.side == crate::stats::LimiterSide::Client
+        || result.limiter.side == crate::stats::LimiterSide::Both
+    {
+        eprintln!("archbench: limiter: {}", result.limiter.reason);
+    }
     Ok(result)
 }
 

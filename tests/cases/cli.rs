@@ -546,3 +546,62 @@ fn limiter_names_an_expensive_server_and_a_slow_one() {
     assert_eq!(doc["limiter"]["side"], "neither", "{}", doc["limiter"]);
     assert!(doc["client"]["busiest_worker_percent"].as_f64().unwrap() < 50.0);
 }
+
+#[test]
+fn limiter_names_a_starved_client() {
+    // The client shares CPU 0 with a busy loop at a lower priority (nice 19: about 1.5% of the
+    // core); the server has CPU 1 to itself. The client is runnable nearly all the time (its
+    // demand counts the waiting); the server mostly idles.
+    let Some(taskset) = crate::util::require_tool("taskset") else {
+        return;
+    };
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("SKIPPED: needs two CPUs");
+        return;
+    }
+    let server = crate::util::ServeChild::start(&["--threads", "1"]);
+    let pinned = std::process::Command::new(&taskset)
+        .args(["-a", "-p", "-c", "1", &server.pid().to_string()])
+        .output()
+        .unwrap();
+    assert!(pinned.status.success(), "{}", stderr(&pinned));
+    let mut hog = std::process::Command::new(&taskset)
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let watch = format!("srv=pid:{}", server.pid());
+    let o = std::process::Command::new(&taskset)
+        .args([
+            "-c",
+            "0",
+            "nice",
+            "-n",
+            "19",
+            env!("CARGO_BIN_EXE_archbench"),
+        ])
+        .args([
+            "run",
+            &server.url,
+            "-d",
+            "1s",
+            "-c",
+            "8",
+            "-t",
+            "1",
+            "-q",
+            "-o",
+            "json",
+        ])
+        .args(["--watch", &watch])
+        .output()
+        .unwrap();
+    let _ = hog.kill();
+    let _ = hog.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["limiter"]["side"], "client", "{}", doc["limiter"]);
+    assert!(doc["limiter"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("describe archbench"));
+}
