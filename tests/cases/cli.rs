@@ -605,3 +605,83 @@ fn limiter_names_a_starved_client() {
         .unwrap()
         .contains("describe archbench"));
 }
+
+#[test]
+fn watching_a_live_cgroup_measures_what_runs_in_it() {
+    // A cgroup of our own (v1 cpuacct here, v2 where that is mounted), holding a process that
+    // burns one CPU-second.
+    let Some(python) = crate::util::require_tool("python3") else {
+        return;
+    };
+    let (root, memory_root) = if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    {
+        (std::path::PathBuf::from("/sys/fs/cgroup"), None)
+    } else {
+        (
+            std::path::PathBuf::from("/sys/fs/cgroup/cpuacct"),
+            Some(std::path::PathBuf::from("/sys/fs/cgroup/memory")),
+        )
+    };
+    let name = format!("archbench-test-{}", std::process::id());
+    let dir = root.join(&name);
+    if std::fs::create_dir(&dir).is_err() {
+        eprintln!("SKIPPED: cannot create a cgroup under {}", root.display());
+        return;
+    }
+    let mem_dir = memory_root.map(|m| m.join(&name));
+    if let Some(m) = &mem_dir {
+        let _ = std::fs::create_dir(m);
+        // v1 leaves pages charged to the old cgroup unless told to move them along.
+        let _ = std::fs::write(m.join("memory.move_charge_at_immigrate"), "1");
+    }
+    let mut burner = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import sys,time\nsys.stdin.readline()\nt=time.process_time()\nwhile time.process_time()-t<1.0: pass\nprint('burnt',flush=True)\nsys.stdin.readline()",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::write(dir.join("cgroup.procs"), burner.id().to_string()).unwrap();
+    if let Some(m) = &mem_dir {
+        let _ = std::fs::write(m.join("cgroup.procs"), burner.id().to_string());
+    }
+    let spec: archbench::monitor::WatchSpec =
+        format!("box=cgroup:{}", dir.display()).parse().unwrap();
+    let monitor = archbench::monitor::Monitor::start(&spec).unwrap();
+    let mut stdin = burner.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"go\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(burner.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let usage = monitor.finish().unwrap();
+    drop(stdin);
+    let _ = burner.kill();
+    let _ = burner.wait();
+    let _ = std::fs::remove_dir(&dir);
+    if let Some(m) = &mem_dir {
+        let _ = std::fs::remove_dir(m);
+    }
+    eprintln!(
+        "cgroup {}: {:.3} CPU s, {} bytes",
+        dir.display(),
+        usage.cpu_s,
+        usage.peak_memory_bytes
+    );
+    assert_eq!(line.trim(), "burnt");
+    assert!(
+        (usage.cpu_s - 1.0).abs() <= 0.1,
+        "cgroup CPU {:.3} s for a 1.000 s burn",
+        usage.cpu_s
+    );
+    assert_eq!(usage.processes, 1);
+    if mem_dir.is_some() || root.ends_with("cgroup") {
+        assert!(
+            usage.peak_memory_bytes > 1 << 20,
+            "{} bytes",
+            usage.peak_memory_bytes
+        );
+    }
+}
