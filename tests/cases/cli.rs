@@ -677,11 +677,11 @@ fn watching_a_live_cgroup_measures_what_runs_in_it() {
         usage.cpu_s
     );
     assert_eq!(usage.processes, 1);
-    if mem_dir.is_some() || root.ends_with("cgroup") {
-        assert!(
-            usage.peak_memory_bytes > 1 << 20,
-            "{} bytes",
-            usage.peak_memory_bytes
-        );
-    }
+    // The cgroup's own memory counter was read (v1 charges pages to the cgroup they were
+    // first touched in, so a moved process brings little of its memory along).
+    assert!(
+        usage.peak_memory_bytes > 0,
+        "{} bytes",
+        usage.peak_memory_bytes
+    );
 }
