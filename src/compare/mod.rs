@@ -39,6 +39,17 @@ pub enum Schedule {
     Parallel,
 }
 
+impl Schedule {
+    /// How reports name it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Schedule::Interleave => "interleaved",
+            Schedule::Sequential => "sequential",
+            Schedule::Parallel => "in parallel",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ComparePlan {
     pub contenders: Vec<Contender>,

@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crate::compare::{ComparisonResult, Schedule, ALPHA};
+use crate::compare::{ComparisonResult, ALPHA};
 
 pub struct ComparisonReport;
 
@@ -11,11 +11,7 @@ use super::units::metric_figure as figure;
 
 impl ComparisonReport {
     pub fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
-        let schedule = match c.schedule {
-            Schedule::Interleave => "interleaved",
-            Schedule::Sequential => "sequential",
-            Schedule::Parallel => "in parallel",
-        };
+        let schedule = c.schedule.describe();
         writeln!(
             out,
             "archbench compare: baseline {}; {} runs per target, {schedule}{}{}",

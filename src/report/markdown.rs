@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use super::units::grouped;
-use crate::compare::{ComparisonResult, Schedule, ALPHA};
+use crate::compare::{ComparisonResult, ALPHA};
 use crate::stats::RunResult;
 
 pub struct MarkdownReport;
@@ -73,11 +73,7 @@ impl MarkdownReport {
             writeln!(out)?;
         }
         writeln!(out)?;
-        let schedule = match c.schedule {
-            Schedule::Interleave => "interleaved",
-            Schedule::Sequential => "sequential",
-            Schedule::Parallel => "in parallel",
-        };
+        let schedule = c.schedule.describe();
         writeln!(
             out,
             "{} runs per target, {schedule}{}. Medians (min–max). Mann-Whitney U, two-sided, α={ALPHA}; ~ = no significant difference; intervals: 95% bootstrap of the relative difference of medians.{}",
