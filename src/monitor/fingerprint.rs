@@ -18,6 +18,17 @@ pub struct ServerFingerprint {
     pub warnings: Vec<String>,
 }
 
+impl ServerFingerprint {
+    /// "nginx version: nginx/1.22.1, built by gcc 12.2.0 …", when the version is known.
+    pub fn describe(&self) -> Option<String> {
+        let version = self.version.as_ref()?;
+        Some(match &self.built_by {
+            Some(b) => format!("{version}, {b}"),
+            None => version.clone(),
+        })
+    }
+}
+
 /// Whether this CPU has ARMv8.1 LSE atomics (None off aarch64).
 pub fn cpu_has_lse() -> Option<bool> {
     if std::env::consts::ARCH != "aarch64" {

@@ -125,23 +125,19 @@ impl ComparisonReport {
             let Some(run) = t.runs.first() else { continue };
             for s in &run.servers {
                 let f = &s.fingerprint;
-                if let Some(v) = &f.version {
-                    writeln!(
-                        out,
-                        "  Server {}: {v}{}",
-                        t.name,
-                        f.built_by
-                            .as_ref()
-                            .map(|b| format!(", {b}"))
-                            .unwrap_or_default()
-                    )?;
+                if let Some(d) = f.describe() {
+                    writeln!(out, "  Server {}: {d}", t.name)?;
                 }
                 for w in &f.warnings {
                     writeln!(out, "  WARNING ({}): {w}", t.name)?;
                 }
             }
-            if let Some(l) = run.limiter.reason.get(..).filter(|l| !l.is_empty()) {
-                writeln!(out, "  Limiter {} (first run): {l}", t.name)?;
+            if !run.limiter.reason.is_empty() {
+                writeln!(
+                    out,
+                    "  Limiter {} (first run): {}",
+                    t.name, run.limiter.reason
+                )?;
             }
         }
         writeln!(out)?;

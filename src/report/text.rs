@@ -157,15 +157,8 @@ impl Report for TextReport {
                 grouped(s.requests_per_cpu_s.round() as u64)
             )?;
             let f = &s.fingerprint;
-            if let Some(v) = &f.version {
-                writeln!(
-                    out,
-                    "             {v}{}",
-                    f.built_by
-                        .as_ref()
-                        .map(|b| format!(", {b}"))
-                        .unwrap_or_default()
-                )?;
+            if let Some(d) = f.describe() {
+                writeln!(out, "             {d}")?;
             }
             for w in &f.warnings {
                 writeln!(out, "             WARNING: {w}")?;

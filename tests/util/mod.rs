@@ -120,3 +120,52 @@ impl Drop for ServeChild {
         let _ = self.child.wait();
     }
 }
+
+/// A child process that burns exactly one CPU-second (by its own clock) when told to, says so,
+/// then waits until it is dropped.
+pub struct Burner {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+}
+
+impl Burner {
+    /// None (with a visible note) without python3.
+    pub fn spawn() -> Option<Burner> {
+        let python = require_tool("python3")?;
+        let mut child = std::process::Command::new(python)
+            .args([
+                "-c",
+                "import sys,time\nsys.stdin.readline()\nt=time.process_time()\nwhile time.process_time()-t<1.0: pass\nprint('burnt',flush=True)\nsys.stdin.readline()",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 starts");
+        let stdin = child.stdin.take();
+        Some(Burner { child, stdin })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Starts the burn and returns once the child reports it done.
+    pub fn burn_one_second(&mut self) {
+        use std::io::{BufRead, Write};
+        let stdin = self.stdin.as_mut().expect("burner stdin");
+        stdin.write_all(b"go\n").unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(self.child.stdout.take().expect("burn once"))
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "burnt");
+    }
+}
+
+impl Drop for Burner {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
