@@ -8,7 +8,7 @@ use thiserror::Error;
 
 use super::args::{AbArgs, CompareArgs, RunArgs, WrkArgs};
 use crate::engine::{Pacing, Plan, StopRule};
-use crate::http::{HttpVersion, RequestSpec, Target, TargetError};
+use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError};
 
 /// A command line that cannot become a plan. Always the user's to fix: exit status 2.
 #[derive(Debug, Error)]
@@ -46,7 +46,7 @@ struct PlanInput<'a> {
     body: Vec<u8>,
     version: HttpVersion,
     keepalive: bool,
-    user_agent: String,
+    defaults: DefaultHeaders,
     connections: u64,
     threads: u64,
     duration: Option<Duration>,
@@ -60,8 +60,8 @@ pub fn default_threads() -> u64 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
 }
 
-fn user_agent() -> String {
-    format!("archbench/{}", env!("CARGO_PKG_VERSION"))
+fn archbench_defaults() -> DefaultHeaders {
+    DefaultHeaders::AgentAndAccept(format!("archbench/{}", env!("CARGO_PKG_VERSION")))
 }
 
 fn build(input: PlanInput<'_>, lookup: Lookup) -> Result<Plan, PlanError> {
@@ -123,7 +123,7 @@ fn build(input: PlanInput<'_>, lookup: Lookup) -> Result<Plan, PlanError> {
             body: input.body,
             version: input.version,
             keepalive: input.keepalive,
-            user_agent: input.user_agent,
+            defaults: input.defaults,
         },
         basic_auth,
         connections: input.connections as usize,
@@ -171,7 +171,7 @@ pub fn run_plan_with(a: &RunArgs, lookup: Lookup) -> Result<Plan, PlanError> {
                 HttpVersion::Http11
             },
             keepalive: !a.no_keepalive,
-            user_agent: user_agent(),
+            defaults: archbench_defaults(),
             connections: a.connections,
             threads: a.threads.unwrap_or_else(default_threads),
             duration,
@@ -212,7 +212,7 @@ pub fn wrk_plan_with(a: &WrkArgs, lookup: Lookup) -> Result<Plan, PlanError> {
             body: Vec::new(),
             version: HttpVersion::Http11,
             keepalive: true,
-            user_agent: user_agent(),
+            defaults: DefaultHeaders::HostOnly,
             connections: a.connections,
             threads: a.threads,
             duration: Some(a.duration),
@@ -275,7 +275,7 @@ pub fn ab_plan_with(a: &AbArgs, lookup: Lookup) -> Result<Plan, PlanError> {
             body,
             version: HttpVersion::Http10,
             keepalive: a.keepalive,
-            user_agent: "ApacheBench/2.3 (archbench)".into(),
+            defaults: DefaultHeaders::AgentAndAccept("ApacheBench/2.3 (archbench)".into()),
             connections: a.concurrency,
             // ab is single-threaded; one worker per core is ours, the layout is ab's.
             threads: default_threads(),
@@ -317,7 +317,7 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
                 body: Vec::new(),
                 version: HttpVersion::Http11,
                 keepalive: true,
-                user_agent: user_agent(),
+                defaults: archbench_defaults(),
                 connections: a.connections,
                 threads: a.threads.unwrap_or_else(default_threads),
                 duration: Some(a.duration),

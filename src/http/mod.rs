@@ -9,6 +9,6 @@ mod response;
 mod target;
 pub mod tls;
 
-pub use request::{HttpVersion, RequestSpec};
+pub use request::{DefaultHeaders, HttpVersion, RequestSpec};
 pub use response::{Feed, ProtocolError, ResponseParser, MAX_HEAD_BYTES};
 pub use target::{Scheme, Target, TargetError};

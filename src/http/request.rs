@@ -20,6 +20,16 @@ impl HttpVersion {
     }
 }
 
+/// The headers a request carries unasked, after Host: each front end sends what the tool it
+/// stands in for sends, so the server does the same work for both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefaultHeaders {
+    /// `User-Agent: <agent>` and `Accept: */*`, as archbench, curl and ab send.
+    AgentAndAccept(String),
+    /// Nothing beyond Host, as wrk sends.
+    HostOnly,
+}
+
 /// What to send, before encoding. A run encodes it once and repeats the bytes.
 #[derive(Debug, Clone)]
 pub struct RequestSpec {
@@ -29,7 +39,7 @@ pub struct RequestSpec {
     pub body: Vec<u8>,
     pub version: HttpVersion,
     pub keepalive: bool,
-    pub user_agent: String,
+    pub defaults: DefaultHeaders,
 }
 
 impl RequestSpec {
@@ -59,11 +69,13 @@ impl RequestSpec {
         if !self.has_header("host") {
             line(&format!("Host: {}", target.host_header));
         }
-        if !self.has_header("user-agent") {
-            line(&format!("User-Agent: {}", self.user_agent));
-        }
-        if !self.has_header("accept") {
-            line("Accept: */*");
+        if let DefaultHeaders::AgentAndAccept(agent) = &self.defaults {
+            if !self.has_header("user-agent") {
+                line(&format!("User-Agent: {agent}"));
+            }
+            if !self.has_header("accept") {
+                line("Accept: */*");
+            }
         }
         if let Some((user, pass)) = basic_auth {
             if !self.has_header("authorization") {
@@ -106,7 +118,7 @@ mod tests {
             body: vec![],
             version: HttpVersion::Http11,
             keepalive: true,
-            user_agent: "archbench/test".into(),
+            defaults: DefaultHeaders::AgentAndAccept("archbench/test".into()),
         }
     }
 

@@ -4,6 +4,7 @@
 use archbench::report::{AbReport, Report, TextReport, WrkReport};
 use archbench::stats::{Environment, PlanSummary, Recorder, ResponseTimes, RunResult};
 
+use crate::util::faulty::{Fault, FaultyServer};
 use crate::util::nginx::{Nginx, NginxConfig};
 use crate::util::{archbench, require_tool, stdout};
 
@@ -181,4 +182,30 @@ fn ab_output_has_real_abs_shape() {
         let (ours, real) = (shape(&stdout(&ours)), shape(&stdout(&real)));
         assert_eq!(ours[1..], real[1..]);
     }
+}
+
+/// The drop-in promise reaches the wire: a server sees from `archbench wrk` the request it sees
+/// from wrk (Host alone, no User-Agent), so both cost it the same work.
+#[test]
+fn wrk_front_end_sends_the_bytes_wrk_sends() {
+    let Some(wrk) = require_tool("wrk") else {
+        return;
+    };
+    let first_head = |real: Option<&std::path::Path>| {
+        let server = FaultyServer::start(Fault::NoContent);
+        let url = server.url();
+        let args = ["-t1", "-c1", "-d1s", url.as_str()];
+        let out = match real {
+            Some(wrk) => std::process::Command::new(wrk).args(args).output().unwrap(),
+            None => archbench(&[&["wrk"][..], &args[..]].concat()),
+        };
+        assert!(out.status.success());
+        let head = server.first_head.get().expect("a request arrived").clone();
+        String::from_utf8(head)
+            .unwrap()
+            .replace(&server.addr.port().to_string(), "PORT")
+    };
+    let theirs = first_head(Some(&wrk));
+    assert_eq!(theirs, "GET / HTTP/1.1\r\nHost: 127.0.0.1:PORT\r\n\r\n");
+    assert_eq!(first_head(None), theirs);
 }
