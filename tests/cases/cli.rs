@@ -5,7 +5,7 @@ use std::process::Stdio;
 
 use archbench::serve::{ServeOptions, Server};
 
-use crate::util::{archbench, bin, stderr, stdout};
+use crate::util::{archbench, bin, read_json, stderr, stdout};
 
 fn schema_validator() -> jsonschema::Validator {
     let text = std::fs::read_to_string(concat!(
@@ -21,6 +21,18 @@ fn assert_valid(doc: &serde_json::Value) {
     let v = schema_validator();
     let errors: Vec<String> = v.iter_errors(doc).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "schema violations: {errors:#?}");
+}
+
+/// Each command line fails as a usage error: exit 2 and one line naming the problem.
+fn assert_usage_errors(cases: &[(Vec<&str>, &str)]) {
+    for (args, needle) in cases {
+        let o = archbench(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got: {err}");
+    }
 }
 
 #[test]
@@ -44,8 +56,7 @@ fn json_file_and_stdout_validate_against_the_schema() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let from_stdout: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let from_file: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let from_file = read_json(&file);
     assert_valid(&from_stdout);
     assert_valid(&from_file);
     assert_eq!(from_file["totals"]["requests"], 500);
@@ -102,14 +113,7 @@ fn bad_command_lines_exit_2_with_one_line() {
             "cannot read body file",
         ),
     ];
-    for (args, needle) in cases {
-        let o = archbench(&args);
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got: {err}");
-    }
+    assert_usage_errors(&cases);
     assert_eq!(s.requests(), 0, "no bad command line sent a request");
 }
 
@@ -136,8 +140,7 @@ fn sigint_prints_and_saves_what_was_measured() {
     assert_eq!(o.status.code(), Some(130));
     let text = stdout(&o);
     assert!(text.contains("[INTERRUPTED]"), "{text}");
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let doc = read_json(&file);
     assert_eq!(doc["interrupted"], true);
     let counted = doc["totals"]["requests"].as_u64().unwrap();
     assert!(counted > 0 && counted <= s.requests());
@@ -179,9 +182,7 @@ fn demo_compares_two_servers_and_writes_json_and_markdown() {
     let runs: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(runs.len(), 1, "one timestamped directory");
     let out = runs[0].as_ref().unwrap().path();
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("comparison.json")).unwrap())
-            .unwrap();
+    let doc = read_json(out.join("comparison.json"));
     assert_eq!(doc["kind"], "archbench-comparison");
     for t in doc["targets"].as_array().unwrap() {
         let runs = t["runs"].as_array().unwrap();
@@ -263,14 +264,7 @@ fn more_bad_command_lines_exit_2() {
         ),
         (vec!["bogus-subcommand"], "unrecognized subcommand"),
     ];
-    for (args, needle) in cases {
-        let o = archbench(&args);
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got: {err}");
-    }
+    assert_usage_errors(&cases);
 }
 
 #[test]
@@ -403,8 +397,7 @@ until grep -q listening {out}; do :; done
         return;
     }
     assert!(o.status.success(), "{err}");
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     let no_port = doc["errors"]["connect_no_local_port"].as_u64().unwrap();
     assert!(no_port > 0, "{}", doc["errors"]);
     assert_eq!(doc["errors"]["connect"].as_u64().unwrap(), no_port);

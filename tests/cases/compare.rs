@@ -2,7 +2,7 @@
 //! from the servers' own access logs.
 
 use crate::util::nginx::{Nginx, NginxConfig};
-use crate::util::{archbench, stderr, stdout, ServeChild};
+use crate::util::{archbench, read_json, stderr, stdout, ServeChild};
 
 fn metric<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     doc["metrics"]
@@ -37,8 +37,7 @@ fn a_server_2ms_slower_is_significantly_worse() {
         json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     assert_eq!(doc["targets"][0]["runs"].as_array().unwrap().len(), 5);
     assert_eq!(doc["targets"][1]["runs"].as_array().unwrap().len(), 5);
     for name in ["req/s", "p50", "p90"] {
@@ -84,8 +83,7 @@ fn equal_rates_give_equal_medians() {
         json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     let rps = metric(&doc, "req/s");
     let (ma, mb) = (
         rps["targets"][0]["median"].as_f64().unwrap(),
@@ -277,8 +275,7 @@ fn an_interrupted_comparison_keeps_the_runs_that_finished() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130));
     assert!(stdout(&o).contains("[INTERRUPTED]"), "{}", stdout(&o));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     assert_eq!(doc["interrupted"], true);
     let runs_a = doc["targets"][0]["runs"].as_array().unwrap().len();
     assert!((1..50).contains(&runs_a), "{runs_a} runs of a kept");

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::util::faulty::{Fault, FaultyServer};
-use crate::util::{archbench, stderr, stdout};
+use crate::util::{archbench, read_json, stderr, stdout};
 
 /// What a case must produce: every request failing with this kind, or every one answered.
 #[derive(Debug, Clone, Copy)]
@@ -33,11 +33,6 @@ const MATRIX: [(Fault, Expect); 15] = [
 ];
 
 const KINDS: [&str; 6] = ["connect", "tls", "timeout", "read", "write", "protocol"];
-
-fn json_of(path: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("the run wrote its JSON"))
-        .expect("valid JSON")
-}
 
 fn count(doc: &Value, group: &str, key: &str) -> u64 {
     doc[group][key].as_u64().unwrap()
@@ -84,7 +79,7 @@ fn fault_matrix_native_run() {
             "--json",
             json.to_str().unwrap(),
         ]);
-        let doc = json_of(&json);
+        let doc = read_json(&json);
         let text = stdout(&o);
         let (answered, failed) = (
             count(&doc, "totals", "requests"),
@@ -147,7 +142,7 @@ fn fault_matrix_ab_layout() {
             json.to_str().unwrap(),
             &url,
         ]);
-        let doc = json_of(&json);
+        let doc = read_json(&json);
         let text = stdout(&o);
         let e = |k| count(&doc, "errors", k);
         let answered = count(&doc, "totals", "requests");
@@ -197,7 +192,7 @@ fn fault_matrix_wrk_layout() {
             &url,
         ]);
         assert!(o.status.success(), "{fault:?}: {}", stderr(&o));
-        let doc = json_of(&json);
+        let doc = read_json(&json);
         let text = stdout(&o);
         let e = |k| count(&doc, "errors", k);
         let answered = count(&doc, "totals", "requests");

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use crate::util::nginx::{Nginx, NginxConfig};
-use crate::util::{archbench, assert_consistent, run, stdout};
+use crate::util::{archbench, assert_consistent, read_json, run, stdout};
 
 #[test]
 fn exact_count_matches_the_access_log() {
@@ -268,8 +268,7 @@ fn watch_reports_the_servers_cpu_and_requests_per_cpu_second() {
         json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", crate::util::stderr(&o));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     let server = &doc["servers"][0];
     assert_eq!(server["label"], "web");
     let cpu = server["cpu_s"].as_f64().unwrap();

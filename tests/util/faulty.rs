@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -44,8 +44,6 @@ pub enum Fault {
 
 pub struct FaultyServer {
     pub addr: SocketAddr,
-    /// Requests read (heads received).
-    pub requests: Arc<AtomicU64>,
     /// The first request head received, byte for byte.
     pub first_head: Arc<OnceLock<Vec<u8>>>,
     stop: Arc<AtomicBool>,
@@ -58,33 +56,30 @@ impl FaultyServer {
     pub fn start(fault: Fault) -> FaultyServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let requests = Arc::new(AtomicU64::new(0));
         let first_head = Arc::new(OnceLock::new());
         let stop = Arc::new(AtomicBool::new(false));
         if fault == Fault::Refused {
             drop(listener);
             return FaultyServer {
                 addr,
-                requests,
                 first_head,
                 stop,
                 thread: None,
             };
         }
-        let (r, h, s) = (requests.clone(), first_head.clone(), stop.clone());
+        let (h, s) = (first_head.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(Ordering::Relaxed) {
                     return;
                 }
                 let Ok(conn) = conn else { continue };
-                let (r, h, s) = (r.clone(), h.clone(), s.clone());
-                std::thread::spawn(move || play(conn, fault, (&r, &h), &s));
+                let (h, s) = (h.clone(), s.clone());
+                std::thread::spawn(move || play(conn, fault, &h, &s));
             }
         });
         FaultyServer {
             addr,
-            requests,
             first_head,
             stop,
             thread: Some(thread),
@@ -110,11 +105,9 @@ impl Drop for FaultyServer {
     }
 }
 
-/// What the server saw: requests counted, and the first head kept.
-type Seen<'a> = (&'a AtomicU64, &'a OnceLock<Vec<u8>>);
-
-/// Reads one request head; false when the client went away.
-fn read_head(conn: &mut TcpStream, (requests, first_head): Seen<'_>) -> bool {
+/// Reads one request head, keeping it if it is the server's first; false when the client
+/// went away.
+fn read_head(conn: &mut TcpStream, first_head: &OnceLock<Vec<u8>>) -> bool {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -123,7 +116,6 @@ fn read_head(conn: &mut TcpStream, (requests, first_head): Seen<'_>) -> bool {
             Ok(n) => buf.extend_from_slice(&byte[..n]),
         }
     }
-    requests.fetch_add(1, Ordering::Relaxed);
     let _ = first_head.set(buf);
     true
 }
@@ -134,7 +126,7 @@ fn reset(conn: TcpStream) {
     drop(conn);
 }
 
-fn play(mut conn: TcpStream, fault: Fault, seen: Seen<'_>, stop: &AtomicBool) {
+fn play(mut conn: TcpStream, fault: Fault, first_head: &OnceLock<Vec<u8>>, stop: &AtomicBool) {
     let _ = conn.set_nodelay(true);
     if fault == Fault::NotTls {
         // Answer the ClientHello with plain text.
@@ -144,7 +136,7 @@ fn play(mut conn: TcpStream, fault: Fault, seen: Seen<'_>, stop: &AtomicBool) {
         return;
     }
     let mut served = 0;
-    while read_head(&mut conn, seen) {
+    while read_head(&mut conn, first_head) {
         served += 1;
         let w = &mut conn;
         match fault {

@@ -30,6 +30,12 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A JSON document a command wrote.
+pub fn read_json(path: impl AsRef<std::path::Path>) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("the command wrote its JSON");
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
 /// The plan `archbench run ARGS…` would execute.
 pub fn run_plan(args: &[&str]) -> Plan {
     let mut argv = vec!["archbench", "run"];
