@@ -5,9 +5,11 @@
 
 pub mod cli;
 pub mod compare;
+pub mod document;
 pub mod engine;
 pub mod http;
 pub mod monitor;
+pub mod os;
 pub mod report;
 pub mod serve;
 pub mod stats;

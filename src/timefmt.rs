@@ -27,6 +27,79 @@ pub fn rfc3339(t: SystemTime) -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
+/// RFC 3339 UTC with microseconds: 2026-12-01T05:15:00.123456Z. Results from several
+/// machines line up on these.
+pub fn rfc3339_micros(t: SystemTime) -> String {
+    let (y, mo, d, h, mi, s, _) = civil(t);
+    let us = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_micros());
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{us:06}Z")
+}
+
+/// Reads an RFC 3339 time: `2026-12-01T05:15:00Z`, with optional fraction and a `Z` or
+/// `±HH:MM` offset; None when it is not one.
+pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let b = text.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let s = text.get(r)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut nanos = 0u64;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        for (k, c) in frac.bytes().take(9).enumerate().take(digits) {
+            nanos += u64::from(c - b'0') * 10u64.pow(8 - k as u32);
+        }
+        rest = &frac[digits..];
+    }
+    let offset_s: i64 = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let oh: i64 = o[1..3].parse().ok()?;
+            let om: i64 = o[4..6].parse().ok()?;
+            let v = oh * 3600 + om * 60;
+            if o.starts_with('-') {
+                -v
+            } else {
+                v
+            }
+        }
+        _ => return None,
+    };
+    // Howard Hinnant's days-from-civil.
+    let (yy, mm) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * mm + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset_s;
+    let secs = u64::try_from(secs).ok()?;
+    Some(UNIX_EPOCH + std::time::Duration::new(secs, nanos as u32))
+}
+
 /// A name safe for files: 20261201T051500Z.
 pub fn compact(t: SystemTime) -> String {
     let (y, mo, d, h, mi, s, _) = civil(t);
@@ -59,5 +132,31 @@ mod tests {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn micros_round_trip_and_offsets() {
+        let t = UNIX_EPOCH + Duration::new(1_764_566_100, 123_456_000);
+        let text = rfc3339_micros(t);
+        assert_eq!(text, "2025-12-01T05:15:00.123456Z");
+        assert_eq!(parse_rfc3339(&text), Some(t));
+        assert_eq!(
+            parse_rfc3339("2025-12-01T06:15:00+01:00"),
+            Some(UNIX_EPOCH + Duration::from_secs(1_764_566_100))
+        );
+        assert_eq!(
+            parse_rfc3339("2000-02-29T00:00:00Z"),
+            Some(UNIX_EPOCH + Duration::from_secs(951_782_400))
+        );
+        for bad in [
+            "",
+            "2025-13-01T00:00:00Z",
+            "2025-12-01 05:15",
+            "2025-12-01T05:15:00",
+            "2025-12-01T05:15:00.Z",
+            "x025-12-01T05:15:00Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
     }
 }

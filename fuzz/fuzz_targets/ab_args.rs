@@ -2,7 +2,7 @@
 //! panic. Host names are not looked up; -p files are whatever the fuzzer names (mostly absent).
 #![no_main]
 
-use archbench::cli::{ab_plan_with, Cli, Command, Lookup};
+use archbench::cli::{ab_draft, Cli, Command};
 use clap::Parser as _;
 use libfuzzer_sys::fuzz_target;
 
@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     argv.extend(text.split('\0').map(str::to_string));
     if let Ok(cli) = Cli::try_parse_from(argv) {
         if let Command::Ab(a) = cli.command {
-            if let Ok(plan) = ab_plan_with(&a, Lookup::Skip) {
+            if let Ok(plan) = ab_draft(&a) {
                 let n = plan.stop.requests.expect("ab always counts requests");
                 assert!(n >= plan.connections as u64, "ab's rule: -n >= -c");
             }

@@ -2,7 +2,7 @@
 //! panic. Host names are not looked up.
 #![no_main]
 
-use archbench::cli::{wrk_plan_with, Cli, Command, Lookup};
+use archbench::cli::{wrk_draft, Cli, Command};
 use clap::Parser as _;
 use libfuzzer_sys::fuzz_target;
 
@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     argv.extend(text.split('\0').map(str::to_string));
     if let Ok(cli) = Cli::try_parse_from(argv) {
         if let Command::Wrk(a) = cli.command {
-            if let Ok(plan) = wrk_plan_with(&a, Lookup::Skip) {
+            if let Ok(plan) = wrk_draft(&a) {
                 assert!(plan.connections >= 1 && plan.threads >= 1);
                 assert!(plan.threads <= plan.connections);
             }

@@ -33,8 +33,11 @@ pub enum Command {
     Report(ReportArgs),
     /// Serve nginx's welcome page from a small embedded HTTP/1.1 server.
     Serve(ServeArgs),
-    /// Start the embedded server on loopback and benchmark it (no setup needed).
+    /// Compare two servers on loopback, nothing to set up: Debian's stock nginx configuration
+    /// against the multi-arch guide's tuned one (two embedded servers without nginx).
     Demo(DemoArgs),
+    /// Merge results of several processes or machines (e.g. `run --part I/N`) into one.
+    Merge(MergeArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -43,31 +46,55 @@ pub enum OutputFormat {
     Json,
 }
 
+/// The flags that shape a load, shared by `run` and `compare` (one definition, one default).
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// Target URL (http:// or https://).
-    pub url: String,
-    /// Concurrent connections.
+pub struct LoadArgs {
+    /// Concurrent connections (per target).
     #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
     pub connections: u64,
     /// Worker threads [default: one per core].
     #[arg(short = 't', long, value_parser = super::values::count)]
     pub threads: Option<u64>,
-    /// Run for this long (e.g. 10s, 1m) [default: 10s unless -n is given].
+    /// How long to load (e.g. 10s, 1m) [default: run 10s unless -n is given; compare 3s per
+    /// run].
     #[arg(short = 'd', long, value_parser = super::values::duration)]
     pub duration: Option<std::time::Duration>,
-    /// Send exactly this many requests.
-    #[arg(short = 'n', long, value_parser = super::values::count)]
-    pub requests: Option<u64>,
-    /// Open loop: total requests per second, latency measured from intended send times.
+    /// Open loop: total requests per second (per target), latency measured from intended
+    /// send times.
     #[arg(short = 'r', long, value_parser = super::values::rate)]
     pub rate: Option<f64>,
-    /// HTTP method.
-    #[arg(short = 'm', long, default_value = "GET")]
-    pub method: String,
     /// Extra request header, "Name: value" (repeatable).
     #[arg(short = 'H', long = "header", value_parser = super::values::header)]
     pub headers: Vec<(String, String)>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Do not verify TLS certificates.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
+    /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable; for compare, NAME is a target's name).
+    #[arg(long = "watch", value_parser = parse_watch)]
+    pub watch: Vec<crate::monitor::WatchSpec>,
+    /// Count these events on the watched servers with perf_event_open (comma-separated:
+    /// instructions, cycles, branches, branch-misses, cache-misses, task-clock,
+    /// context-switches, page-faults, cpu-migrations, rHEX).
+    #[arg(long, value_delimiter = ',')]
+    pub perf: Vec<crate::monitor::perf::PerfEvent>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Target URL (http:// or https://).
+    pub url: String,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Send exactly this many requests.
+    #[arg(short = 'n', long, value_parser = super::values::count)]
+    pub requests: Option<u64>,
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
     /// Request body.
     #[arg(long, conflicts_with = "body_file")]
     pub body: Option<String>,
@@ -80,12 +107,16 @@ pub struct RunArgs {
     /// Speak HTTP/1.0 instead of HTTP/1.1.
     #[arg(long = "http1.0")]
     pub http10: bool,
-    /// Per-request timeout.
-    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
-    pub timeout: std::time::Duration,
-    /// Do not verify TLS certificates.
-    #[arg(short = 'k', long)]
-    pub insecure: bool,
+    /// Run part I of N of a load shared by N processes (e.g. 0/3): -c, -n and --rate are the
+    /// whole load's; this process takes every N-th connection and its place in the open-loop
+    /// schedule, so the parts together send one smooth rate. Merge the results with
+    /// `archbench merge`.
+    #[arg(long, value_parser = super::values::part)]
+    pub part: Option<crate::engine::Part>,
+    /// Start at this wall-clock time rather than at once (RFC 3339, e.g.
+    /// 2026-12-01T12:00:00.5Z, or @UNIX_SECONDS), so several processes start together.
+    #[arg(long, value_parser = super::values::wall_clock)]
+    pub start_at: Option<std::time::SystemTime>,
     /// Write the JSON result to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -95,15 +126,6 @@ pub struct RunArgs {
     /// No progress line.
     #[arg(short = 'q', long)]
     pub quiet: bool,
-    /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
-    /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable).
-    #[arg(long = "watch", value_parser = parse_watch)]
-    pub watch: Vec<crate::monitor::WatchSpec>,
-    /// Count these events on the watched servers with perf_event_open (comma-separated:
-    /// instructions, cycles, branches, branch-misses, cache-misses, task-clock,
-    /// context-switches, page-faults, cpu-migrations, rHEX).
-    #[arg(long, value_delimiter = ',')]
-    pub perf: Vec<crate::monitor::perf::PerfEvent>,
 }
 
 fn parse_watch(s: &str) -> Result<crate::monitor::WatchSpec, String> {
@@ -202,7 +224,7 @@ pub struct CompareArgs {
     /// Targets as NAME=URL; the first is the baseline.
     #[arg(required = true, num_args = 2..)]
     pub targets: Vec<String>,
-    /// Measured runs per target.
+    /// Measured runs per target (at least 4 for a verdict at α = 0.05).
     #[arg(long, default_value = "5", value_parser = super::values::count)]
     pub runs: u64,
     /// A B A B … (the default).
@@ -217,36 +239,8 @@ pub struct CompareArgs {
     /// Do not run and discard a warm-up run per target.
     #[arg(long)]
     pub no_warmup: bool,
-    /// Connections per target.
-    #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
-    pub connections: u64,
-    /// Worker threads per target [default: one per core].
-    #[arg(short = 't', long, value_parser = super::values::count)]
-    pub threads: Option<u64>,
-    /// Duration of each run.
-    #[arg(short = 'd', long, default_value = "3s", value_parser = super::values::duration)]
-    pub duration: std::time::Duration,
-    /// Open loop: requests per second per target.
-    #[arg(short = 'r', long, value_parser = super::values::rate)]
-    pub rate: Option<f64>,
-    /// Extra request header (repeatable).
-    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
-    pub headers: Vec<(String, String)>,
-    /// Per-request timeout.
-    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
-    pub timeout: std::time::Duration,
-    /// Do not verify TLS certificates.
-    #[arg(short = 'k', long)]
-    pub insecure: bool,
-    /// Watch a target's server: NAME=pid:1234, NAME=name:nginx, NAME=cgroup:PATH, where NAME
-    /// is a target's name (repeatable).
-    #[arg(long = "watch", value_parser = parse_watch)]
-    pub watch: Vec<crate::monitor::WatchSpec>,
-    /// Count these events on the watched servers with perf_event_open (comma-separated:
-    /// instructions, cycles, branches, branch-misses, cache-misses, task-clock,
-    /// context-switches, page-faults, cpu-migrations, rHEX).
-    #[arg(long, value_delimiter = ',')]
-    pub perf: Vec<crate::monitor::perf::PerfEvent>,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Write the comparison (every run, histograms included) here after each run.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -291,7 +285,7 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Duration of each run (five runs per server, plus one warm-up each).
+    /// Duration of each run (--runs runs per server, plus one warm-up each).
     #[arg(short = 'd', long, default_value = "3s", value_parser = super::values::duration)]
     pub duration: std::time::Duration,
     /// Measured runs per server.
@@ -303,4 +297,17 @@ pub struct DemoArgs {
     /// Results go to DIR/<timestamp>/ (comparison.json, comparison.md).
     #[arg(long, default_value = "archbench-results")]
     pub out_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Result files (`--json` of run, wrk or ab) to merge.
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Write the merged result here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Report format on stdout.
+    #[arg(short = 'o', long, value_enum, default_value_t = ReportFormat::Text)]
+    pub output: ReportFormat,
 }

@@ -17,17 +17,18 @@ use anyhow::Context as _;
 use clap::Parser as _;
 
 pub use args::{
-    AbArgs, Cli, Command, CompareArgs, DemoArgs, OutputFormat, RunArgs, ServeArgs, WrkArgs,
+    AbArgs, Cli, Command, CompareArgs, DemoArgs, LoadArgs, MergeArgs, OutputFormat, RunArgs,
+    ServeArgs, WrkArgs,
 };
 pub use plan::{
-    ab_plan, ab_plan_with, run_plan, run_plan_with, wrk_plan, wrk_plan_with, Lookup, PlanError,
+    ab_draft, ab_plan, compare_plan, reproduce, run_draft, run_plan, wrk_draft, wrk_plan, PlanError,
 };
 
 use crate::engine::{self, Plan, Progress, RunOutcome};
 use crate::monitor::{Monitor, WatchSpec};
 use crate::report::{ports_note, save_json, AbReport, JsonReport, Report, TextReport, WrkReport};
 use crate::serve::{ServeOptions, Server};
-use crate::stats::{ClientUsage, Environment, RunResult};
+use crate::stats::{ClientUsage, Environment, LimiterSide, RunResult, RunTimes};
 use crate::timefmt;
 
 /// Exit statuses.
@@ -55,7 +56,12 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
     let subcommand = args
         .get(1)
         .and_then(|a| a.to_str())
-        .filter(|a| ["run", "wrk", "ab", "compare", "report", "serve", "demo"].contains(a))
+        .filter(|a| {
+            [
+                "run", "wrk", "ab", "compare", "report", "serve", "demo", "merge",
+            ]
+            .contains(a)
+        })
         .map(str::to_string);
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
@@ -87,6 +93,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Report(a) => cmd_report(&a),
         Command::Serve(a) => cmd_serve(&a, &signals),
         Command::Demo(a) => cmd_demo(&a, &signals),
+        Command::Merge(a) => cmd_merge(&a),
     };
     match outcome {
         Ok(code) => code,
@@ -119,7 +126,10 @@ fn exit_for(e: &anyhow::Error) -> i32 {
         }
     }
     eprintln!("archbench: {e:#}");
-    if e.downcast_ref::<PlanError>().is_some() {
+    if e.downcast_ref::<PlanError>().is_some()
+        || e.downcast_ref::<crate::document::DocumentError>().is_some()
+        || e.downcast_ref::<crate::stats::MergeError>().is_some()
+    {
         EXIT_USAGE
     } else {
         EXIT_FAILURE
@@ -169,10 +179,11 @@ pub fn execute(
     let servers = monitors
         .into_iter()
         .map(Monitor::finish)
-        .collect::<Result<Vec<_>, _>>();
+        .collect::<Vec<_>>();
     let RunOutcome {
         recording,
         started_at,
+        first_send_at,
         elapsed,
         interrupted,
         worker_cpu_s,
@@ -182,9 +193,12 @@ pub fn execute(
         recording,
         plan.summary(),
         Environment::local(),
-        timefmt::rfc3339(started_at),
-        elapsed.as_secs_f64(),
-        interrupted,
+        RunTimes {
+            started_at,
+            first_send_at,
+            elapsed_s: elapsed.as_secs_f64(),
+            interrupted,
+        },
     );
     let answered = result.totals.requests;
     result.client = ClientUsage::from_workers(
@@ -193,23 +207,61 @@ pub fn execute(
         answered,
         elapsed.as_secs_f64(),
     );
-    result.servers = servers.context("sampling a watched server failed")?;
+    result.servers = servers;
     for s in &mut result.servers {
-        if s.cpu_s > 0.0 {
+        // Over a shorter sampled time the run's answered count would overstate it.
+        if s.cpu_s > 0.0 && s.sampling_stopped.is_none() {
             s.requests_per_cpu_s = answered as f64 / s.cpu_s;
         }
     }
-    result.limiter = crate::monitor::limiter(&result.client, &result.servers);
-    // wrk's and ab's layouts have no place for it, so every front end says it here.
-    if let Some(note) = ports_note(&result) {
+    result.limiter = crate::monitor::limiter(&result);
+    Ok(result)
+}
+
+/// Which command line the user is speaking, for advice in its own flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FrontEnd {
+    Run,
+    Wrk,
+    Ab,
+}
+
+/// What to do about a client-bound run, in the flags of the front end in use.
+fn client_advice(front: FrontEnd, threads: usize) -> String {
+    let cores = crate::os::logical_cores() as usize;
+    let second_machine =
+        "load from a second machine (`archbench run --part I/N` on each, then `archbench merge`)";
+    match front {
+        FrontEnd::Run | FrontEnd::Wrk if threads < cores => {
+            format!(
+                "raise -t (it is {threads}; this machine has {cores} cores), or {second_machine}"
+            )
+        }
+        FrontEnd::Run | FrontEnd::Wrk => {
+            format!("every core already runs a worker: {second_machine}")
+        }
+        // ab's -t is a time limit; archbench ab already runs one worker per core.
+        FrontEnd::Ab => format!("archbench ab already uses every core ({cores}); {second_machine}"),
+    }
+}
+
+/// What the report layouts of wrk and ab have no place for, on stderr: ports exhausted, a
+/// client-bound or server-gone verdict (with advice in the front end's own flags).
+fn notes_on_stderr(result: &RunResult, front: FrontEnd) {
+    if let Some(note) = ports_note(result) {
         eprintln!("archbench: {note}");
     }
-    if result.limiter.side == crate::stats::LimiterSide::Client
-        || result.limiter.side == crate::stats::LimiterSide::Both
-    {
-        eprintln!("archbench: limiter: {}", result.limiter.reason);
+    match result.limiter.side {
+        LimiterSide::Client | LimiterSide::Both => eprintln!(
+            "archbench: limiter: {}; {}",
+            result.limiter.reason,
+            client_advice(front, result.plan.threads as usize)
+        ),
+        LimiterSide::ServerGone if front != FrontEnd::Run => {
+            eprintln!("archbench: limiter: {}", result.limiter.reason)
+        }
+        _ => {}
     }
-    Ok(result)
 }
 
 /// A one-line live status on stderr: rewritten in place on a terminal, one line per second
@@ -284,12 +336,22 @@ fn finish_code(result: &RunResult, signals: &StopSignals) -> i32 {
 
 fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = run_plan(a)?;
-    let watch = plan::with_perf(&a.watch, &a.perf)?;
+    let watch = plan::with_perf(&a.load.watch, &a.load.perf)?;
+    if let Some(late) = plan
+        .start_at
+        .and_then(|at| SystemTime::now().duration_since(at).ok())
+    {
+        eprintln!(
+            "archbench: --start-at passed {:.3} s ago; starting now",
+            late.as_secs_f64()
+        );
+    }
     let mut progress = ProgressLine::new(!a.quiet && a.output == OutputFormat::Text);
     let result = execute(&plan, &watch, &signals.stop, |p| progress.update(p));
     progress.finish();
     let result = result?;
     save(&result, a.json.as_deref())?;
+    notes_on_stderr(&result, FrontEnd::Run);
     write_stdout(|out| match a.output {
         OutputFormat::Text => TextReport.write(&result, out),
         OutputFormat::Json => JsonReport.write(&result, out),
@@ -318,6 +380,7 @@ fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let result = execute(&plan, &[], &signals.stop, |_| {})?;
     save(&result, a.json.as_deref())?;
     write_stdout(|out| report.write_body(&result, out))?;
+    notes_on_stderr(&result, FrontEnd::Wrk);
     Ok(finish_code(&result, signals))
 }
 
@@ -339,12 +402,16 @@ fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     };
     write_stdout(|out| AbReport::preamble(&plan.target.redacted_url, heartbeat == 0, out))?;
     let mut shown = 0;
-    let result = execute(&plan, &[], &signals.stop, |p| {
-        while heartbeat > 0 && p.completed >= shown + heartbeat {
+    // ab prints each tenth as it is reached; progress arrives every 250 ms, so a fast run
+    // catches up on the lines it passed, here and once more at the end.
+    let mut beat = |completed: u64| {
+        while heartbeat > 0 && completed >= shown + heartbeat && shown + heartbeat < total {
             shown += heartbeat;
             eprintln!("Completed {shown} requests");
         }
-    })?;
+    };
+    let result = execute(&plan, &[], &signals.stop, |p| beat(p.completed))?;
+    beat(result.totals.attempted);
     if heartbeat > 0 {
         eprintln!("Finished {} requests", result.totals.requests);
     } else {
@@ -355,11 +422,15 @@ fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         variable_length: a.variable_length,
     };
     write_stdout(|out| report.write(&result, out))?;
+    notes_on_stderr(&result, FrontEnd::Ab);
     Ok(finish_code(&result, signals))
 }
 
 fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = plan::compare_plan(a)?;
+    if let Some(why) = crate::compare::no_verdict_reason(plan.runs, plan.runs) {
+        eprintln!("archbench: {why}; the table will show medians and differences only");
+    }
     // Monitors must find their targets before any load: check them all now.
     for c in &plan.contenders {
         for w in &c.watch {
@@ -416,45 +487,62 @@ fn write_markdown(c: &crate::compare::ComparisonResult, path: &Path) -> anyhow::
 }
 
 fn cmd_report(a: &args::ReportArgs) -> anyhow::Result<i32> {
+    use crate::document::Document;
     use crate::report::{ComparisonReport, MarkdownReport};
-    let text = std::fs::read_to_string(&a.file)
-        .with_context(|| format!("cannot read {}", a.file.display()))?;
-    let doc: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", a.file.display()))?;
-    let kind = doc["kind"].as_str().unwrap_or_default().to_string();
     let fmt = a.format;
-    match kind.as_str() {
-        "archbench-result" => {
-            let r: RunResult = serde_json::from_value(doc)
-                .with_context(|| format!("{} is not a valid archbench result", a.file.display()))?;
-            write_stdout(|out| match fmt {
-                args::ReportFormat::Text => TextReport.write(&r, out),
-                args::ReportFormat::Markdown => MarkdownReport.run(&r, out),
-                args::ReportFormat::Json => JsonReport.write(&r, out),
-            })?;
-        }
-        "archbench-comparison" => {
-            let c: crate::compare::ComparisonResult =
-                serde_json::from_value(doc).with_context(|| {
-                    format!("{} is not a valid archbench comparison", a.file.display())
-                })?;
-            write_stdout(|out| match fmt {
-                args::ReportFormat::Text => ComparisonReport.write(&c, out),
-                args::ReportFormat::Markdown => MarkdownReport.comparison(&c, out),
-                args::ReportFormat::Json => {
-                    serde_json::to_writer_pretty(&mut *out, &c)?;
-                    writeln!(out)
-                }
-            })?;
-        }
-        _ => {
-            return Err(PlanError::Invalid(format!(
-                "{} is neither an archbench result nor a comparison (kind {kind:?})",
-                a.file.display()
-            ))
-            .into())
-        }
+    match crate::document::read(&a.file)? {
+        Document::Result(r) => write_stdout(|out| write_result(&r, fmt, out))?,
+        Document::Comparison(c) => write_stdout(|out| match fmt {
+            args::ReportFormat::Text => ComparisonReport.write(&c, out),
+            args::ReportFormat::Markdown => MarkdownReport.comparison(&c, out),
+            args::ReportFormat::Json => {
+                serde_json::to_writer_pretty(&mut *out, &c)?;
+                writeln!(out)
+            }
+        })?,
     }
+    Ok(0)
+}
+
+fn write_result(r: &RunResult, fmt: args::ReportFormat, out: &mut dyn Write) -> io::Result<()> {
+    match fmt {
+        args::ReportFormat::Text => TextReport.write(r, out),
+        args::ReportFormat::Markdown => crate::report::MarkdownReport.run(r, out),
+        args::ReportFormat::Json => JsonReport.write(r, out),
+    }
+}
+
+fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
+    use crate::stats::NamedResult;
+    let mut sources = Vec::with_capacity(a.files.len());
+    for f in &a.files {
+        let result = crate::document::read_result(
+            f,
+            "merge takes run results (the --json of run, wrk, ab or merge)",
+        )?;
+        sources.push(NamedResult {
+            file: f.display().to_string(),
+            result,
+        });
+    }
+    if let Some(other) = sources
+        .iter()
+        .find(|s| !crate::stats::same_load(&s.result.plan, &sources[0].result.plan))
+    {
+        eprintln!(
+            "archbench: note: {} loaded {} {}, not {} {} as {} did; merged anyway",
+            other.file,
+            other.result.plan.method,
+            other.result.plan.url,
+            sources[0].result.plan.method,
+            sources[0].result.plan.url,
+            sources[0].file
+        );
+    }
+    let mut merged = crate::stats::merge_results(sources)?;
+    merged.limiter = crate::monitor::limiter(&merged);
+    save(&merged, a.json.as_deref())?;
+    write_stdout(|out| write_result(&merged, a.output, out))?;
     Ok(0)
 }
 

@@ -1,14 +1,16 @@
-//! Stage two of parsing: raw flags become a validated [`Plan`]. Bad combinations fail here
-//! with a sentence that names the problem and the fix.
+//! Stage two of parsing: raw flags become a validated plan. Bad combinations fail here with a
+//! sentence that names the problem and the fix. Validation looks nothing up: it builds a
+//! `Plan<Unresolved>` ([`run_draft`], [`wrk_draft`], [`ab_draft`]); resolving the host is the
+//! one further step to a plan the engine accepts ([`run_plan`], …).
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use thiserror::Error;
 
-use super::args::{AbArgs, CompareArgs, RunArgs, WrkArgs};
-use crate::engine::{Pacing, Plan, StopRule};
-use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError};
+use super::args::{AbArgs, CompareArgs, LoadArgs, RunArgs, WrkArgs};
+use crate::engine::{Pacing, Part, Plan, StopRule};
+use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError, Unresolved};
 
 /// A command line that cannot become a plan. Always the user's to fix: exit status 2.
 #[derive(Debug, Error)]
@@ -31,12 +33,22 @@ fn invalid(msg: impl Into<String>) -> PlanError {
     PlanError::Invalid(msg.into())
 }
 
-/// Whether building a plan looks the host up. Only validation and fuzzing skip it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lookup {
-    Resolve,
-    Skip,
-}
+/// Most worker threads one process runs: each holds its own histograms (about 1 MiB).
+pub const MAX_THREADS: u64 = 256;
+/// Most connections one process opens.
+pub const MAX_CONNECTIONS: u64 = 1_000_000;
+/// Slowest open-loop rate: one request per 1,000 s (the interval must fit a clock).
+pub const MIN_RATE: f64 = 0.001;
+/// Fastest open-loop rate of one process; beyond it, split the load with --part.
+pub const MAX_LOCAL_RATE: f64 = 10_000_000.0;
+/// Furthest ahead a start time may lie.
+pub const MAX_START_AHEAD: Duration = Duration::from_secs(24 * 3600);
+/// Most parts one load is split into.
+pub const MAX_PARTS: u32 = 100_000;
+
+/// Run durations when none is given.
+pub const RUN_DURATION: Duration = Duration::from_secs(10);
+pub const COMPARE_DURATION: Duration = Duration::from_secs(3);
 
 /// What every front end fills in; [`build`] validates it.
 struct PlanInput<'a> {
@@ -54,24 +66,37 @@ struct PlanInput<'a> {
     rate: Option<f64>,
     timeout: Duration,
     insecure: bool,
+    part: Part,
+    start_at: Option<SystemTime>,
 }
 
 pub fn default_threads() -> u64 {
-    std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+    crate::os::logical_cores()
 }
 
 fn archbench_defaults() -> DefaultHeaders {
     DefaultHeaders::AgentAndAccept(format!("archbench/{}", env!("CARGO_PKG_VERSION")))
 }
 
-fn build(input: PlanInput<'_>, lookup: Lookup) -> Result<Plan, PlanError> {
+fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
     if input.connections == 0 {
         return Err(invalid(
             "connections must be at least 1 (-c 0 opens nothing); use e.g. -c 50",
         ));
     }
+    if input.connections > MAX_CONNECTIONS {
+        return Err(invalid(format!(
+            "more than {MAX_CONNECTIONS} connections from one process is not supported; split the load with --part"
+        )));
+    }
     if input.threads == 0 {
         return Err(invalid("threads must be at least 1; use e.g. -t 2"));
+    }
+    if input.threads > MAX_THREADS {
+        return Err(invalid(format!(
+            "at most {MAX_THREADS} threads (this machine has {} cores; one per core is the default)",
+            crate::os::logical_cores()
+        )));
     }
     if input.requests == Some(0) {
         return Err(invalid(
@@ -92,31 +117,54 @@ fn build(input: PlanInput<'_>, lookup: Lookup) -> Result<Plan, PlanError> {
     if input.timeout.is_zero() {
         return Err(invalid("timeout must be above zero; use e.g. --timeout 2s"));
     }
+    let part = input.part;
+    if part.count > MAX_PARTS || u64::from(part.count) > input.connections {
+        return Err(invalid(format!(
+            "--part {}/{}: every part needs at least one connection, so at most {} parts (-c {}); raise -c or use fewer parts",
+            part.index,
+            part.count,
+            input.connections.min(u64::from(MAX_PARTS)),
+            input.connections
+        )));
+    }
     let pacing = match input.rate {
         None => Pacing::Closed,
-        Some(r) if r > 0.0 => Pacing::Open { rate: r },
-        Some(_) => {
-            return Err(invalid(
-                "--rate must be above zero requests per second; omit it for a closed loop",
-            ))
+        Some(r) if r.is_finite() && r >= MIN_RATE => {
+            let local = r * part.share(input.connections) as f64 / input.connections as f64;
+            if local > MAX_LOCAL_RATE {
+                return Err(invalid(format!(
+                    "--rate {r}: more than {MAX_LOCAL_RATE} requests per second from one process is beyond one machine; split the load with --part"
+                )));
+            }
+            Pacing::Open { rate: r }
+        }
+        Some(r) => {
+            return Err(invalid(format!(
+                "--rate {r} is below {MIN_RATE} requests per second (one per 1,000 s); omit it for a closed loop"
+            )))
         }
     };
+    if let Some(at) = input.start_at {
+        if at
+            .duration_since(SystemTime::now())
+            .is_ok_and(|ahead| ahead > MAX_START_AHEAD)
+        {
+            return Err(invalid(
+                "--start-at lies more than a day ahead; check the time (RFC 3339 is UTC unless it says otherwise)",
+            ));
+        }
+    }
     if input.method.is_empty() || !input.method.bytes().all(|b| b.is_ascii_alphabetic()) {
         return Err(invalid(format!(
             "invalid HTTP method {:?}; use e.g. GET or POST",
             input.method
         )));
     }
-    if input.connections > 1_000_000 {
-        return Err(invalid("more than 1,000,000 connections is not supported"));
-    }
-    let target = match lookup {
-        Lookup::Resolve => Target::parse(input.url)?,
-        Lookup::Skip => Target::parse_unresolved(input.url)?,
-    };
+    let target = Target::parse(input.url)?;
     let basic_auth = Target::basic_auth(input.url);
     Ok(Plan {
         target,
+        addrs: Unresolved,
         request: RequestSpec {
             method: input.method,
             headers: input.headers,
@@ -135,6 +183,8 @@ fn build(input: PlanInput<'_>, lookup: Lookup) -> Result<Plan, PlanError> {
         pacing,
         timeout: input.timeout,
         insecure: input.insecure,
+        part,
+        start_at: input.start_at,
     })
 }
 
@@ -145,50 +195,68 @@ fn read_body(path: &Path) -> Result<Vec<u8>, PlanError> {
     })
 }
 
+/// `archbench run`'s plan, resolved.
 pub fn run_plan(a: &RunArgs) -> Result<Plan, PlanError> {
-    run_plan_with(a, Lookup::Resolve)
+    Ok(run_draft(a)?.resolve()?)
 }
 
-pub fn run_plan_with(a: &RunArgs, lookup: Lookup) -> Result<Plan, PlanError> {
+/// `archbench run`'s plan, validated without any lookup.
+pub fn run_draft(a: &RunArgs) -> Result<Plan<Unresolved>, PlanError> {
     let body = match (&a.body, &a.body_file) {
         (Some(b), _) => b.clone().into_bytes(),
         (None, Some(p)) => read_body(p)?,
         (None, None) => Vec::new(),
     };
-    let duration = match (a.duration, a.requests) {
-        (None, None) => Some(Duration::from_secs(10)),
+    let duration = match (a.load.duration, a.requests) {
+        (None, None) => Some(RUN_DURATION),
         (d, _) => d,
     };
-    build(
-        PlanInput {
-            url: &a.url,
-            method: a.method.to_ascii_uppercase(),
-            headers: a.headers.clone(),
-            body,
-            version: if a.http10 {
-                HttpVersion::Http10
-            } else {
-                HttpVersion::Http11
-            },
-            keepalive: !a.no_keepalive,
-            defaults: archbench_defaults(),
-            connections: a.connections,
-            threads: a.threads.unwrap_or_else(default_threads),
-            duration,
-            requests: a.requests,
-            rate: a.rate,
-            timeout: a.timeout,
-            insecure: a.insecure,
+    build(PlanInput {
+        method: a.method.to_ascii_uppercase(),
+        body,
+        version: if a.http10 {
+            HttpVersion::Http10
+        } else {
+            HttpVersion::Http11
         },
-        lookup,
-    )
+        keepalive: !a.no_keepalive,
+        duration,
+        requests: a.requests,
+        part: a.part.unwrap_or(Part::WHOLE),
+        start_at: a.start_at,
+        ..load_input(&a.url, &a.load)
+    })
 }
 
+/// The input a `LoadArgs` gives: GET, archbench's own headers, no stop rule yet.
+fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
+    PlanInput {
+        url,
+        method: "GET".into(),
+        headers: l.headers.clone(),
+        body: Vec::new(),
+        version: HttpVersion::Http11,
+        keepalive: true,
+        defaults: archbench_defaults(),
+        connections: l.connections,
+        threads: l.threads.unwrap_or_else(default_threads),
+        duration: l.duration,
+        requests: None,
+        rate: l.rate,
+        timeout: l.timeout,
+        insecure: l.insecure,
+        part: Part::WHOLE,
+        start_at: None,
+    }
+}
+
+/// `archbench wrk`'s plan, resolved.
 pub fn wrk_plan(a: &WrkArgs) -> Result<Plan, PlanError> {
-    wrk_plan_with(a, Lookup::Resolve)
+    Ok(wrk_draft(a)?.resolve()?)
 }
 
-pub fn wrk_plan_with(a: &WrkArgs, lookup: Lookup) -> Result<Plan, PlanError> {
+/// `archbench wrk`'s plan, validated without any lookup.
+pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
     if a.script.is_some() {
         return Err(invalid(
             "-s/--script: Lua scripts are not supported by archbench; use -H for headers, or `archbench run` with -m/--body for other requests",
@@ -204,35 +272,36 @@ pub fn wrk_plan_with(a: &WrkArgs, lookup: Lookup) -> Result<Plan, PlanError> {
             "number of connections must be >= threads; raise -c or lower -t",
         ));
     }
-    build(
-        PlanInput {
-            url,
-            method: "GET".into(),
-            headers: a.headers.clone(),
-            body: Vec::new(),
-            version: HttpVersion::Http11,
-            keepalive: true,
-            defaults: DefaultHeaders::HostOnly,
-            connections: a.connections,
-            threads: a.threads,
-            duration: Some(a.duration),
-            requests: None,
-            rate: None,
-            timeout: a.timeout,
-            insecure: true,
-        },
-        lookup,
-    )
+    build(PlanInput {
+        url,
+        method: "GET".into(),
+        headers: a.headers.clone(),
+        body: Vec::new(),
+        version: HttpVersion::Http11,
+        keepalive: true,
+        defaults: DefaultHeaders::HostOnly,
+        connections: a.connections,
+        threads: a.threads,
+        duration: Some(a.duration),
+        requests: None,
+        rate: None,
+        timeout: a.timeout,
+        insecure: true,
+        part: Part::WHOLE,
+        start_at: None,
+    })
 }
 
 /// ab's cap on requests when only a time limit is given.
 pub const AB_MAX_REQUESTS: u64 = 50_000;
 
+/// `archbench ab`'s plan, resolved.
 pub fn ab_plan(a: &AbArgs) -> Result<Plan, PlanError> {
-    ab_plan_with(a, Lookup::Resolve)
+    Ok(ab_draft(a)?.resolve()?)
 }
 
-pub fn ab_plan_with(a: &AbArgs, lookup: Lookup) -> Result<Plan, PlanError> {
+/// `archbench ab`'s plan, validated without any lookup.
+pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
     let url = a.url.as_deref().ok_or_else(|| {
         invalid("missing URL; usage: archbench ab [options] [http[s]://]hostname[:port]/path")
     })?;
@@ -267,26 +336,25 @@ pub fn ab_plan_with(a: &AbArgs, lookup: Lookup) -> Result<Plan, PlanError> {
             a.concurrency
         )));
     }
-    build(
-        PlanInput {
-            url: &url_full,
-            method,
-            headers,
-            body,
-            version: HttpVersion::Http10,
-            keepalive: a.keepalive,
-            defaults: DefaultHeaders::AgentAndAccept("ApacheBench/2.3 (archbench)".into()),
-            connections: a.concurrency,
-            // ab is single-threaded; one worker per core is ours, the layout is ab's.
-            threads: default_threads(),
-            duration: a.timelimit,
-            requests: Some(requests),
-            rate: None,
-            timeout: a.timeout,
-            insecure: true,
-        },
-        lookup,
-    )
+    build(PlanInput {
+        url: &url_full,
+        method,
+        headers,
+        body,
+        version: HttpVersion::Http10,
+        keepalive: a.keepalive,
+        defaults: DefaultHeaders::AgentAndAccept("ApacheBench/2.3 (archbench)".into()),
+        connections: a.concurrency,
+        // ab is single-threaded; one worker per core is ours, the layout is ab's.
+        threads: default_threads(),
+        duration: a.timelimit,
+        requests: Some(requests),
+        rate: None,
+        timeout: a.timeout,
+        insecure: true,
+        part: Part::WHOLE,
+        start_at: None,
+    })
 }
 
 /// One plan per `NAME=URL`, the watch specs matched to their targets, and the command line
@@ -309,32 +377,18 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
         if contenders.iter().any(|c| c.name == name) {
             return Err(invalid(format!("target name {name:?} is given twice")));
         }
-        let plan = build(
-            PlanInput {
-                url,
-                method: "GET".into(),
-                headers: a.headers.clone(),
-                body: Vec::new(),
-                version: HttpVersion::Http11,
-                keepalive: true,
-                defaults: archbench_defaults(),
-                connections: a.connections,
-                threads: a.threads.unwrap_or_else(default_threads),
-                duration: Some(a.duration),
-                requests: None,
-                rate: a.rate,
-                timeout: a.timeout,
-                insecure: a.insecure,
-            },
-            Lookup::Resolve,
-        )?;
+        let plan = build(PlanInput {
+            duration: Some(a.load.duration.unwrap_or(COMPARE_DURATION)),
+            ..load_input(url, &a.load)
+        })?
+        .resolve()?;
         contenders.push(Contender {
             name: name.to_string(),
             plan,
             watch: Vec::new(),
         });
     }
-    for w in &with_perf(&a.watch, &a.perf)? {
+    for w in &with_perf(&a.load.watch, &a.load.perf)? {
         let c = contenders
             .iter_mut()
             .find(|c| c.name == w.label)
@@ -361,25 +415,80 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
     })
 }
 
-/// The `archbench run` command line that reproduces one run of `plan`.
-pub fn reproduce(plan: &Plan) -> String {
-    let mut cmd = format!(
-        "archbench run {} -c {} -t {}",
-        plan.target.redacted_url, plan.connections, plan.threads
-    );
-    if let Some(d) = plan.stop.duration {
-        cmd.push_str(&format!(" -d {}ms", d.as_millis()));
+/// A word for a POSIX shell: bare when it is safe, else in single quotes.
+fn shell_word(w: &str) -> String {
+    let safe = !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
+    if safe {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
     }
-    if let crate::engine::Pacing::Open { rate } = plan.pacing {
-        cmd.push_str(&format!(" --rate {rate}"));
+}
+
+/// Durations as `run` reads them back exactly: whole milliseconds, else microseconds.
+fn duration_arg(d: Duration) -> String {
+    if d.as_nanos().is_multiple_of(1_000_000) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{}us", d.as_micros())
+    }
+}
+
+/// The `archbench run` command line that reproduces one run of `plan`: every flag that
+/// shaped it, credentials redacted. A body that is not short text is left out, and the line
+/// says so.
+pub fn reproduce<A>(plan: &Plan<A>) -> String {
+    let mut w: Vec<String> = vec![
+        "archbench".into(),
+        "run".into(),
+        shell_word(&plan.target.redacted_url),
+        "-c".into(),
+        plan.connections.to_string(),
+        "-t".into(),
+        plan.threads.to_string(),
+    ];
+    if let Some(d) = plan.stop.duration {
+        w.extend(["-d".into(), duration_arg(d)]);
+    }
+    if let Some(n) = plan.stop.requests {
+        w.extend(["-n".into(), n.to_string()]);
+    }
+    if let Pacing::Open { rate } = plan.pacing {
+        w.extend(["--rate".into(), rate.to_string()]);
+    }
+    w.extend(["--timeout".into(), duration_arg(plan.timeout)]);
+    if plan.request.method != "GET" {
+        w.extend(["-m".into(), plan.request.method.clone()]);
     }
     for (n, v) in plan.summary().headers {
-        cmd.push_str(&format!(" -H '{n}: {v}'"));
+        w.extend(["-H".into(), shell_word(&format!("{n}: {v}"))]);
+    }
+    if plan.request.version == HttpVersion::Http10 {
+        w.push("--http1.0".into());
+    }
+    if !plan.request.keepalive {
+        w.push("--no-keepalive".into());
     }
     if plan.insecure {
-        cmd.push_str(" --insecure");
+        w.push("--insecure".into());
     }
-    cmd
+    if plan.part != Part::WHOLE {
+        w.extend([
+            "--part".into(),
+            format!("{}/{}", plan.part.index, plan.part.count),
+        ]);
+    }
+    match std::str::from_utf8(&plan.request.body) {
+        Ok("") => {}
+        Ok(text) if text.len() <= 1024 => w.extend(["--body".into(), shell_word(text)]),
+        _ => w.push(format!(
+            "# plus the {}-byte body (--body-file)",
+            plan.request.body.len()
+        )),
+    }
+    w.join(" ")
 }
 
 /// Attaches `--perf` events to every watch spec; they need something to watch.

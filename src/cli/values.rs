@@ -63,6 +63,32 @@ pub fn rate(text: &str) -> Result<f64, String> {
     count(t).map(|v| v as f64)
 }
 
+/// Parses `I/N`: part I (from 0) of N.
+pub fn part(text: &str) -> Result<crate::engine::Part, String> {
+    let bad = || format!("invalid part {text:?}; use I/N with 0 <= I < N, e.g. 0/3");
+    let (i, n) = text.trim().split_once('/').ok_or_else(bad)?;
+    let index: u32 = i.trim().parse().map_err(|_| bad())?;
+    let count: u32 = n.trim().parse().map_err(|_| bad())?;
+    if count == 0 || index >= count {
+        return Err(bad());
+    }
+    Ok(crate::engine::Part { index, count })
+}
+
+/// Parses a wall-clock instant: RFC 3339 (`2026-12-01T12:00:00.5Z`) or `@` and Unix seconds
+/// (`@1764590400.5`, as GNU date writes them).
+pub fn wall_clock(text: &str) -> Result<std::time::SystemTime, String> {
+    let bad =
+        || format!("invalid time {text:?}; use RFC 3339 (2026-12-01T12:00:00Z) or @UNIX_SECONDS");
+    let t = text.trim();
+    if let Some(unix) = t.strip_prefix('@') {
+        let secs: f64 = unix.parse().map_err(|_| bad())?;
+        let d = Duration::try_from_secs_f64(secs).map_err(|_| bad())?;
+        return std::time::UNIX_EPOCH.checked_add(d).ok_or_else(bad);
+    }
+    crate::timefmt::parse_rfc3339(t).ok_or_else(bad)
+}
+
 /// Splits `Name: value` into its parts.
 pub fn header(text: &str) -> Result<(String, String), String> {
     let (name, value) = text
@@ -105,6 +131,26 @@ mod tests {
         assert!(count("-3").is_err());
         assert_eq!(rate("2.5").unwrap(), 2.5);
         assert_eq!(rate("2k").unwrap(), 2000.0);
+    }
+
+    #[test]
+    fn parts_and_times() {
+        assert_eq!(
+            part("1/3").unwrap(),
+            crate::engine::Part { index: 1, count: 3 }
+        );
+        for bad in ["3/3", "0/0", "1", "a/b", "-1/3", "1/99999999999"] {
+            assert!(part(bad).is_err(), "{bad}");
+        }
+        let t = wall_clock("@1764590400.5").unwrap();
+        assert_eq!(
+            t.duration_since(std::time::UNIX_EPOCH).unwrap(),
+            Duration::from_millis(1_764_590_400_500)
+        );
+        assert_eq!(wall_clock("2025-12-01T12:00:00.5Z").unwrap(), t);
+        for bad in ["@-1", "@nan", "@1e300", "tomorrow", "@"] {
+            assert!(wall_clock(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -19,6 +19,14 @@ use crate::stats::RunResult;
 /// Significance level of the verdicts.
 pub const ALPHA: f64 = 0.05;
 
+/// Always "archbench-comparison".
+pub const COMPARISON_KIND: &str = "archbench-comparison";
+/// Bumped when a field changes meaning or disappears; `schema/comparison.schema.json` follows
+/// it. Version 2: intervals and p-values absent when the run counts allow no verdict.
+pub const COMPARISON_SCHEMA_VERSION: u32 = 2;
+/// The comparison versions this build reads.
+pub const READABLE_COMPARISON_VERSIONS: [u32; 2] = [1, 2];
+
 /// One named target: the first is the baseline.
 #[derive(Debug, Clone)]
 pub struct Contender {
@@ -108,15 +116,45 @@ pub struct MetricSummary {
 pub struct Delta {
     /// median / baseline median - 1.
     pub relative: f64,
-    /// 95% bootstrap interval of `relative`.
-    pub ci_low: f64,
-    pub ci_high: f64,
-    /// Two-sided Mann-Whitney U p-value.
-    pub p_value: f64,
-    /// "~" when not significant at ALPHA, else the signed percentage.
+    /// 95% bootstrap interval of `relative` (absent when no verdict is possible).
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// Two-sided Mann-Whitney U p-value (absent when no verdict is possible).
+    pub p_value: Option<f64>,
+    /// "~" when not significant at ALPHA, the signed percentage when significant, "no
+    /// verdict" when these run counts cannot tell (see `no_verdict`).
     pub verdict: String,
     /// Significant and in the good direction for this metric.
     pub better: Option<bool>,
+    /// Why there is no verdict: one run, or too few runs to ever reach ALPHA.
+    #[serde(default)]
+    pub no_verdict: Option<String>,
+}
+
+/// Runs needed on each side for Mann-Whitney U to be able to reach ALPHA.
+pub fn runs_for_a_verdict() -> usize {
+    (2..)
+        .find(|&n| stats::smallest_two_sided_p(n, n) < ALPHA)
+        .unwrap_or(4)
+}
+
+/// Why `n_base` runs against `n_other` can give no verdict at ALPHA, or None when they can.
+pub fn no_verdict_reason(n_base: usize, n_other: usize) -> Option<String> {
+    if n_base.min(n_other) <= 1 {
+        return Some("one run: no verdict".into());
+    }
+    let smallest = stats::smallest_two_sided_p(n_base, n_other);
+    let runs = if n_base == n_other {
+        n_base.to_string()
+    } else {
+        format!("{n_base} and {n_other}")
+    };
+    (smallest >= ALPHA).then(|| {
+        format!(
+            "{runs} runs cannot reach alpha={ALPHA} (the smallest possible p is {smallest:.3}): use --runs {} or more",
+            runs_for_a_verdict()
+        )
+    })
 }
 
 /// A metric read from one run.
@@ -127,7 +165,7 @@ struct Metric {
     read: fn(&RunResult) -> Option<f64>,
 }
 
-fn server_sum(r: &RunResult, f: fn(&crate::monitor::ServerUsage) -> f64) -> Option<f64> {
+fn server_sum(r: &RunResult, f: fn(&crate::stats::ServerUsage) -> f64) -> Option<f64> {
     (!r.servers.is_empty()).then(|| r.servers.iter().map(f).sum())
 }
 
@@ -200,8 +238,8 @@ const METRICS: [Metric; 10] = [
 impl ComparisonResult {
     fn new(plan: &ComparePlan, commands: Vec<String>) -> ComparisonResult {
         ComparisonResult {
-            kind: "archbench-comparison".into(),
-            schema_version: 1,
+            kind: COMPARISON_KIND.into(),
+            schema_version: COMPARISON_SCHEMA_VERSION,
             schedule: plan.schedule,
             runs_per_target: plan.runs as u64,
             warmup: plan.warmup,
@@ -221,6 +259,22 @@ impl ComparisonResult {
         }
     }
 
+    /// Why some differences carry no verdict, each reason once.
+    pub fn no_verdict_reasons(&self) -> Vec<String> {
+        let mut reasons: Vec<String> = Vec::new();
+        for d in self
+            .metrics
+            .iter()
+            .flat_map(|m| &m.targets)
+            .filter_map(|t| t.versus_baseline.as_ref()?.no_verdict.clone())
+        {
+            if !reasons.contains(&d) {
+                reasons.push(d);
+            }
+        }
+        reasons
+    }
+
     /// Recomputes every metric's summary from the runs so far.
     pub fn summarize(&mut self) {
         self.metrics = METRICS
@@ -231,7 +285,9 @@ impl ComparisonResult {
                     .iter()
                     .map(|t| t.runs.iter().filter_map(|r| (m.read)(r)).collect())
                     .collect();
-                if values.iter().all(Vec::is_empty) {
+                // A target without a value (no run finished yet) has no median: JSON would
+                // carry NaN as null, and a summary of nothing would be a silent zero.
+                if values.iter().any(Vec::is_empty) {
                     return None;
                 }
                 let base = &values[0];
@@ -268,21 +324,33 @@ fn delta(base: &[f64], other: &[f64], higher_is_better: bool) -> Option<Delta> {
         return None;
     }
     let relative = if mb != 0.0 { mo / mb - 1.0 } else { 0.0 };
+    if let Some(why) = no_verdict_reason(base.len(), other.len()) {
+        return Some(Delta {
+            relative,
+            ci_low: None,
+            ci_high: None,
+            p_value: None,
+            verdict: "no verdict".into(),
+            better: None,
+            no_verdict: Some(why),
+        });
+    }
     let (ci_low, ci_high) =
         stats::relative_difference_ci(base, other).unwrap_or((relative, relative));
     let p_value = stats::mann_whitney_p(base, other);
     let significant = p_value < ALPHA && mo != mb;
     Some(Delta {
         relative,
-        ci_low,
-        ci_high,
-        p_value,
+        ci_low: Some(ci_low),
+        ci_high: Some(ci_high),
+        p_value: Some(p_value),
         verdict: if significant {
             format!("{:+.2}%", relative * 100.0)
         } else {
             "~".into()
         },
         better: significant.then_some((mo > mb) == higher_is_better),
+        no_verdict: None,
     })
 }
 
@@ -381,8 +449,8 @@ mod tests {
         .unwrap();
         assert_eq!(d.verdict, "~");
         assert_eq!(d.better, None);
-        assert!(d.p_value > 0.5, "{}", d.p_value);
-        assert!(d.ci_low < 0.0 && d.ci_high > 0.0);
+        assert!(d.p_value.unwrap() > 0.5, "{:?}", d.p_value);
+        assert!(d.ci_low.unwrap() < 0.0 && d.ci_high.unwrap() > 0.0);
         // Every run of the other target 10% slower: p = 0.008, worse for throughput.
         let d = delta(
             &[100.0, 102.0, 98.0, 101.0, 99.0],
@@ -400,5 +468,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(d.better, Some(true));
+    }
+
+    #[test]
+    fn too_few_runs_give_no_verdict_instead_of_a_false_one() {
+        // One run each: no interval, no p.
+        let d = delta(&[100.0], &[104.1], true).unwrap();
+        assert_eq!(d.verdict, "no verdict");
+        assert_eq!((d.ci_low, d.p_value), (None, None));
+        assert_eq!(d.no_verdict.as_deref(), Some("one run: no verdict"));
+        // Three runs each, completely separated: still cannot reach 0.05.
+        let d = delta(&[100.0, 101.0, 99.0], &[90.0, 91.0, 89.0], true).unwrap();
+        assert_eq!(d.verdict, "no verdict");
+        assert!(d
+            .no_verdict
+            .unwrap()
+            .starts_with("3 runs cannot reach alpha=0.05"));
+        // Four each can.
+        let d = delta(
+            &[100.0, 101.0, 99.0, 100.0],
+            &[90.0, 91.0, 89.0, 90.0],
+            true,
+        )
+        .unwrap();
+        assert_eq!(d.verdict, "-10.00%");
+        assert_eq!(runs_for_a_verdict(), 4);
     }
 }

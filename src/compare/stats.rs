@@ -72,6 +72,16 @@ pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
     (2.0 * normal_upper_tail(z)).min(1.0)
 }
 
+/// The smallest two-sided p-value Mann-Whitney U can give for samples of `n1` and `n2`
+/// values: both extreme arrangements out of C(n1 + n2, n1). With 3 runs a side it is 0.1,
+/// so nothing can be significant at 0.05.
+pub fn smallest_two_sided_p(n1: usize, n2: usize) -> f64 {
+    let (k, n) = (n1.min(n2), n1 + n2);
+    // C(n, k) as a float, term by term; it only needs to be compared with 2 / alpha.
+    let arrangements = (0..k).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64);
+    (2.0 / arrangements).min(1.0)
+}
+
 /// Number of arrangements giving each U value, for samples of n1 and n2 without ties.
 fn u_distribution(n1: usize, n2: usize) -> Vec<f64> {
     // f[i][j][u]: arrangements of i values of one sample and j of the other with statistic u.
@@ -171,6 +181,17 @@ mod tests {
         // computed by hand: U = 1, var = 22.083, z = 3.085, p = 0.019244.
         let p = mann_whitney_p(&[1.0, 2.0, 2.0, 3.0, 3.0], &[3.0, 4.0, 4.0, 5.0, 6.0]);
         assert!((p - 0.019_244).abs() < 1e-4, "{p}");
+    }
+
+    #[test]
+    fn smallest_p_is_two_over_the_arrangements() {
+        assert_eq!(smallest_two_sided_p(1, 1), 1.0);
+        assert!((smallest_two_sided_p(3, 3) - 0.1).abs() < 1e-12);
+        assert!((smallest_two_sided_p(4, 4) - 2.0 / 70.0).abs() < 1e-12);
+        assert!((smallest_two_sided_p(2, 5) - 2.0 / 21.0).abs() < 1e-12);
+        // The exact test reaches it: completely separated samples.
+        let p = mann_whitney_p(&[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0, 7.0, 8.0]);
+        assert!((p - smallest_two_sided_p(4, 4)).abs() < 1e-12, "{p}");
     }
 
     #[test]

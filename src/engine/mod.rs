@@ -9,8 +9,6 @@
 mod conn;
 mod worker;
 
-pub use worker::thread_cpu;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
@@ -18,8 +16,8 @@ use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 
 use crate::http::tls::{self, TlsSetupError};
-use crate::http::{RequestSpec, Scheme, Target};
-use crate::stats::Recorder;
+use crate::http::{Addresses, RequestSpec, Scheme, Target, TargetError, Unresolved};
+use crate::stats::{IncompatibleHistograms, Recorder};
 
 /// When a run ends (whichever comes first; a signal always ends it).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,20 +37,109 @@ pub enum Pacing {
     Open { rate: f64 },
 }
 
-/// A validated, typed description of one run.
+/// A validated, typed description of one run. Only a plan whose target was resolved
+/// (`Plan<Addresses>`, the default) can reach [`run`]; validation builds `Plan<Unresolved>`.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct Plan<A = Addresses> {
     pub target: Target,
+    /// Where connections go: resolved [`Addresses`], or [`Unresolved`] before the lookup.
+    pub addrs: A,
     pub request: RequestSpec,
     /// Sent as Basic authorization when the URL carried user-info.
     pub basic_auth: Option<(String, String)>,
+    /// Connections of the whole load (all parts together; see [`Part`]).
     pub connections: usize,
     pub threads: usize,
+    /// Requests of the whole load, when bounded by count (this process sends its share).
     pub stop: StopRule,
+    /// Open loop: the rate of the whole load (this process sends its share).
     pub pacing: Pacing,
     /// Per-request timeout, from the request's start to its last byte.
     pub timeout: Duration,
     pub insecure: bool,
+    /// Which share of the load this process runs.
+    pub part: Part,
+    /// Start at this wall-clock instant rather than at once (so several processes start
+    /// together).
+    pub start_at: Option<SystemTime>,
+}
+
+/// This process's share of a load that `count` processes run together: every `count`-th
+/// connection of the whole, starting at connection `index`, with its place in the open-loop
+/// schedule. Together the parts send one smooth rate, not `count` bursts in lockstep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Part {
+    /// The whole load in one process.
+    pub const WHOLE: Part = Part { index: 0, count: 1 };
+
+    /// This part's share of `total` (connections, requests): `total / count`, one more for
+    /// the first `total % count` parts.
+    pub fn share(self, total: u64) -> u64 {
+        share(total, self.count as usize, self.index as usize)
+    }
+}
+
+impl Plan<Unresolved> {
+    /// Looks the target's host up: the one step between a validated plan and a runnable one.
+    pub fn resolve(self) -> Result<Plan, TargetError> {
+        let addrs = self.target.resolve()?;
+        Ok(Plan {
+            target: self.target,
+            addrs,
+            request: self.request,
+            basic_auth: self.basic_auth,
+            connections: self.connections,
+            threads: self.threads,
+            stop: self.stop,
+            pacing: self.pacing,
+            timeout: self.timeout,
+            insecure: self.insecure,
+            part: self.part,
+            start_at: self.start_at,
+        })
+    }
+}
+
+impl<A> Plan<A> {
+    /// Connections this process opens.
+    pub fn local_connections(&self) -> usize {
+        self.part.share(self.connections as u64) as usize
+    }
+
+    /// Requests this process sends, when bounded by count.
+    pub fn local_requests(&self) -> Option<u64> {
+        self.stop.requests.map(|n| self.part.share(n))
+    }
+
+    /// Open loop: the rate this process sends (its connections' share of the whole rate).
+    pub fn local_rate(&self) -> Option<f64> {
+        match self.pacing {
+            Pacing::Closed => None,
+            Pacing::Open { rate } => {
+                Some(rate * self.local_connections() as f64 / self.connections as f64)
+            }
+        }
+    }
+
+    /// Worker threads this process runs: never more than its connections.
+    pub fn local_threads(&self) -> usize {
+        self.threads.clamp(1, self.local_connections().max(1))
+    }
+}
+
+/// Seconds as a duration, saturating instead of panicking on what validation should have
+/// kept out (negative, NaN, beyond `Duration::MAX`).
+pub(crate) fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s).unwrap_or(if s > 0.0 {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    })
 }
 
 /// Live counters, for progress lines.
@@ -67,7 +154,10 @@ pub struct Progress {
 #[derive(Debug)]
 pub struct RunOutcome {
     pub recording: Recorder,
+    /// When the run's clock started (the `start_at` asked for, unless it had passed).
     pub started_at: SystemTime,
+    /// When the first request went out, if one did.
+    pub first_send_at: Option<SystemTime>,
     pub elapsed: Duration,
     /// A signal stopped the run before its stop rule did.
     pub interrupted: bool,
@@ -91,6 +181,8 @@ pub enum EngineError {
     Tls(#[from] TlsSetupError),
     #[error("a worker thread panicked; this is a bug in archbench")]
     WorkerPanic,
+    #[error("merging the workers' recordings failed: {0}; this is a bug in archbench")]
+    Merge(#[from] IncompatibleHistograms),
 }
 
 /// Per-worker counters the progress reporter reads; written once per loop iteration.
@@ -107,8 +199,9 @@ pub fn run(
     stop: &AtomicBool,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<RunOutcome, EngineError> {
-    let threads = plan.threads.clamp(1, plan.connections.max(1));
-    raise_file_limit(plan.connections)?;
+    let local_connections = plan.local_connections();
+    let threads = plan.local_threads();
+    raise_file_limit(local_connections)?;
     let request: Arc<[u8]> = plan
         .request
         .encode(&plan.target, plan.basic_auth.clone())
@@ -121,25 +214,30 @@ pub fn run(
         Scheme::Http => None,
     };
     let progress: Vec<WorkerProgress> = (0..threads).map(|_| WorkerProgress::default()).collect();
-    let started_at = SystemTime::now();
-    let start = Instant::now();
+    let (started_at, start) = start_instant(plan.start_at);
+    let local_requests = plan.local_requests();
     let (done_tx, done_rx) = mpsc::channel::<()>();
 
     let results = std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(threads);
         let mut first_conn = 0;
+        let part = plan.part;
         for (w, prog) in progress.iter().enumerate() {
-            let conns = share(plan.connections as u64, threads, w) as usize;
+            let conns = share(local_connections as u64, threads, w) as usize;
             let spec = worker::WorkerSpec {
-                addr: plan.target.addrs[0],
+                addr: plan.addrs.first(),
                 request: request.clone(),
                 head_request: plan.request.is_head(),
                 keepalive: plan.request.keepalive,
                 tls: tls.clone(),
                 connections: conns,
-                first_conn,
+                // Local connection j is global connection index + count * j.
+                schedule: worker::SchedulePosition {
+                    first: part.index as usize + part.count as usize * first_conn,
+                    stride: part.count as usize,
+                },
                 total_connections: plan.connections,
-                tickets: plan.stop.requests.map(|n| share(n, threads, w)),
+                tickets: local_requests.map(|n| share(n, threads, w)),
                 deadline: plan.stop.duration.map(|d| start + d),
                 pacing: plan.pacing,
                 timeout: plan.timeout,
@@ -192,23 +290,39 @@ pub fn run(
     let mut stopped_at = start;
     let mut worker_cpu_s = Vec::with_capacity(threads);
     let mut worker_demand_s = Vec::with_capacity(threads);
+    let mut first_send: Option<Instant> = None;
     for r in results {
         let w = r?;
         worker_cpu_s.push(w.cpu_s);
         worker_demand_s.push(w.demand_s);
         interrupted |= w.interrupted;
         stopped_at = stopped_at.max(w.stopped_at);
-        merged.merge(&w.recording);
+        first_send = match (first_send, w.first_send) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        merged.merge(&w.recording, 0)?;
     }
-    let elapsed = stopped_at.duration_since(start);
+    let elapsed = stopped_at.saturating_duration_since(start);
     Ok(RunOutcome {
         recording: merged,
         started_at,
+        first_send_at: first_send.map(|f| started_at + f.saturating_duration_since(start)),
         elapsed,
         interrupted,
         worker_cpu_s,
         worker_demand_s,
     })
+}
+
+/// The run's start as a wall-clock time and as an instant: `start_at` when it is still ahead,
+/// else now.
+fn start_instant(start_at: Option<SystemTime>) -> (SystemTime, Instant) {
+    let (wall, now) = (SystemTime::now(), Instant::now());
+    match start_at.and_then(|at| Some((at, at.duration_since(wall).ok()?))) {
+        Some((at, ahead)) => (at, now + ahead),
+        None => (wall, now),
+    }
 }
 
 /// Worker `w`'s share of `total` when split as evenly as possible over `parts`.
@@ -247,8 +361,9 @@ fn raise_file_limit(connections: usize) -> Result<(), EngineError> {
 /// Header names whose values never reach a report or a stored plan.
 const SECRET_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
 
-impl Plan {
-    /// The plan as it is safe to store: credentials redacted.
+impl<A> Plan<A> {
+    /// The plan as it is safe to store, as this process ran it: credentials redacted, and
+    /// this part's connections, requests and rate (the whole load's are in `part`).
     pub fn summary(&self) -> crate::stats::PlanSummary {
         let headers = self
             .request
@@ -272,17 +387,25 @@ impl Plan {
             headers,
             body_bytes: self.request.body.len() as u64,
             http_version: self.request.version.as_str().to_string(),
-            connections: self.connections as u64,
-            threads: self.threads as u64,
+            connections: self.local_connections() as u64,
+            threads: self.local_threads() as u64,
             duration_s: self.stop.duration.map(|d| d.as_secs_f64()),
-            requests: self.stop.requests,
-            rate: match self.pacing {
-                Pacing::Closed => None,
-                Pacing::Open { rate } => Some(rate),
-            },
+            requests: self.local_requests(),
+            rate: self.local_rate(),
             keepalive: self.request.keepalive,
             timeout_s: self.timeout.as_secs_f64(),
             insecure: self.insecure,
+            part: (self.part != Part::WHOLE).then_some(crate::stats::PartSummary {
+                index: self.part.index,
+                count: self.part.count,
+                connections: self.connections as u64,
+                requests: self.stop.requests,
+                rate: match self.pacing {
+                    Pacing::Closed => None,
+                    Pacing::Open { rate } => Some(rate),
+                },
+            }),
+            start_at: self.start_at.map(crate::timefmt::rfc3339),
         }
     }
 }

@@ -9,11 +9,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
@@ -29,6 +31,8 @@ const READ_BUFFER: usize = 64 * 1024;
 const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
 /// wrk samples each thread's request rate this often.
 const RATE_SAMPLE: Duration = Duration::from_millis(100);
+/// The poll token of the open-loop send timer; connections use their index.
+const TIMER: Token = Token(usize::MAX);
 
 #[derive(Clone)]
 pub struct TlsSetup {
@@ -43,8 +47,10 @@ pub struct WorkerSpec {
     pub keepalive: bool,
     pub tls: Option<TlsSetup>,
     pub connections: usize,
-    /// Index of this worker's first connection among all workers' (for open-loop phases).
-    pub first_conn: usize,
+    /// Where this worker's connections stand in the global open-loop schedule: its
+    /// connection i is global connection `first + stride * i` of `total_connections` (all
+    /// workers of all processes taking part).
+    pub schedule: SchedulePosition,
     pub total_connections: usize,
     /// Requests this worker may send, when the run is bounded by count.
     pub tickets: Option<u64>,
@@ -55,8 +61,17 @@ pub struct WorkerSpec {
     pub expected: Option<Duration>,
 }
 
+/// See [`WorkerSpec::schedule`].
+#[derive(Debug, Clone, Copy)]
+pub struct SchedulePosition {
+    pub first: usize,
+    pub stride: usize,
+}
+
 pub struct WorkerOutcome {
     pub recording: Recorder,
+    /// When this worker sent its first request, if it sent one.
+    pub first_send: Option<Instant>,
     /// A signal (the stop flag) ended the loop.
     pub interrupted: bool,
     /// When the loop ended, before sockets were closed.
@@ -65,17 +80,6 @@ pub struct WorkerOutcome {
     pub cpu_s: (f64, f64),
     /// Seconds this thread ran or waited to run (schedstat), if the kernel reports it.
     pub demand_s: Option<f64>,
-}
-
-/// CPU seconds (user, system) of the calling thread.
-pub fn thread_cpu() -> (f64, f64) {
-    // SAFETY: getrusage writes into the zeroed struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
-        return (0.0, 0.0);
-    }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(ru.ru_utime), secs(ru.ru_stime))
 }
 
 pub struct Worker<'a> {
@@ -95,8 +99,70 @@ pub struct Worker<'a> {
     ready: Vec<usize>,
     sending: Vec<usize>,
     interval: Duration,
+    /// Open loop: wakes the poll at the next send time, to the nanosecond.
+    timer: Option<SendTimer>,
+    first_send: Option<Instant>,
     stop: &'a AtomicBool,
     progress: &'a WorkerProgress,
+}
+
+/// A timerfd in the worker's poll: epoll_wait alone counts whole milliseconds, so waiting for
+/// a send time with it means either sleeping past it or polling without sleeping through
+/// the last millisecond (a whole core at any rate, with enough connections).
+struct SendTimer {
+    fd: OwnedFd,
+    /// The instant it is set to fire at (or fired at).
+    armed: Option<Instant>,
+}
+
+impl SendTimer {
+    fn new(poll: &Poll) -> io::Result<SendTimer> {
+        // SAFETY: timerfd_create returns a new descriptor we own, or -1.
+        let raw = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a valid descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        poll.registry()
+            .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
+        Ok(SendTimer { fd, armed: None })
+    }
+
+    /// Makes the timer fire at `at`. Setting it also clears an earlier expiry, so a fired
+    /// timer is never read: one syscall per send time, none when `at` is already set.
+    fn arm(&mut self, at: Instant, now: Instant) -> io::Result<()> {
+        if self.armed == Some(at) {
+            return Ok(());
+        }
+        // An all-zero value would disarm it: at least one nanosecond.
+        let d = at
+            .saturating_duration_since(now)
+            .max(Duration::from_nanos(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a valid timerfd and a fully initialised itimerspec; no old value wanted.
+        let rc =
+            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.armed = Some(at);
+        Ok(())
+    }
 }
 
 impl<'a> Worker<'a> {
@@ -107,9 +173,12 @@ impl<'a> Worker<'a> {
     ) -> Result<Worker<'a>, EngineError> {
         let poll = Poll::new().map_err(EngineError::Poll)?;
         let now = spec.start;
-        let interval = match spec.pacing {
-            Pacing::Closed => Duration::ZERO,
-            Pacing::Open { rate } => Duration::from_secs_f64(spec.total_connections as f64 / rate),
+        let (interval, timer) = match spec.pacing {
+            Pacing::Closed => (Duration::ZERO, None),
+            Pacing::Open { rate } => (
+                super::seconds(spec.total_connections as f64 / rate),
+                Some(SendTimer::new(&poll).map_err(EngineError::Poll)?),
+            ),
         };
         Ok(Worker {
             conns: (0..spec.connections).map(|_| Conn::new(now)).collect(),
@@ -122,6 +191,8 @@ impl<'a> Worker<'a> {
             ready: Vec::with_capacity(spec.connections),
             sending: Vec::with_capacity(spec.connections),
             interval,
+            timer,
+            first_send: None,
             stop,
             progress,
             spec,
@@ -133,13 +204,16 @@ impl<'a> Worker<'a> {
     pub fn run(mut self) -> Result<WorkerOutcome, EngineError> {
         let mut events = Events::with_capacity(1024);
         let start = self.spec.start;
+        if !self.wait_for_start() {
+            return Ok(self.outcome(true, Instant::now()));
+        }
         for i in 0..self.conns.len() {
             match self.spec.pacing {
-                Pacing::Closed => self.start_request(i, start, start),
+                Pacing::Closed => self.start_request(i, start, start, None),
                 Pacing::Open { rate } => {
                     // Spread first sends evenly: global connection g starts at g / rate.
-                    let g = self.spec.first_conn + i;
-                    let due = start + Duration::from_secs_f64(g as f64 / rate);
+                    let g = self.spec.schedule.first + self.spec.schedule.stride * i;
+                    let due = start + super::seconds(g as f64 / rate);
                     self.conns[i].next_due = due;
                     self.conns[i].phase = Phase::Waiting;
                     self.timers.push(Reverse((due, i)));
@@ -167,12 +241,12 @@ impl<'a> Worker<'a> {
                 wake = wake.min(d);
             }
             let mut wait = wake.saturating_duration_since(now);
-            if let Some(Reverse((due, _))) = self.timers.peek() {
-                // epoll counts whole milliseconds and mio rounds up: wait whole milliseconds
-                // rounded down and poll without blocking through the last one.
-                let until_due = due.saturating_duration_since(now);
-                if until_due < wait {
-                    wait = Duration::from_millis(until_due.as_millis() as u64);
+            if let (Some(&Reverse((due, _))), Some(timer)) = (self.timers.peek(), &mut self.timer) {
+                // The next send time wakes the poll through the timer, to the nanosecond.
+                if due <= now {
+                    wait = Duration::ZERO;
+                } else if due < wake {
+                    timer.arm(due, now).map_err(EngineError::Poll)?;
                 }
             }
             if !self.ready.is_empty() {
@@ -184,6 +258,10 @@ impl<'a> Worker<'a> {
                 }
             }
             for ev in events.iter() {
+                if ev.token() == TIMER {
+                    // It only wakes the loop; the due sends go out below.
+                    continue;
+                }
                 let i = ev.token().0;
                 let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
                 // A FIN that arrived with the data raises no further edge: read to EOF.
@@ -198,7 +276,7 @@ impl<'a> Worker<'a> {
                 }
                 self.timers.pop();
                 if self.conns[i].phase == Phase::Waiting {
-                    self.start_request(i, due, now);
+                    self.start_request(i, due, now, Some(micros(now.duration_since(due))));
                 }
             }
             if now >= next_scan {
@@ -222,14 +300,34 @@ impl<'a> Worker<'a> {
                 .store(self.rec.error_total(), Ordering::Relaxed);
         };
         // Closing thousands of sockets takes time that is not part of the measurement.
-        Ok(WorkerOutcome {
+        Ok(self.outcome(interrupted, stopped_at))
+    }
+
+    fn outcome(&mut self, interrupted: bool, stopped_at: Instant) -> WorkerOutcome {
+        WorkerOutcome {
             recording: std::mem::replace(&mut self.rec, Recorder::new(None)),
+            first_send: self.first_send,
             interrupted,
             stopped_at,
-            cpu_s: thread_cpu(),
-            demand_s: crate::monitor::schedstat_demand_ns("/proc/thread-self/schedstat")
-                .map(|ns| ns as f64 / 1e9),
-        })
+            cpu_s: crate::os::thread_cpu(),
+            demand_s: crate::os::this_thread_demand_s(),
+        }
+    }
+
+    /// Sleeps until the run's start instant (a start given on the command line, so several
+    /// processes begin together), waking at least every 50 ms to see a stop signal. Returns
+    /// false when stopped first.
+    fn wait_for_start(&self) -> bool {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let left = self.spec.start.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(MAX_POLL_WAIT));
+        }
     }
 
     /// Sends the requests queued during the last event batch. Requests queued while sending
@@ -239,7 +337,7 @@ impl<'a> Worker<'a> {
         for k in 0..self.sending.len() {
             let i = self.sending[k];
             if self.conns[i].phase == Phase::Ready {
-                self.start_request(i, now, now);
+                self.start_request(i, now, now, None);
             }
         }
         self.sending.clear();
@@ -276,8 +374,15 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Begins request `i`'s next request, due at `intended`.
-    fn start_request(&mut self, i: usize, intended: Instant, now: Instant) {
+    /// Begins connection `i`'s next request, due at `intended`. Open loop: `lateness_us` is
+    /// how long after it could have gone out it goes out now.
+    fn start_request(
+        &mut self,
+        i: usize,
+        intended: Instant,
+        now: Instant,
+        lateness_us: Option<u64>,
+    ) {
         if let Some(t) = self.tickets.as_mut() {
             if *t == 0 {
                 self.park(i);
@@ -285,6 +390,10 @@ impl<'a> Worker<'a> {
             }
             *t -= 1;
         }
+        if let Some(late) = lateness_us {
+            self.rec.sent_late(late);
+        }
+        self.first_send.get_or_insert(now);
         let capture_server = self.rec.server_header.is_none();
         let conn = &mut self.conns[i];
         conn.intended = intended;
@@ -496,7 +605,10 @@ impl<'a> Worker<'a> {
                 conn.next_due += self.interval;
                 let due = conn.next_due;
                 if due <= now {
-                    self.start_request(i, due, now);
+                    // The response came after this request was due: the server held it up,
+                    // and it goes out at once (its latency still counts from `due`).
+                    self.rec.sends_held_by_busy_connection += 1;
+                    self.start_request(i, due, now, Some(0));
                 } else {
                     conn.phase = Phase::Waiting;
                     self.timers.push(Reverse((due, i)));

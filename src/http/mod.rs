@@ -11,4 +11,4 @@ pub mod tls;
 
 pub use request::{DefaultHeaders, HttpVersion, RequestSpec};
 pub use response::{Feed, ProtocolError, ResponseParser, MAX_HEAD_BYTES};
-pub use target::{Scheme, Target, TargetError};
+pub use target::{Addresses, Scheme, Target, TargetError, Unresolved};

@@ -31,7 +31,7 @@ pub enum DefaultHeaders {
 }
 
 /// What to send, before encoding. A run encodes it once and repeats the bytes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestSpec {
     pub method: String,
     /// Extra headers in the order given; they replace our defaults of the same name.

@@ -9,8 +9,9 @@ pub enum Scheme {
     Https,
 }
 
-/// Where the load goes: parsed and resolved once, before any worker starts.
-#[derive(Debug, Clone)]
+/// Where the load goes, as parsed from the URL. Resolving it gives [`Addresses`]; only a plan
+/// holding those can reach the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub scheme: Scheme,
     /// Host as written in the URL (brackets stripped for IPv6 literals).
@@ -22,9 +23,31 @@ pub struct Target {
     pub host_header: String,
     /// The URL with any user-info removed, for reports and stored plans.
     pub redacted_url: String,
-    /// Every address the host resolved to; connections use the first.
-    pub addrs: Vec<SocketAddr>,
 }
+
+/// Every address a target's host resolved to: never empty, so the engine always has one to
+/// connect to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Addresses {
+    first: SocketAddr,
+    rest: Vec<SocketAddr>,
+}
+
+impl Addresses {
+    /// The address connections use.
+    pub fn first(&self) -> SocketAddr {
+        self.first
+    }
+
+    /// All of them, the first first.
+    pub fn all(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        std::iter::once(self.first).chain(self.rest.iter().copied())
+    }
+}
+
+/// A target whose host has not been looked up (validation and fuzzing look nothing up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unresolved;
 
 #[derive(Debug, Error)]
 pub enum TargetError {
@@ -41,33 +64,29 @@ pub enum TargetError {
 }
 
 impl Target {
-    /// Parses and resolves `url`. Resolution happens here so a bad name fails before the run.
-    pub fn parse(url: &str) -> Result<Target, TargetError> {
-        Target::parse_unresolved(url)?.resolve()
-    }
-
     /// Looks the host up (no lookup for IP literals).
-    pub fn resolve(mut self) -> Result<Target, TargetError> {
-        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
+    pub fn resolve(&self) -> Result<Addresses, TargetError> {
+        let failed = |source| TargetError::Resolve {
+            host: self.host.clone(),
+            source,
+        };
+        let mut addrs = (self.host.as_str(), self.port)
             .to_socket_addrs()
-            .map_err(|source| TargetError::Resolve {
-                host: self.host.clone(),
-                source,
-            })?
-            .collect();
-        if addrs.is_empty() {
-            return Err(TargetError::Resolve {
-                host: self.host.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses"),
-            });
-        }
-        self.addrs = addrs;
-        Ok(self)
+            .map_err(failed)?;
+        let first = addrs.next().ok_or_else(|| {
+            failed(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no addresses",
+            ))
+        })?;
+        Ok(Addresses {
+            first,
+            rest: addrs.collect(),
+        })
     }
 
-    /// Parses `url` without looking the host up (`addrs` stays empty): for validation and
-    /// fuzzing, where no lookup may leave the machine.
-    pub fn parse_unresolved(url: &str) -> Result<Target, TargetError> {
+    /// Parses `url`; nothing is looked up until [`Target::resolve`].
+    pub fn parse(url: &str) -> Result<Target, TargetError> {
         let invalid = |reason: &str| TargetError::Invalid {
             url: url.to_string(),
             reason: reason.to_string(),
@@ -112,7 +131,6 @@ impl Target {
             path,
             host_header,
             redacted_url: redacted.to_string(),
-            addrs: Vec::new(),
         })
     }
 
@@ -148,7 +166,7 @@ mod tests {
         assert_eq!(t.host, "::1");
         assert_eq!(t.port, 443);
         assert_eq!(t.host_header, "[::1]");
-        assert!(t.addrs[0].is_ipv6());
+        assert!(t.resolve().unwrap().first().is_ipv6());
     }
 
     #[test]

@@ -2,48 +2,8 @@
 //! arguments (`nginx -V`), with a warning for the known aarch64 atomics regression (nginx
 //! built without outline atomics runs ~3x slower on CPUs with LSE atomics).
 
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ServerFingerprint {
-    /// Path of the watched process's executable.
-    pub executable: Option<String>,
-    /// First line of `-V` (e.g. "nginx version: nginx/1.22.1"), for nginx only.
-    pub version: Option<String>,
-    /// "built by gcc 12.2.0 (Debian 12.2.0-14)".
-    pub built_by: Option<String>,
-    /// The configure arguments nginx was built with.
-    pub configure_arguments: Option<String>,
-    /// Things a reader must know before trusting a comparison.
-    pub warnings: Vec<String>,
-}
-
-impl ServerFingerprint {
-    /// "nginx version: nginx/1.22.1, built by gcc 12.2.0 …", when the version is known.
-    pub fn describe(&self) -> Option<String> {
-        let version = self.version.as_ref()?;
-        Some(match &self.built_by {
-            Some(b) => format!("{version}, {b}"),
-            None => version.clone(),
-        })
-    }
-}
-
-/// Whether this CPU has ARMv8.1 LSE atomics (None off aarch64).
-pub fn cpu_has_lse() -> Option<bool> {
-    if std::env::consts::ARCH != "aarch64" {
-        return None;
-    }
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    Some(lse_in_cpuinfo(&cpuinfo))
-}
-
-fn lse_in_cpuinfo(cpuinfo: &str) -> bool {
-    cpuinfo
-        .lines()
-        .filter(|l| l.starts_with("Features"))
-        .any(|l| l.split_whitespace().any(|f| f == "atomics"))
-}
+use crate::os::cpu_has_lse;
+use crate::stats::ServerFingerprint;
 
 /// Fingerprints the process `pid` (nginx: runs its own binary with -V).
 pub fn fingerprint_pid(pid: u32) -> ServerFingerprint {
@@ -162,15 +122,5 @@ mod tests {
             None
         );
         assert_eq!(outline_atomics_warning("x86_64", None, &disabled), None);
-    }
-
-    #[test]
-    fn lse_flag_in_cpuinfo() {
-        assert!(lse_in_cpuinfo(
-            "processor : 0\nFeatures : fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp\n"
-        ));
-        assert!(!lse_in_cpuinfo(
-            "processor : 0\nFeatures : fp asimd evtstrm crc32\n"
-        ));
     }
 }

@@ -16,13 +16,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::stats::{ClientUsage, Limiter, LimiterSide};
+use crate::stats::{CounterValue, Limiter, LimiterSide, RunResult, SamplingStopped, ServerUsage};
 
 pub use cgroup::CgroupSampler;
-pub use proc::{schedstat_demand_ns, ProcSampler};
+pub use proc::ProcSampler;
 
 /// How often a watched server is sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -123,6 +122,12 @@ pub trait ResourceSampler: Send {
     fn pids(&self) -> Vec<u32> {
         Vec::new()
     }
+
+    /// After a failed sample: whether the target itself is gone (its cgroup removed), rather
+    /// than a reading having failed.
+    fn gone(&self) -> bool {
+        false
+    }
 }
 
 /// Builds the sampler for a spec; fails now if the target does not exist.
@@ -147,58 +152,19 @@ fn root_pid(target: &WatchTarget) -> Option<u32> {
     }
 }
 
-/// What a watched server used during a run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ServerUsage {
-    /// The NAME of `--watch NAME=…`.
-    pub label: String,
-    /// What was watched ("pid:1234", "name:nginx", "cgroup:/sys/fs/cgroup/…").
-    pub target: String,
-    /// Seconds between the first and last sample.
-    pub sampled_s: f64,
-    pub samples: u64,
-    pub cpu_user_s: f64,
-    pub cpu_system_s: f64,
-    /// user + system.
-    pub cpu_s: f64,
-    /// Average cores busy: cpu_s / sampled_s.
-    pub cores: f64,
-    /// Share of this machine's cores, in percent.
-    pub machine_percent: f64,
-    pub peak_memory_bytes: u64,
-    pub context_switches: u64,
-    /// Most processes seen in one sample.
-    pub processes: u32,
-    /// Answered requests per server CPU-second (filled in by the run that watched it).
-    pub requests_per_cpu_s: f64,
-    /// CPU the sampling itself cost archbench (its thread's user + system seconds).
-    pub sampler_cpu_s: f64,
-    /// What the server is (executable; nginx version, compiler, configure arguments).
-    #[serde(default)]
-    pub fingerprint: fingerprint::ServerFingerprint,
-    /// `--perf` counters over the run.
-    #[serde(default)]
-    pub counters: Vec<perf::CounterValue>,
-    /// Share of one core the busiest single thread ran or waited to run (processes only;
-    /// from schedstat, so a thread starved by other load still counts as wanting the core):
-    /// an event-loop server like an nginx worker is at its limit when this nears 1.
-    pub busiest_thread_demand: Option<f64>,
-}
-
-impl ServerUsage {
-    /// At its limit: a thread at >= 90% of a core, or the whole target at >= 90% of the
-    /// machine.
-    pub fn saturated(&self) -> bool {
-        self.busiest_thread_demand.is_some_and(|c| c >= SATURATED)
-            || self.machine_percent >= SATURATED * 100.0
-    }
+/// At its limit: a thread at >= 90% of a core, or the whole target at >= 90% of the machine.
+pub fn saturated(s: &ServerUsage) -> bool {
+    s.busiest_thread_demand.is_some_and(|c| c >= SATURATED)
+        || s.machine_percent >= SATURATED * 100.0
 }
 
 /// Samples one target on its own thread until stopped.
 pub struct Monitor {
     stop: Arc<AtomicBool>,
     wake: mpsc::Sender<()>,
-    thread: std::thread::JoinHandle<Result<ServerUsage, MonitorError>>,
+    thread: std::thread::JoinHandle<ServerUsage>,
+    label: String,
+    target: String,
 }
 
 impl Monitor {
@@ -227,32 +193,53 @@ impl Monitor {
                 let mut peak = first.memory_bytes;
                 let mut processes = first.processes;
                 let mut samples = 1u64;
-                let last = loop {
+                let mut last = (first, started);
+                let mut stopped = None;
+                loop {
                     // Sleeps until the next tick, or returns at once when stopped.
                     let stopping = flag.load(Ordering::Relaxed)
                         || !matches!(
                             wait.recv_timeout(SAMPLE_EVERY),
                             Err(mpsc::RecvTimeoutError::Timeout)
                         );
-                    let s = sampler.sample()?;
-                    samples += 1;
-                    peak = peak.max(s.memory_bytes);
-                    processes = processes.max(s.processes);
-                    if stopping {
-                        break s;
+                    // A failed reading ends the sampling, never the run: what was measured
+                    // until then stays, and the report says what was lost.
+                    match sampler.sample() {
+                        Ok(s) if s.processes == 0 && first.processes > 0 => {
+                            stopped = Some(SamplingStopped {
+                                after_s: started.elapsed().as_secs_f64(),
+                                server_gone: true,
+                                reason: format!("every watched process of {target} exited"),
+                            });
+                            break;
+                        }
+                        Ok(s) => {
+                            samples += 1;
+                            peak = peak.max(s.memory_bytes);
+                            processes = processes.max(s.processes);
+                            last = (s, Instant::now());
+                        }
+                        Err(e) => {
+                            stopped = Some(SamplingStopped {
+                                after_s: started.elapsed().as_secs_f64(),
+                                server_gone: sampler.gone(),
+                                reason: e.to_string(),
+                            });
+                            break;
+                        }
                     }
-                };
-                let sampled_s = started.elapsed().as_secs_f64();
+                    if stopping {
+                        break;
+                    }
+                }
+                let (last, last_at) = last;
+                let sampled_s = last_at.duration_since(started).as_secs_f64();
                 let cpu_user_s = (last.cpu_user_s - first.cpu_user_s).max(0.0);
                 let cpu_system_s = (last.cpu_system_s - first.cpu_system_s).max(0.0);
                 let cpu_s = cpu_user_s + cpu_system_s;
-                let cores = if sampled_s > 0.0 {
-                    cpu_s / sampled_s
-                } else {
-                    0.0
-                };
-                let machine = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-                Ok(ServerUsage {
+                let per_second = |x: f64| if sampled_s > 0.0 { x / sampled_s } else { 0.0 };
+                let cores = per_second(cpu_s);
+                ServerUsage {
                     label,
                     target,
                     sampled_s,
@@ -261,7 +248,7 @@ impl Monitor {
                     cpu_system_s,
                     cpu_s,
                     cores,
-                    machine_percent: cores * 100.0 / machine,
+                    machine_percent: cores * 100.0 / crate::os::logical_cores() as f64,
                     peak_memory_bytes: peak,
                     context_switches: last.context_switches.saturating_sub(first.context_switches),
                     processes,
@@ -271,7 +258,7 @@ impl Monitor {
                         Some(c) => c.finish(),
                         None if cgroup_target => perf_events
                             .iter()
-                            .map(|e| perf::CounterValue {
+                            .map(|e| CounterValue {
                                 event: e.name.clone(),
                                 value: None,
                                 status: "not supported for cgroup targets yet".into(),
@@ -280,34 +267,39 @@ impl Monitor {
                         None => Vec::new(),
                     },
                     sampler_cpu_s: {
-                        let (u, s) = crate::engine::thread_cpu();
+                        let (u, s) = crate::os::thread_cpu();
                         u + s
                     },
-                    busiest_thread_demand: last.busiest_thread_demand_s.map(|cpu| {
-                        if sampled_s > 0.0 {
-                            cpu / sampled_s
-                        } else {
-                            0.0
-                        }
-                    }),
-                })
+                    busiest_thread_demand: last.busiest_thread_demand_s.map(per_second),
+                    sampling_stopped: stopped,
+                }
             })
             .map_err(|source| MonitorError::Read {
                 path: "monitor thread".into(),
                 source,
             })?;
-        Ok(Monitor { stop, wake, thread })
+        Ok(Monitor {
+            stop,
+            wake,
+            thread,
+            label: spec.label.clone(),
+            target: spec.target.to_string(),
+        })
     }
 
-    /// Takes a last sample and returns what was used since [`Monitor::start`].
-    pub fn finish(self) -> Result<ServerUsage, MonitorError> {
+    /// Takes a last sample and returns what was used since [`Monitor::start`]. Never fails:
+    /// a sampler that broke down reports what it measured before, and why it stopped.
+    pub fn finish(self) -> ServerUsage {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.wake.send(());
-        self.thread.join().unwrap_or_else(|_| {
-            Err(MonitorError::Read {
-                path: "monitor thread".into(),
-                source: std::io::Error::other("monitor thread panicked"),
-            })
+        let (label, target) = (self.label, self.target);
+        self.thread.join().unwrap_or_else(|_| ServerUsage {
+            sampling_stopped: Some(SamplingStopped {
+                after_s: 0.0,
+                server_gone: false,
+                reason: "the monitor thread panicked; this is a bug in archbench".into(),
+            }),
+            ..ServerUsage::empty(label, target)
         })
     }
 }
@@ -315,11 +307,43 @@ impl Monitor {
 /// Share of a core at which a thread or process counts as saturated.
 const SATURATED: f64 = 0.9;
 
-/// Which side limited a run, from the client's and the watched servers' CPU: the check a
-/// careful engineer makes by hand before believing a benchmark.
-pub fn limiter(client: &ClientUsage, servers: &[ServerUsage]) -> Limiter {
-    let client_full = client.busiest_worker_percent >= SATURATED * 100.0;
-    let full: Vec<&ServerUsage> = servers.iter().filter(|s| s.saturated()).collect();
+/// p99 send lateness beyond which an open-loop client did not keep its schedule: requests
+/// went out late enough to inflate the latencies measured from their intended times.
+pub const LATE_SENDS_US: u64 = 1_000;
+
+/// Which side limited a run, from the client's and the watched servers' CPU and the open-loop
+/// schedule: the check a careful engineer makes by hand before believing a benchmark. The
+/// reason gives figures, not flags: each front end adds advice in its own flags.
+pub fn limiter(r: &RunResult) -> Limiter {
+    let (client, servers) = (&r.client, &r.servers);
+    if let Some((s, stopped)) = servers.iter().find_map(|s| {
+        s.sampling_stopped
+            .as_ref()
+            .filter(|st| st.server_gone)
+            .map(|st| (s, st))
+    }) {
+        let from = stopped.after_s.floor() as u32;
+        let failed_after: u64 = r
+            .series
+            .iter()
+            .filter(|x| x.second + r.series_step_s > from)
+            .map(|x| x.errors)
+            .sum();
+        return Limiter {
+            side: LimiterSide::ServerGone,
+            reason: format!(
+                "server {} went away {:.1} s into the run ({}); {} requests failed from then on: the figures after that measure its absence, not its speed",
+                s.label, stopped.after_s, stopped.reason, failed_after
+            ),
+        };
+    }
+    let late_p99 = r
+        .pacing
+        .as_ref()
+        .map(|p| p.lateness.p99_us)
+        .filter(|&us| us > LATE_SENDS_US);
+    let client_full = client.busiest_worker_percent >= SATURATED * 100.0 || late_p99.is_some();
+    let full: Vec<&ServerUsage> = servers.iter().filter(|s| saturated(s)).collect();
     let server_reason = |s: &ServerUsage| match s.busiest_thread_demand {
         Some(c) if c >= SATURATED => format!(
             "server {}: one of its threads ran or waited to run {:.0}% of the time",
@@ -331,11 +355,18 @@ pub fn limiter(client: &ClientUsage, servers: &[ServerUsage]) -> Limiter {
             s.label, s.machine_percent
         ),
     };
-    let client_reason = format!(
-        "client: a worker thread ran or waited to run {:.0}% of the time; the figures describe archbench, not the server (add -t threads or a second machine)",
-        client.busiest_worker_percent
-    );
-    let (side, reason) = match (client_full, full.first(), servers.is_empty()) {
+    let client_reason = match late_p99 {
+        Some(us) => format!(
+            "client: requests went out late against the open-loop schedule (p99 send lateness {:.1} ms; busiest worker {:.0}% of the time running or waiting to run), which inflates the latencies measured",
+            us as f64 / 1000.0,
+            client.busiest_worker_percent
+        ),
+        None => format!(
+            "client: a worker thread ran or waited to run {:.0}% of the time; the figures describe archbench, not the server",
+            client.busiest_worker_percent
+        ),
+    };
+    let (side, mut reason) = match (client_full, full.first(), servers.is_empty()) {
         (true, Some(s), _) => (LimiterSide::Both, format!("{client_reason}; and {}", server_reason(s))),
         (true, None, _) => (LimiterSide::Client, client_reason),
         (false, Some(s), _) => (LimiterSide::Server, server_reason(s)),
@@ -351,6 +382,15 @@ pub fn limiter(client: &ClientUsage, servers: &[ServerUsage]) -> Limiter {
             "neither side's CPU was saturated: latency-, network- or lock-bound".to_string(),
         ),
     };
+    if let Some(p) = &r.pacing {
+        let attempted = r.totals.attempted.max(1);
+        if p.held_by_busy_connection * 100 > attempted {
+            reason.push_str(&format!(
+                "; {:.1}% of requests were due while their connection still waited for a response: too few connections for this rate at this latency",
+                p.held_by_busy_connection as f64 * 100.0 / attempted as f64
+            ));
+        }
+    }
     Limiter { side, reason }
 }
 
@@ -358,32 +398,37 @@ pub fn limiter(client: &ClientUsage, servers: &[ServerUsage]) -> Limiter {
 mod tests {
     use super::*;
 
-    fn client(busy: f64) -> ClientUsage {
-        ClientUsage {
+    use crate::stats::{ClientUsage, Environment, PacingSummary, PlanSummary, Recorder, RunTimes};
+
+    fn run(busy: f64, servers: &[ServerUsage]) -> RunResult {
+        let mut r = RunResult::from_recording(
+            Recorder::new(None),
+            PlanSummary::default(),
+            Environment::default(),
+            RunTimes {
+                started_at: std::time::SystemTime::now(),
+                first_send_at: None,
+                elapsed_s: 10.0,
+                interrupted: false,
+            },
+        );
+        r.client = ClientUsage {
             busiest_worker_percent: busy,
             ..ClientUsage::default()
-        }
+        };
+        r.servers = servers.to_vec();
+        r
     }
 
     fn server(thread_cores: f64, machine_percent: f64) -> ServerUsage {
         ServerUsage {
-            label: "web".into(),
-            target: "pid:1".into(),
             sampled_s: 10.0,
             samples: 40,
-            cpu_user_s: 0.0,
-            cpu_system_s: 0.0,
-            cpu_s: 0.0,
             cores: machine_percent / 50.0,
             machine_percent,
-            peak_memory_bytes: 0,
-            context_switches: 0,
             processes: 2,
-            requests_per_cpu_s: 0.0,
-            sampler_cpu_s: 0.0,
             busiest_thread_demand: Some(thread_cores),
-            fingerprint: Default::default(),
-            counters: Vec::new(),
+            ..ServerUsage::empty("web".into(), "pid:1".into())
         }
     }
 
@@ -391,29 +436,78 @@ mod tests {
     fn names_the_saturated_side() {
         let busy_nginx_worker = server(0.97, 48.0);
         let idle_server = server(0.3, 15.0);
+        let side = |busy, servers: &[ServerUsage]| limiter(&run(busy, servers)).side;
         assert_eq!(
-            limiter(&client(60.0), std::slice::from_ref(&busy_nginx_worker)).side,
+            side(60.0, std::slice::from_ref(&busy_nginx_worker)),
             LimiterSide::Server
         );
         assert_eq!(
-            limiter(&client(98.0), std::slice::from_ref(&idle_server)).side,
+            side(98.0, std::slice::from_ref(&idle_server)),
             LimiterSide::Client
         );
-        assert_eq!(
-            limiter(&client(98.0), &[busy_nginx_worker]).side,
-            LimiterSide::Both
-        );
-        assert_eq!(
-            limiter(&client(40.0), &[idle_server]).side,
-            LimiterSide::Neither
-        );
-        assert_eq!(limiter(&client(40.0), &[]).side, LimiterSide::Unknown);
-        assert_eq!(limiter(&client(95.0), &[]).side, LimiterSide::Client);
+        assert_eq!(side(98.0, &[busy_nginx_worker]), LimiterSide::Both);
+        assert_eq!(side(40.0, &[idle_server]), LimiterSide::Neither);
+        assert_eq!(side(40.0, &[]), LimiterSide::Unknown);
+        assert_eq!(side(95.0, &[]), LimiterSide::Client);
         // Many threads each below a core, but the machine full: saturated as a whole.
-        assert_eq!(
-            limiter(&client(50.0), &[server(0.5, 95.0)]).side,
-            LimiterSide::Server
+        assert_eq!(side(50.0, &[server(0.5, 95.0)]), LimiterSide::Server);
+    }
+
+    #[test]
+    fn late_sends_blame_the_client_and_busy_connections_are_named() {
+        let mut r = run(30.0, &[]);
+        r.totals.attempted = 1000;
+        let mut pacing = PacingSummary {
+            target_rate: 100.0,
+            achieved_rate: 100.0,
+            lateness: Default::default(),
+            held_by_busy_connection: 0,
+        };
+        pacing.lateness.p99_us = 4_000;
+        r.pacing = Some(pacing.clone());
+        let l = limiter(&r);
+        assert_eq!(l.side, LimiterSide::Client);
+        assert!(
+            l.reason.contains("p99 send lateness 4.0 ms"),
+            "{}",
+            l.reason
         );
+        pacing.lateness.p99_us = 150;
+        pacing.held_by_busy_connection = 200;
+        r.pacing = Some(pacing);
+        let l = limiter(&r);
+        assert_eq!(l.side, LimiterSide::Unknown);
+        assert!(
+            l.reason.contains("20.0% of requests were due"),
+            "{}",
+            l.reason
+        );
+    }
+
+    #[test]
+    fn a_server_that_went_away_is_named_with_the_failures_after() {
+        let mut gone = server(0.2, 10.0);
+        gone.sampling_stopped = Some(SamplingStopped {
+            after_s: 2.3,
+            server_gone: true,
+            reason: "every watched process of pid:1 exited".into(),
+        });
+        let mut r = run(20.0, &[gone]);
+        for (second, errors) in [(0, 0), (1, 0), (2, 40), (3, 100)] {
+            r.series.push(crate::stats::SecondSample {
+                second,
+                errors,
+                ..Default::default()
+            });
+        }
+        let l = limiter(&r);
+        assert_eq!(l.side, LimiterSide::ServerGone);
+        assert!(
+            l.reason.contains("went away 2.3 s into the run"),
+            "{}",
+            l.reason
+        );
+        assert!(l.reason.contains("140 requests failed"), "{}", l.reason);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use serde::{Deserialize, Serialize};
+use crate::stats::CounterValue;
 
 /// perf_event_attr, as of PERF_ATTR_SIZE_VER5 (112 bytes); later fields stay zero.
 #[repr(C)]
@@ -79,16 +79,6 @@ impl std::str::FromStr for PerfEvent {
             config,
         })
     }
-}
-
-/// One counter's outcome over a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CounterValue {
-    pub event: String,
-    /// The count, when the kernel could count it.
-    pub value: Option<u64>,
-    /// "ok", or why there is no value ("not supported here", "not permitted here …").
-    pub status: String,
 }
 
 /// Open counters on every thread of the given processes.
@@ -176,8 +166,8 @@ impl Counters {
     }
 
     /// Reads and closes every counter.
-    pub fn finish(self) -> Vec<CounterValue> {
-        self.events
+    pub fn finish(mut self) -> Vec<CounterValue> {
+        std::mem::take(&mut self.events)
             .into_iter()
             .map(|(ev, fds)| match fds {
                 Ok(fds) => {
@@ -214,6 +204,17 @@ impl Counters {
                 },
             })
             .collect()
+    }
+}
+
+impl Drop for Counters {
+    /// Counters never read (the monitor stopped early, or panicked) still close.
+    fn drop(&mut self) {
+        for (_, fds) in &self.events {
+            if let Ok(fds) = fds {
+                close_all(fds);
+            }
+        }
     }
 }
 

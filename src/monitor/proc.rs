@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::{MonitorError, ResourceSample, ResourceSampler};
+use crate::os::schedstat_demand_ns;
 
 pub struct ProcSampler {
     roots: Vec<u32>,
@@ -26,16 +27,6 @@ struct Stat {
 
 fn read_stat(pid: u32) -> Option<Stat> {
     parse_stat(&format!("/proc/{pid}/stat"))
-}
-
-/// Nanoseconds a thread ran plus waited to run (/proc/…/schedstat): how much of a core it
-/// wanted, whether or not it got it.
-pub fn schedstat_demand_ns(path: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let mut f = text.split_whitespace();
-    let ran: u64 = f.next()?.parse().ok()?;
-    let waited: u64 = f.next()?.parse().ok()?;
-    Some(ran + waited)
 }
 
 /// Demand of each thread of `pid`: (tid, nanoseconds run or waiting to run).

@@ -80,14 +80,16 @@ impl ComparisonReport {
                         Some(false) => " worse",
                         None => "",
                     };
-                    Some(format!(
-                        "{}: {} [{:+.1}%, {:+.1}%] p={:.3}{judgement}",
-                        t.name,
-                        d.verdict,
-                        d.ci_low * 100.0,
-                        d.ci_high * 100.0,
-                        d.p_value
-                    ))
+                    Some(match (d.ci_low, d.ci_high, d.p_value) {
+                        (Some(lo), Some(hi), Some(p)) => format!(
+                            "{}: {} [{:+.1}%, {:+.1}%] p={p:.3}{judgement}",
+                            t.name,
+                            d.verdict,
+                            lo * 100.0,
+                            hi * 100.0,
+                        ),
+                        _ => format!("{}: {:+.1}%, no verdict", t.name, d.relative * 100.0),
+                    })
                 })
                 .collect();
             writeln!(out, "   {}", deltas.join("; "))?;
@@ -101,6 +103,9 @@ impl ComparisonReport {
             out,
             "  Intervals: 95% bootstrap of the relative difference of medians against the baseline."
         )?;
+        for why in c.no_verdict_reasons() {
+            writeln!(out, "  No verdict: {why}.")?;
+        }
         if let Some(env) = c
             .targets
             .first()

@@ -53,20 +53,22 @@ impl MarkdownReport {
             }
             for t in m.targets.iter().skip(1) {
                 match &t.versus_baseline {
-                    Some(d) if d.verdict != "~" => write!(
-                        out,
-                        " **{}** [{:+.1}%, {:+.1}%] p={:.3} {} |",
-                        d.verdict,
-                        d.ci_low * 100.0,
-                        d.ci_high * 100.0,
-                        d.p_value,
-                        if d.better == Some(true) {
-                            "better"
-                        } else {
-                            "worse"
-                        }
-                    )?,
-                    Some(d) => write!(out, " ~ (p={:.3}) |", d.p_value)?,
+                    Some(d) => match (d.ci_low, d.ci_high, d.p_value) {
+                        (_, _, Some(p)) if d.verdict == "~" => write!(out, " ~ (p={p:.3}) |")?,
+                        (Some(lo), Some(hi), Some(p)) => write!(
+                            out,
+                            " **{}** [{:+.1}%, {:+.1}%] p={p:.3} {} |",
+                            d.verdict,
+                            lo * 100.0,
+                            hi * 100.0,
+                            if d.better == Some(true) {
+                                "better"
+                            } else {
+                                "worse"
+                            }
+                        )?,
+                        _ => write!(out, " {:+.1}%, no verdict |", d.relative * 100.0)?,
+                    },
                     None => write!(out, " – |")?,
                 }
             }
@@ -81,6 +83,9 @@ impl MarkdownReport {
             if c.warmup { ", one warm-up run each discarded" } else { "" },
             if c.interrupted { " **Interrupted: partial results.**" } else { "" }
         )?;
+        for why in c.no_verdict_reasons() {
+            writeln!(out, "No verdict: {why}.")?;
+        }
         writeln!(out)?;
         writeln!(
             out,

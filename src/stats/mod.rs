@@ -5,15 +5,22 @@
 //! fixed arrays, and the per-second series grows once per second at most.
 
 mod histogram;
+mod merge;
 mod recorder;
 mod result;
+mod server;
 
 pub use histogram::{
     latency_histogram, within_one_stdev as histogram_within_stdev, LatencySummary,
     SerializedHistogram,
 };
-pub use recorder::{ErrorKind, Recorder, ResponseTimes, SecondSample};
+pub use merge::{merge_results, same_load, start_skew, MergeError, NamedResult};
+pub use recorder::{
+    ErrorKind, IncompatibleHistograms, Recorder, ResponseTimes, SecondSample, MAX_SERIES,
+};
 pub use result::{
     ClientUsage, Environment, ErrorCounts, Histograms, LatencySummaries, Limiter, LimiterSide,
-    PlanSummary, ResponseInfo, RunResult, Totals, RESULT_SCHEMA_VERSION,
+    PacingSummary, PartSummary, PlanSummary, ResponseInfo, RunResult, RunTimes, SourceRun, Totals,
+    READABLE_RESULT_VERSIONS, RESULT_KIND, RESULT_SCHEMA_VERSION,
 };
+pub use server::{CounterValue, SamplingStopped, ServerFingerprint, ServerUsage};

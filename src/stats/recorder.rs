@@ -45,10 +45,11 @@ impl ErrorKind {
     }
 }
 
-/// One second of the run, counted when requests finished.
+/// One step of the run's time series (one second unless the run outgrew [`MAX_SERIES`]
+/// steps), counted when requests finished.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SecondSample {
-    /// Seconds since the start of the run (this sample covers [second, second+1)).
+    /// Seconds since the start of the run; this sample covers [second, second + step).
     pub second: u32,
     /// Responses completed in this second.
     pub completed: u64,
@@ -60,6 +61,18 @@ pub struct SecondSample {
 
 /// Status codes 100..=599 are counted in a fixed array; anything else lands in slot 0.
 const STATUS_SLOTS: usize = 600;
+
+/// Most steps a series holds (2 MiB). A longer run doubles its step and pairs up the samples
+/// it has, so a soak run of days stays in bounded memory: 18 h at 1 s, 36 h at 2 s, …
+pub const MAX_SERIES: usize = 65_536;
+
+/// Two histograms cannot be merged: one was recorded with narrower bounds than the values of
+/// the other (a document from another tool or version).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {which} histograms were recorded with incompatible bounds")]
+pub struct IncompatibleHistograms {
+    pub which: &'static str,
+}
 
 /// Everything one worker measures. Workers never share one; [`Recorder::merge`] combines them.
 #[derive(Debug, Clone)]
@@ -75,6 +88,12 @@ pub struct Recorder {
     pub first_byte: Histogram<u64>,
     /// Requests per second of each worker, sampled every 100 ms (wrk's Req/Sec row).
     pub worker_rate: Histogram<u64>,
+    /// Open loop: how late each request went out after it could have (its intended send
+    /// time, or the moment its connection came free if that was later), in microseconds.
+    pub send_lateness: Histogram<u64>,
+    /// Open loop: requests whose connection was still busy with the previous response at
+    /// their intended send time (the server held them up; they went out on its response).
+    pub sends_held_by_busy_connection: u64,
     pub completed: u64,
     pub errors: [u64; ErrorKind::COUNT],
     pub status: Box<[u64; STATUS_SLOTS]>,
@@ -93,17 +112,23 @@ pub struct Recorder {
     pub body_len_mismatches: u64,
     pub server_header: Option<String>,
     pub series: Vec<SecondSample>,
+    /// Seconds each series sample covers: 1, doubled each time the series outgrows
+    /// [`MAX_SERIES`].
+    pub series_step_s: u32,
 }
 
 impl Recorder {
     pub fn new(expected: Option<Duration>) -> Recorder {
-        let seconds = expected.map_or(16, |d| d.as_secs() as usize + 2);
+        let seconds = expected.map_or(16, |d| d.as_secs().saturating_add(2) as usize);
         Recorder {
             total: latency_histogram(),
             service: latency_histogram(),
             connect: latency_histogram(),
             first_byte: latency_histogram(),
-            worker_rate: Histogram::new_with_bounds(1, 1_000_000_000, 3).expect("valid bounds"),
+            worker_rate: Histogram::new_with_bounds(1, 1_000_000_000, 3)
+                .expect("constant histogram bounds are valid"),
+            send_lateness: latency_histogram(),
+            sends_held_by_busy_connection: 0,
             completed: 0,
             errors: [0; ErrorKind::COUNT],
             status: Box::new([0; STATUS_SLOTS]),
@@ -116,20 +141,46 @@ impl Recorder {
             first_body_len: None,
             body_len_mismatches: 0,
             server_header: None,
-            series: Vec::with_capacity(seconds),
+            // Room for the expected run, grown once a second beyond it; never sized by
+            // what a user typed alone (-d 100000h would ask for gigabytes).
+            series: Vec::with_capacity(seconds.min(4096)),
+            series_step_s: 1,
         }
     }
 
+    /// The series sample covering `second`, coarsening the series when it would outgrow
+    /// [`MAX_SERIES`]. Amortised: at most one push per step, one coarsening per doubling.
     fn second(&mut self, second: u32) -> &mut SecondSample {
-        let i = second as usize;
+        while (second / self.series_step_s) as usize >= MAX_SERIES {
+            self.coarsen();
+        }
+        let i = (second / self.series_step_s) as usize;
         while self.series.len() <= i {
-            let s = self.series.len() as u32;
+            let s = self.series.len() as u32 * self.series_step_s;
             self.series.push(SecondSample {
                 second: s,
                 ..SecondSample::default()
             });
         }
         &mut self.series[i]
+    }
+
+    /// Doubles the series step, adding samples up in pairs.
+    fn coarsen(&mut self) {
+        self.series_step_s = self.series_step_s.saturating_mul(2);
+        let step = self.series_step_s;
+        let pairs = self.series.len().div_ceil(2);
+        for k in 0..pairs {
+            let mut s = self.series[2 * k];
+            if let Some(b) = self.series.get(2 * k + 1) {
+                s.completed += b.completed;
+                s.errors += b.errors;
+                s.bytes_read += b.bytes_read;
+            }
+            s.second = k as u32 * step;
+            self.series[k] = s;
+        }
+        self.series.truncate(pairs);
     }
 
     /// Records one answered request. Durations are in microseconds.
@@ -182,18 +233,46 @@ impl Recorder {
             .map(|(code, &n)| (code as u16, n))
     }
 
-    /// Adds another worker's recording into this one. Histograms share bounds, so the merge
-    /// is exact: counts add and every percentile equals that of one histogram of all values.
-    pub fn merge(&mut self, other: &Recorder) {
-        for (a, b) in [
-            (&mut self.total, &other.total),
-            (&mut self.service, &other.service),
-            (&mut self.connect, &other.connect),
-            (&mut self.first_byte, &other.first_byte),
-        ] {
-            a.add(b).expect("histograms share bounds");
+    /// Open loop: one request went out `lateness_us` after it could have.
+    #[inline]
+    pub fn sent_late(&mut self, lateness_us: u64) {
+        self.send_lateness.saturating_record(lateness_us);
+    }
+
+    /// Adds another recording into this one: another worker's, or another process's
+    /// (`offset_s` seconds later on the wall clock; 0 for workers of one run). Histograms
+    /// of equal bounds merge exactly: counts add and every percentile equals that of one
+    /// histogram of all values. Histograms from elsewhere with values beyond ours are
+    /// refused, and nothing is changed then.
+    pub fn merge(&mut self, other: &Recorder, offset_s: u32) -> Result<(), IncompatibleHistograms> {
+        let pairs = [
+            ("total", &self.total, &other.total),
+            ("service", &self.service, &other.service),
+            ("connect", &self.connect, &other.connect),
+            ("first_byte", &self.first_byte, &other.first_byte),
+            ("send_lateness", &self.send_lateness, &other.send_lateness),
+            ("worker_rate", &self.worker_rate, &other.worker_rate),
+        ];
+        for (which, mine, theirs) in pairs {
+            if !theirs.is_empty() && theirs.max() > mine.high() {
+                return Err(IncompatibleHistograms { which });
+            }
         }
-        let _ = self.worker_rate.add(&other.worker_rate);
+        for (which, a, b) in [
+            ("total", &mut self.total, &other.total),
+            ("service", &mut self.service, &other.service),
+            ("connect", &mut self.connect, &other.connect),
+            ("first_byte", &mut self.first_byte, &other.first_byte),
+            (
+                "send_lateness",
+                &mut self.send_lateness,
+                &other.send_lateness,
+            ),
+            ("worker_rate", &mut self.worker_rate, &other.worker_rate),
+        ] {
+            a.add(b).map_err(|_| IncompatibleHistograms { which })?;
+        }
+        self.sends_held_by_busy_connection += other.sends_held_by_busy_connection;
         self.completed += other.completed;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;
@@ -220,12 +299,17 @@ impl Recorder {
         if self.server_header.is_none() {
             self.server_header.clone_from(&other.server_header);
         }
+        // A coarser series absorbs a finer one; steps are powers of two, so they nest.
+        while self.series_step_s < other.series_step_s {
+            self.coarsen();
+        }
         for s in &other.series {
-            let mine = self.second(s.second);
+            let mine = self.second(s.second.saturating_add(offset_s));
             mine.completed += s.completed;
             mine.errors += s.errors;
             mine.bytes_read += s.bytes_read;
         }
+        Ok(())
     }
 }
 
@@ -268,7 +352,7 @@ mod tests {
         }
         let mut merged = Recorder::new(None);
         for w in &workers {
-            merged.merge(w);
+            merged.merge(w, 0).unwrap();
         }
         assert_eq!(merged.completed, 30_000);
         assert_eq!(
@@ -287,13 +371,58 @@ mod tests {
     }
 
     #[test]
+    fn series_of_a_soak_run_stays_bounded_and_adds_up() {
+        let mut r = Recorder::new(Some(Duration::from_secs(1_000_000_000)));
+        assert!(r.series.capacity() <= 4096);
+        // One response per hour for ten years of run time.
+        let hours = 24 * 365 * 10;
+        for h in 0..hours {
+            r.response(h * 3600, 200, 1, times(5));
+        }
+        assert!(r.series.len() <= MAX_SERIES, "{}", r.series.len());
+        assert!(r.series_step_s > 1);
+        let total: u64 = r.series.iter().map(|s| s.completed).sum();
+        assert_eq!(total, u64::from(hours));
+        // Samples stay in order and each starts on its step.
+        for (k, s) in r.series.iter().enumerate() {
+            assert_eq!(s.second, k as u32 * r.series_step_s);
+        }
+        // Merging a finer series into it keeps every count.
+        let mut fine = Recorder::new(None);
+        fine.response(7, 200, 1, times(5));
+        r.merge(&fine, 0).unwrap();
+        let total: u64 = r.series.iter().map(|s| s.completed).sum();
+        assert_eq!(total, u64::from(hours) + 1);
+    }
+
+    #[test]
+    fn merge_shifts_by_the_offset_and_refuses_wider_histograms() {
+        let mut a = Recorder::new(None);
+        let mut b = Recorder::new(None);
+        a.response(0, 200, 1, times(5));
+        b.response(0, 200, 1, times(5));
+        a.merge(&b, 3).unwrap();
+        assert_eq!(a.series[3].completed, 1);
+        assert_eq!(a.series[0].completed, 1);
+        let mut wide = Recorder::new(None);
+        wide.total = Histogram::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        wide.total.record(3_000_000_000).unwrap();
+        let before = a.total.clone();
+        assert_eq!(
+            a.merge(&wide, 0),
+            Err(IncompatibleHistograms { which: "total" })
+        );
+        assert_eq!(a.total, before);
+    }
+
+    #[test]
     fn body_length_mismatch_across_workers() {
         let mut a = Recorder::new(None);
         let mut b = Recorder::new(None);
         a.response(0, 200, 10, times(5));
         b.response(0, 200, 11, times(5));
         b.response(0, 200, 11, times(5));
-        a.merge(&b);
+        a.merge(&b, 0).unwrap();
         assert_eq!(a.body_len_mismatches, 2);
         assert_eq!(a.status_counts().collect::<Vec<_>>(), vec![(200, 3)]);
     }

@@ -1,12 +1,20 @@
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
+
+use crate::{os, timefmt};
 
 use super::histogram::{LatencySummary, SerializedHistogram};
 use super::recorder::{ErrorKind, Recorder, SecondSample};
 
 /// Bumped when a field changes meaning or disappears; `schema/result.schema.json` follows it.
-pub const RESULT_SCHEMA_VERSION: u32 = 1;
+/// Version 2 added sub-second start times, the open-loop pacing figures, parts, merged
+/// sources and coarsened series; version 1 documents still read (the new fields absent).
+pub const RESULT_SCHEMA_VERSION: u32 = 2;
+
+/// The result versions this build reads.
+pub const READABLE_RESULT_VERSIONS: [u32; 2] = [1, 2];
 
 /// One run's result: the public JSON format (`--json FILE`, `--output json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -15,8 +23,12 @@ pub struct RunResult {
     pub kind: String,
     /// Version of this format.
     pub schema_version: u32,
-    /// When the load started, RFC 3339 UTC.
+    /// When the load started, RFC 3339 UTC with microseconds (whole seconds before version 2).
     pub started_at: String,
+    /// When the first request went out, RFC 3339 UTC with microseconds; later than
+    /// `started_at` by the time the first connection took to open.
+    #[serde(default)]
+    pub first_send_at: Option<String>,
     /// What was asked for (secrets redacted).
     pub plan: PlanSummary,
     /// Where the client ran.
@@ -33,17 +45,69 @@ pub struct RunResult {
     pub response: ResponseInfo,
     /// Latency summaries in microseconds.
     pub latency: LatencySummaries,
-    /// Completed, errors and bytes per second of the run.
+    /// Completed, errors and bytes per step of the run (`series_step_s` seconds each).
     pub series: Vec<SecondSample>,
+    /// Seconds each `series` sample covers: 1, more for runs longer than 18 hours.
+    #[serde(default = "one")]
+    pub series_step_s: u32,
+    /// Open loop only: how well the client kept its send schedule.
+    #[serde(default)]
+    pub pacing: Option<PacingSummary>,
     /// The full distributions, to merge or re-analyse later.
     pub histograms: Histograms,
     /// What archbench itself used (its worker threads).
     pub client: ClientUsage,
     /// What each `--watch`ed server used during the run.
     #[serde(default)]
-    pub servers: Vec<crate::monitor::ServerUsage>,
+    pub servers: Vec<super::ServerUsage>,
     /// Which side's CPU limited the result.
     pub limiter: Limiter,
+    /// For a result merged from several (`archbench merge`): each source's own view, in the
+    /// order given. Empty for a single run.
+    #[serde(default)]
+    pub sources: Vec<SourceRun>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// How well an open-loop run kept its schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PacingSummary {
+    /// The rate asked for (requests per second).
+    pub target_rate: f64,
+    /// Requests sent per second of the run (answered or failed).
+    pub achieved_rate: f64,
+    /// How late each request went out after it could have: its intended send time, or the
+    /// moment its connection came free if that was later (µs). Large values mean the client
+    /// could not keep the schedule.
+    pub lateness: LatencySummary,
+    /// Requests whose connection was still waiting for the previous response at their
+    /// intended send time: the server held them up (their latency counts from the intended
+    /// time). Many mean too few connections for the rate.
+    pub held_by_busy_connection: u64,
+}
+
+/// One source of a merged result: where and when it ran, and its own figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SourceRun {
+    /// The file it was read from.
+    pub file: String,
+    /// Its `started_at`.
+    pub started_at: String,
+    /// Its `first_send_at`.
+    pub first_send_at: Option<String>,
+    /// Seconds its start lay after the earliest source's (whole seconds shift its series).
+    pub start_offset_s: f64,
+    pub plan: PlanSummary,
+    pub environment: Environment,
+    pub totals: Totals,
+    pub interrupted: bool,
+    pub client: ClientUsage,
+    pub limiter: Limiter,
+    #[serde(default)]
+    pub pacing: Option<PacingSummary>,
 }
 
 /// The verdict on who limited a run.
@@ -55,7 +119,7 @@ pub struct Limiter {
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum LimiterSide {
     /// archbench's own threads were saturated.
     Client,
@@ -66,6 +130,8 @@ pub enum LimiterSide {
     Neither,
     /// The client was not saturated and no server was watched.
     Unknown,
+    /// A watched server went away during the run: what followed measures its absence.
+    ServerGone,
 }
 
 /// The load generator's own CPU, so a reader can tell whether it was the bottleneck.
@@ -123,7 +189,7 @@ impl ClientUsage {
 }
 
 /// The run's configuration as it is safe to store.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PlanSummary {
     /// Target URL, user-info removed.
     pub url: String,
@@ -147,10 +213,32 @@ pub struct PlanSummary {
     pub timeout_s: f64,
     /// True when TLS certificates were not verified.
     pub insecure: bool,
+    /// Set when this process ran one part of a load shared by several (`--part I/N`); the
+    /// figures above are this part's.
+    #[serde(default)]
+    pub part: Option<PartSummary>,
+    /// The wall-clock start asked for (`--start-at`), RFC 3339 UTC.
+    #[serde(default)]
+    pub start_at: Option<String>,
+}
+
+/// One part of a load run by several processes together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartSummary {
+    /// This part's index, from 0.
+    pub index: u32,
+    /// How many parts the whole load has.
+    pub count: u32,
+    /// Connections of the whole load.
+    pub connections: u64,
+    /// Requests of the whole load, when bounded by count.
+    pub requests: Option<u64>,
+    /// Open-loop rate of the whole load (requests per second).
+    pub rate: Option<f64>,
 }
 
 /// The client machine, so figures can be read in context.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Environment {
     pub archbench_version: String,
     /// CPU architecture (x86_64, aarch64, …).
@@ -248,6 +336,9 @@ pub struct Histograms {
     pub first_byte: SerializedHistogram,
     /// Per-worker requests per second sampled every 100 ms.
     pub worker_rate: SerializedHistogram,
+    /// Open loop: send lateness (see `pacing.lateness`), µs.
+    #[serde(default)]
+    pub send_lateness: Option<SerializedHistogram>,
 }
 
 impl RunResult {
@@ -255,10 +346,14 @@ impl RunResult {
         rec: Recorder,
         plan: PlanSummary,
         environment: Environment,
-        started_at: String,
-        elapsed_s: f64,
-        interrupted: bool,
+        times: RunTimes,
     ) -> RunResult {
+        let RunTimes {
+            started_at,
+            first_send_at,
+            elapsed_s,
+            interrupted,
+        } = times;
         let errors = ErrorCounts {
             connect: rec.errors[ErrorKind::Connect as usize],
             connect_no_local_port: rec.ports_exhausted,
@@ -285,20 +380,29 @@ impl RunResult {
             }
         };
         let error_total = rec.error_total();
-        // The series ends with the run: drop buckets past the elapsed time.
+        let attempted = rec.completed + error_total;
+        // The series ends with the run: drop steps past the elapsed time.
         let mut series = rec.series.clone();
-        series.truncate(elapsed_s.ceil() as usize);
+        series.truncate((elapsed_s / f64::from(rec.series_step_s)).ceil() as usize);
+        let open_loop = plan.rate.is_some();
+        let pacing = plan.rate.map(|target_rate| PacingSummary {
+            target_rate,
+            achieved_rate: per_sec(attempted),
+            lateness: LatencySummary::of(&rec.send_lateness),
+            held_by_busy_connection: rec.sends_held_by_busy_connection,
+        });
         RunResult {
-            kind: "archbench-result".to_string(),
+            kind: RESULT_KIND.to_string(),
             schema_version: RESULT_SCHEMA_VERSION,
-            started_at,
+            started_at: timefmt::rfc3339_micros(started_at),
+            first_send_at: first_send_at.map(timefmt::rfc3339_micros),
             plan,
             environment,
             interrupted,
             totals: Totals {
                 requests: rec.completed,
                 errors: error_total,
-                attempted: rec.completed + error_total,
+                attempted,
                 elapsed_s,
                 requests_per_sec: per_sec(rec.completed),
                 bytes_read: rec.bytes_read,
@@ -323,12 +427,15 @@ impl RunResult {
                 first_byte: LatencySummary::of(&rec.first_byte),
             },
             series,
+            series_step_s: rec.series_step_s,
+            pacing,
             histograms: Histograms {
                 total: SerializedHistogram(rec.total),
                 service: SerializedHistogram(rec.service),
                 connect: SerializedHistogram(rec.connect),
                 first_byte: SerializedHistogram(rec.first_byte),
                 worker_rate: SerializedHistogram(rec.worker_rate),
+                send_lateness: open_loop.then_some(SerializedHistogram(rec.send_lateness)),
             },
             client: ClientUsage::default(),
             servers: Vec::new(),
@@ -336,46 +443,112 @@ impl RunResult {
                 side: LimiterSide::Unknown,
                 reason: String::new(),
             },
+            sources: Vec::new(),
         }
     }
+
+    /// The recording this document holds, to merge it with others. Refuses a document whose
+    /// own figures disagree (counts that do not add up), since a merge would spread the error.
+    pub fn recording(&self) -> Result<Recorder, String> {
+        let t = &self.totals;
+        let e = &self.errors;
+        let errors = [e.connect, e.tls, e.timeout, e.read, e.write, e.protocol];
+        let status: Vec<(usize, u64)> = self
+            .status_codes
+            .iter()
+            .map(|(code, n)| match code.parse::<usize>() {
+                Ok(c) if c < 600 => Ok((c, *n)),
+                _ => Err(format!("status code {code:?} is not a number below 600")),
+            })
+            .collect::<Result<_, _>>()?;
+        let checks = [
+            (
+                t.requests + t.errors == t.attempted,
+                "requests + errors != attempted",
+            ),
+            (
+                errors.iter().sum::<u64>() == t.errors,
+                "errors by kind do not add up to errors",
+            ),
+            (
+                status.iter().map(|s| s.1).sum::<u64>() == t.requests,
+                "status codes do not add up to requests",
+            ),
+            (
+                self.histograms.total.0.len() == t.requests,
+                "the total-latency histogram does not hold one value per request",
+            ),
+            (
+                self.series_step_s.is_power_of_two(),
+                "series_step_s is not a power of two",
+            ),
+        ];
+        if let Some((_, why)) = checks.iter().find(|(ok, _)| !ok) {
+            return Err(format!("its figures disagree: {why}"));
+        }
+        let mut rec = Recorder::new(None);
+        rec.total = self.histograms.total.0.clone();
+        rec.service = self.histograms.service.0.clone();
+        rec.connect = self.histograms.connect.0.clone();
+        rec.first_byte = self.histograms.first_byte.0.clone();
+        rec.worker_rate = self.histograms.worker_rate.0.clone();
+        if let Some(h) = &self.histograms.send_lateness {
+            rec.send_lateness = h.0.clone();
+        }
+        rec.sends_held_by_busy_connection = self
+            .pacing
+            .as_ref()
+            .map_or(0, |p| p.held_by_busy_connection);
+        rec.completed = t.requests;
+        for (kind, n) in ErrorKind::ALL.iter().zip(errors) {
+            rec.errors[*kind as usize] = n;
+        }
+        for (code, n) in status {
+            rec.status[code] = n;
+        }
+        rec.bytes_read = t.bytes_read;
+        rec.bytes_written = t.bytes_written;
+        rec.body_bytes = t.body_bytes;
+        rec.keepalive_responses = t.keepalive_responses;
+        rec.connections_opened = t.connections_opened;
+        rec.ports_exhausted = e.connect_no_local_port;
+        rec.first_body_len = self.response.first_body_bytes;
+        rec.body_len_mismatches = self.response.body_length_mismatches;
+        rec.server_header.clone_from(&self.response.server);
+        rec.series.clone_from(&self.series);
+        rec.series_step_s = self.series_step_s;
+        Ok(rec)
+    }
+}
+
+/// Always "archbench-result".
+pub const RESULT_KIND: &str = "archbench-result";
+
+/// When a run happened and how it ended.
+#[derive(Debug, Clone, Copy)]
+pub struct RunTimes {
+    /// When its clock started.
+    pub started_at: SystemTime,
+    /// When its first request went out.
+    pub first_send_at: Option<SystemTime>,
+    /// Seconds from start to stop.
+    pub elapsed_s: f64,
+    /// A signal stopped it before its stop rule.
+    pub interrupted: bool,
 }
 
 impl Environment {
     /// Reads the local machine's fingerprint from /proc and uname.
     pub fn local() -> Environment {
-        let read = |p: &str| {
-            std::fs::read_to_string(p)
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default()
-        };
-        let cpuinfo = read("/proc/cpuinfo");
-        let field = |name: &str| {
-            cpuinfo
-                .lines()
-                .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        };
-        let cpu_model = field("model name")
-            .or_else(|| {
-                // aarch64 kernels name the part, not the model.
-                field("CPU part").map(|p| {
-                    format!(
-                        "implementer {} part {p}",
-                        field("CPU implementer").unwrap_or_default()
-                    )
-                })
-            })
-            .unwrap_or_else(|| "unknown".to_string());
         Environment {
             archbench_version: env!("CARGO_PKG_VERSION").to_string(),
             arch: std::env::consts::ARCH.to_string(),
-            cpu_model,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
-            kernel: read("/proc/sys/kernel/osrelease"),
+            cpu_model: os::cpu_model(),
+            cores: os::logical_cores(),
+            kernel: os::proc_sys("/proc/sys/kernel/osrelease"),
             os: std::env::consts::OS.to_string(),
-            hostname: read("/proc/sys/kernel/hostname"),
-            lse_atomics: crate::monitor::fingerprint::cpu_has_lse(),
+            hostname: os::proc_sys("/proc/sys/kernel/hostname"),
+            lse_atomics: os::cpu_has_lse(),
         }
     }
 }

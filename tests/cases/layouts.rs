@@ -2,7 +2,7 @@
 //! real wrk and ab run on the same nginx.
 
 use archbench::report::{AbReport, Report, TextReport, WrkReport};
-use archbench::stats::{Environment, PlanSummary, Recorder, ResponseTimes, RunResult};
+use archbench::stats::{Environment, PlanSummary, Recorder, ResponseTimes, RunResult, RunTimes};
 
 use crate::util::faulty::{Fault, FaultyServer};
 use crate::util::nginx::{Nginx, NginxConfig};
@@ -51,6 +51,8 @@ fn fixed_result(keepalive: bool) -> RunResult {
             keepalive,
             timeout_s: 2.0,
             insecure: false,
+            part: None,
+            start_at: None,
         },
         Environment {
             archbench_version: "0.1.0".into(),
@@ -62,9 +64,12 @@ fn fixed_result(keepalive: bool) -> RunResult {
             hostname: "test".into(),
             lse_atomics: None,
         },
-        "2026-12-01T00:00:00Z".into(),
-        10.0,
-        false,
+        RunTimes {
+            started_at: archbench::timefmt::parse_rfc3339("2026-12-01T00:00:00Z").unwrap(),
+            first_send_at: None,
+            elapsed_s: 10.0,
+            interrupted: false,
+        },
     )
 }
 

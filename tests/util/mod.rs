@@ -4,6 +4,7 @@
 
 pub mod faulty;
 pub mod nginx;
+pub mod schema;
 
 use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;

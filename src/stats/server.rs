@@ -1,0 +1,126 @@
+//! What the result document says about the servers that were watched: their CPU and memory
+//! during the run, what they are, and their counters. The monitors fill these in; they live
+//! here, with the document, so reading a stored result needs no monitor.
+
+use serde::{Deserialize, Serialize};
+
+/// What a watched server used during a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ServerUsage {
+    /// The NAME of `--watch NAME=…`.
+    pub label: String,
+    /// What was watched ("pid:1234", "name:nginx", "cgroup:/sys/fs/cgroup/…").
+    pub target: String,
+    /// Seconds between the first and last sample.
+    pub sampled_s: f64,
+    /// Samples taken (one every 250 ms).
+    pub samples: u64,
+    /// User CPU seconds over the sampled time.
+    pub cpu_user_s: f64,
+    /// System CPU seconds over the sampled time.
+    pub cpu_system_s: f64,
+    /// user + system.
+    pub cpu_s: f64,
+    /// Average cores busy: cpu_s / sampled_s.
+    pub cores: f64,
+    /// Share of this machine's cores, in percent.
+    pub machine_percent: f64,
+    /// Highest resident memory seen in one sample (bytes).
+    pub peak_memory_bytes: u64,
+    /// Voluntary + involuntary context switches over the sampled time (processes only).
+    pub context_switches: u64,
+    /// Most processes seen in one sample.
+    pub processes: u32,
+    /// Answered requests per server CPU-second (filled in by the run that watched it).
+    pub requests_per_cpu_s: f64,
+    /// CPU the sampling itself cost archbench (its thread's user + system seconds).
+    pub sampler_cpu_s: f64,
+    /// What the server is (executable; nginx version, compiler, configure arguments).
+    #[serde(default)]
+    pub fingerprint: ServerFingerprint,
+    /// `--perf` counters over the run.
+    #[serde(default)]
+    pub counters: Vec<CounterValue>,
+    /// Share of one core the busiest single thread ran or waited to run (processes only;
+    /// from schedstat, so a thread starved by other load still counts as wanting the core):
+    /// an event-loop server like an nginx worker is at its limit when this nears 1.
+    pub busiest_thread_demand: Option<f64>,
+    /// Set when sampling ended before the run did; the figures above cover `sampled_s` only.
+    #[serde(default)]
+    pub sampling_stopped: Option<SamplingStopped>,
+}
+
+impl ServerUsage {
+    /// A usage with nothing measured, for a target whose sampling never produced a figure.
+    pub fn empty(label: String, target: String) -> ServerUsage {
+        ServerUsage {
+            label,
+            target,
+            sampled_s: 0.0,
+            samples: 0,
+            cpu_user_s: 0.0,
+            cpu_system_s: 0.0,
+            cpu_s: 0.0,
+            cores: 0.0,
+            machine_percent: 0.0,
+            peak_memory_bytes: 0,
+            context_switches: 0,
+            processes: 0,
+            requests_per_cpu_s: 0.0,
+            sampler_cpu_s: 0.0,
+            fingerprint: ServerFingerprint::default(),
+            counters: Vec::new(),
+            busiest_thread_demand: None,
+            sampling_stopped: None,
+        }
+    }
+}
+
+/// Why a server's sampling ended early, and when.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SamplingStopped {
+    /// Seconds after sampling began.
+    pub after_s: f64,
+    /// True when the watched processes exited (the server went away); false when a reading
+    /// failed while the server may still have been running (a cgroup removed, a pod restarted).
+    pub server_gone: bool,
+    /// What happened, in one sentence.
+    pub reason: String,
+}
+
+/// What a watched server is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerFingerprint {
+    /// Path of the watched process's executable.
+    pub executable: Option<String>,
+    /// First line of `-V` (e.g. "nginx version: nginx/1.22.1"), for nginx only.
+    pub version: Option<String>,
+    /// "built by gcc 12.2.0 (Debian 12.2.0-14)".
+    pub built_by: Option<String>,
+    /// The configure arguments nginx was built with.
+    pub configure_arguments: Option<String>,
+    /// Things a reader must know before trusting a comparison.
+    pub warnings: Vec<String>,
+}
+
+impl ServerFingerprint {
+    /// "nginx version: nginx/1.22.1, built by gcc 12.2.0 …", when the version is known.
+    pub fn describe(&self) -> Option<String> {
+        let version = self.version.as_ref()?;
+        Some(match &self.built_by {
+            Some(b) => format!("{version}, {b}"),
+            None => version.clone(),
+        })
+    }
+}
+
+/// One perf counter's outcome over a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterValue {
+    /// The event's name as asked for ("instructions", "r6e").
+    pub event: String,
+    /// The count, when the kernel could count it.
+    pub value: Option<u64>,
+    /// "ok", or why there is no value ("not supported here", "not permitted here …").
+    pub status: String,
+}
