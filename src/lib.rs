@@ -9,6 +9,7 @@ pub mod document;
 pub mod engine;
 pub mod http;
 pub mod monitor;
+pub mod nginx;
 pub mod os;
 pub mod report;
 pub mod serve;

@@ -80,6 +80,41 @@ pub fn proc_sys(path: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Whether process `pid` holds a listening TCP socket on `addr` (IPv4): a LISTEN entry of
+/// its network namespace's /proc/PID/net/tcp whose inode is one of its descriptors.
+pub fn listens_on(pid: u32, addr: std::net::SocketAddr) -> bool {
+    let std::net::SocketAddr::V4(want) = addr else {
+        return false;
+    };
+    let Ok(table) = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")) else {
+        return false;
+    };
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (local, state, inode) = (f.get(1)?, f.get(3)?, f.get(9)?);
+            let (ip, port) = local.split_once(':')?;
+            // The kernel prints the address as the native integer of its network-order bytes.
+            let ip = std::net::Ipv4Addr::from(u32::from_str_radix(ip, 16).ok()?.to_ne_bytes());
+            let port = u16::from_str_radix(port, 16).ok()?;
+            (*state == "0A" && ip == *want.ip() && port == want.port())
+                .then(|| format!("socket:[{inode}]"))
+        })
+        .collect();
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +127,18 @@ mod tests {
         assert!(!lse_in_cpuinfo(
             "processor : 0\nFeatures : fp asimd evtstrm crc32\n"
         ));
+    }
+
+    #[test]
+    fn finds_our_own_listening_socket_and_no_other() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        assert!(listens_on(std::process::id(), addr));
+        drop(l);
+        assert!(!listens_on(std::process::id(), addr));
+        // PID 1 does not hold our socket even while we listen.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert!(!listens_on(1, l.local_addr().unwrap()));
     }
 
     #[test]

@@ -275,6 +275,13 @@ pub struct ServeArgs {
     /// Server threads [default: one per core].
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Run a local nginx with one of archbench's configurations instead (on a free loopback
+    /// port, printed), until Ctrl-C.
+    #[arg(long, value_enum, conflicts_with_all = ["addr", "threads", "delay", "burn"])]
+    pub nginx: Option<crate::nginx::NginxProfile>,
+    /// With --nginx: this many worker processes instead of the configuration's own.
+    #[arg(long, requires = "nginx", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub workers: Option<u32>,
     /// Wait this long before each response (a slow server, for tests).
     #[arg(long, hide = true, default_value = "0s", value_parser = super::values::duration)]
     pub delay: std::time::Duration,

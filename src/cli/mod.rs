@@ -404,13 +404,14 @@ fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let mut shown = 0;
     // ab prints each tenth as it is reached; progress arrives every 250 ms, so a fast run
     // catches up on the lines it passed, here and once more at the end.
-    let mut beat = |completed: u64| {
-        while heartbeat > 0 && completed >= shown + heartbeat && shown + heartbeat < total {
+    let mut beat = |done: u64| {
+        while heartbeat > 0 && done >= shown + heartbeat {
             shown += heartbeat;
             eprintln!("Completed {shown} requests");
         }
     };
-    let result = execute(&plan, &[], &signals.stop, |p| beat(p.completed))?;
+    // ab counts a request done when it finished, answered or failed.
+    let result = execute(&plan, &[], &signals.stop, |p| beat(p.completed + p.errors))?;
     beat(result.totals.attempted);
     if heartbeat > 0 {
         eprintln!("Finished {} requests", result.totals.requests);
@@ -547,6 +548,18 @@ fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
 }
 
 fn cmd_serve(a: &ServeArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    if let Some(profile) = a.nginx {
+        let mut nginx = profile.start(a.workers)?;
+        println!(
+            "archbench serve: nginx ({}) listening on {} pid {} (Ctrl-C to stop)",
+            profile.name(),
+            nginx.url(),
+            nginx.pid()
+        );
+        wait_for(&signals.stop);
+        nginx.stop();
+        return Ok(signals.exit_code());
+    }
     let addr = a.addr.parse().map_err(|_| {
         PlanError::Invalid(format!(
             "invalid --addr {:?}; use e.g. 127.0.0.1:8080",

@@ -325,6 +325,10 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
     } else if a.postfile.is_some() {
         headers.push(("Content-Type".into(), "text/plain".into()));
     }
+    if a.requests == Some(0) {
+        // ab's own words.
+        return Err(invalid("Invalid number of requests (-n 0); use e.g. -n 1000"));
+    }
     let requests = match (a.requests, a.timelimit) {
         (Some(n), _) => n,
         (None, Some(_)) => AB_MAX_REQUESTS,

@@ -220,7 +220,10 @@ impl ResponseParser {
         let status = resp.code.unwrap_or(0);
         let http11 = resp.version == Some(1);
         let mut content_length: Option<u64> = None;
-        let mut chunked = false;
+        // The transfer codings form one list across all Transfer-Encoding lines (RFC 9110
+        // 5.3); only the last one decides the framing (RFC 9112 6.3): chunked, or else the
+        // body runs to the end of the connection. None: no Transfer-Encoding at all.
+        let mut last_coding_chunked: Option<bool> = None;
         let mut conn_close = false;
         let mut conn_keep_alive = false;
         for h in resp.headers.iter() {
@@ -232,7 +235,9 @@ impl ResponseParser {
                 }
                 content_length = Some(v);
             } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                chunked = has_token(h.value, b"chunked");
+                if let Some(chunked) = last_coding_is_chunked(h.value) {
+                    last_coding_chunked = Some(chunked);
+                }
             } else if name.eq_ignore_ascii_case(b"connection") {
                 conn_close |= has_token(h.value, b"close");
                 conn_keep_alive |= has_token(h.value, b"keep-alive");
@@ -257,13 +262,14 @@ impl ResponseParser {
         };
         self.state = if self.head_request || status == 204 || status == 304 {
             State::Done
-        } else if chunked {
+        } else if last_coding_chunked == Some(true) {
             State::Chunked(Chunk::Size {
                 size: 0,
                 digits: 0,
                 ext: false,
             })
-        } else if let Some(n) = content_length {
+        } else if let (Some(n), None) = (content_length, last_coding_chunked) {
+            // Content-Length counts only without Transfer-Encoding, which overrides it.
             if n == 0 {
                 State::Done
             } else {
@@ -382,6 +388,16 @@ fn parse_decimal(v: &[u8]) -> Option<u64> {
     })
 }
 
+/// Whether the last coding listed in one Transfer-Encoding value is `chunked` (parameters
+/// after `;` ignored); None when the value lists none.
+fn last_coding_is_chunked(value: &[u8]) -> Option<bool> {
+    value
+        .rsplit(|&b| b == b',')
+        .map(|t| t.split(|&b| b == b';').next().unwrap_or(t).trim_ascii())
+        .find(|t| !t.is_empty())
+        .map(|t| t.eq_ignore_ascii_case(b"chunked"))
+}
+
 fn has_token(value: &[u8], token: &[u8]) -> bool {
     value
         .split(|&b| b == b',')
@@ -426,6 +442,46 @@ mod tests {
             p.reset(false, false);
             assert_eq!(feed_all(&mut p, r, step).unwrap(), r.len(), "step {step}");
             assert_eq!(p.body_bytes, 6);
+        }
+    }
+
+    #[test]
+    fn transfer_codings_are_one_list_across_lines() {
+        // The same list on one line and on two: the last coding decides, both ways alike.
+        let body = b"raw bytes of a deflated body";
+        for (heads, chunked) in [
+            ("Transfer-Encoding: chunked, deflate\r\n", false),
+            (
+                "Transfer-Encoding: chunked\r\nTransfer-Encoding: deflate\r\n",
+                false,
+            ),
+            ("Transfer-Encoding: deflate, chunked\r\n", true),
+            (
+                "Transfer-Encoding: deflate\r\nTransfer-Encoding: chunked\r\n",
+                true,
+            ),
+            ("Transfer-Encoding: gzip\r\nContent-Length: 3\r\n", false),
+        ] {
+            let mut p = ResponseParser::new();
+            p.reset(false, false);
+            let head = format!("HTTP/1.1 200 OK\r\n{heads}\r\n");
+            let mut response = head.into_bytes();
+            if chunked {
+                response.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
+                response.extend_from_slice(body);
+                response.extend_from_slice(b"\r\n0\r\n\r\n");
+                assert!(
+                    matches!(p.feed(&response), Ok(Feed::Done { .. })),
+                    "{heads}"
+                );
+            } else {
+                // Read to the end of the connection, Content-Length ignored.
+                response.extend_from_slice(body);
+                assert!(matches!(p.feed(&response), Ok(Feed::NeedMore)), "{heads}");
+                assert_eq!(p.on_eof(), Ok(()), "{heads}");
+                assert_eq!(p.body_bytes, body.len() as u64, "{heads}");
+                assert!(!p.keep_alive, "{heads}");
+            }
         }
     }
 

@@ -1,12 +1,13 @@
 //! The binary's contract: JSON against the schema, exit statuses, one-line errors.
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use archbench::serve::{ServeOptions, Server};
 
 use crate::util::schema::{assert_valid, result_validator};
-use crate::util::{archbench, bin, read_json, stderr, stdout};
+use crate::util::{
+    archbench, bin, finish_within, read_json, stderr, stdout, wait_until, LineReader, PROMPTLY,
+};
 
 /// Each command line fails as a usage error: exit 2 and one line naming the problem.
 fn assert_usage_errors(cases: &[(Vec<&str>, &str)]) {
@@ -112,13 +113,11 @@ fn sigint_prints_and_saves_what_was_measured() {
         .spawn()
         .unwrap();
     // The first progress line proves the load is running.
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(line.contains("requests"), "{line}");
+    let err = LineReader::new(child.stderr.take().unwrap());
+    err.wait_for("requests", PROMPTLY);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let o = child.wait_with_output().unwrap();
+    let o = finish_within(child, PROMPTLY);
     assert_eq!(o.status.code(), Some(130));
     let text = stdout(&o);
     assert!(text.contains("[INTERRUPTED]"), "{text}");
@@ -140,7 +139,7 @@ fn broken_pipe_is_a_quiet_exit() {
         .spawn()
         .unwrap();
     drop(child.stdout.take()); // like `| head -0`
-    let o = child.wait_with_output().unwrap();
+    let o = finish_within(child, PROMPTLY);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"));
 }
@@ -301,15 +300,12 @@ fn sigterm_exits_143_with_the_report() {
         .spawn()
         .unwrap();
     // -o json has no progress line; wait for the server to see traffic instead.
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    while s.requests() == 0 {
-        std::thread::yield_now();
-    }
+    let err = LineReader::new(child.stderr.take().unwrap());
+    wait_until("the server to see a request", PROMPTLY, || s.requests() > 0);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let o = child.wait_with_output().unwrap();
-    let mut rest = String::new();
-    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+    let o = finish_within(child, PROMPTLY);
+    let rest = err.rest(PROMPTLY);
     assert_eq!(o.status.code(), Some(143), "{rest}");
     let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(doc["interrupted"], true);

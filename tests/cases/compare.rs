@@ -2,7 +2,9 @@
 //! from the servers' own access logs.
 
 use crate::util::nginx::{Nginx, NginxConfig};
-use crate::util::{archbench, read_json, stderr, stdout, ServeChild};
+use crate::util::{
+    archbench, finish_within, read_json, stderr, stdout, LineReader, ServeChild, PROMPTLY,
+};
 
 fn metric<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     doc["metrics"]
@@ -223,26 +225,6 @@ fn bad_compare_command_lines_exit_2() {
     drop(a);
 }
 
-/// Reads stderr lines until one contains `needle` (the child's own progress is the signal).
-fn wait_for_line(
-    child: &mut std::process::Child,
-    needle: &str,
-) -> std::io::BufReader<std::process::ChildStderr> {
-    use std::io::BufRead;
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "stderr ended before {needle:?}"
-        );
-        if line.contains(needle) {
-            return err;
-        }
-    }
-}
-
 #[test]
 fn an_interrupted_comparison_keeps_the_runs_that_finished() {
     let a = ServeChild::start(&["--threads", "1"]);
@@ -269,10 +251,11 @@ fn an_interrupted_comparison_keeps_the_runs_that_finished() {
         .spawn()
         .unwrap();
     // "a: run 2" starts only after a's first run was measured and saved.
-    let _err = wait_for_line(&mut child, "a: run 2");
+    let err = LineReader::new(child.stderr.take().unwrap());
+    err.wait_for("a: run 2", PROMPTLY);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let o = child.wait_with_output().unwrap();
+    let o = finish_within(child, PROMPTLY);
     assert_eq!(o.status.code(), Some(130));
     assert!(stdout(&o).contains("[INTERRUPTED]"), "{}", stdout(&o));
     let doc = read_json(&json);
@@ -302,8 +285,9 @@ fn an_interrupted_demo_stops_the_nginx_it_started() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let _err = wait_for_line(&mut child, "stock: warm-up");
-    let marker = format!("archbench-demo-{pid}-");
+    let err = LineReader::new(child.stderr.take().unwrap());
+    err.wait_for("stock: warm-up", PROMPTLY);
+    let marker = format!("archbench-nginx-{pid}-");
     let ours = || {
         std::fs::read_dir("/proc")
             .unwrap()
@@ -317,7 +301,7 @@ fn an_interrupted_demo_stops_the_nginx_it_started() {
     assert!(ours() >= 2, "both nginx instances are running");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid as i32, libc::SIGINT) };
-    let o = child.wait_with_output().unwrap();
+    let o = finish_within(child, PROMPTLY);
     assert_eq!(o.status.code(), Some(130));
     assert_eq!(ours(), 0, "no nginx of the demo is left");
 }

@@ -158,7 +158,7 @@ fn workers_merge_exactly() {
 
 #[test]
 fn connection_refused_is_counted_as_connect_errors() {
-    let port = crate::util::nginx::free_port();
+    let (_held, port) = crate::util::nginx::refusing_port();
     let url = format!("http://127.0.0.1:{port}/");
     let r = run(&[&url, "-n", "20", "-c", "2"]);
     assert_consistent(&r);

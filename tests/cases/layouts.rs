@@ -6,7 +6,7 @@ use archbench::stats::{Environment, PlanSummary, Recorder, ResponseTimes, RunRes
 
 use crate::util::faulty::{Fault, FaultyServer};
 use crate::util::nginx::{Nginx, NginxConfig};
-use crate::util::{archbench, require_tool, stdout};
+use crate::util::{archbench, require_tool, stderr, stdout};
 
 /// A result with known contents: 10,000 responses with latencies spread from 100 µs to 25 ms.
 fn fixed_result(keepalive: bool) -> RunResult {
@@ -174,6 +174,7 @@ fn ab_output_has_real_abs_shape() {
     for args in [
         vec!["-n", "200", "-c", "4", url.as_str()],
         vec!["-k", "-n", "100", "-c", "2", url.as_str()],
+        vec!["-k", "-n", "1000", "-c", "10", url.as_str()],
     ] {
         let real = std::process::Command::new(&ab)
             .args(&args)
@@ -183,6 +184,15 @@ fn ab_output_has_real_abs_shape() {
         ours_args.extend_from_slice(&args);
         let ours = archbench(&ours_args);
         assert!(ours.status.success());
+        // ab's heartbeat on stderr, line for line: every tenth (at least 100) above 150.
+        let heartbeat = |o: &std::process::Output| -> Vec<String> {
+            stderr(o)
+                .lines()
+                .filter(|l| l.starts_with("Completed ") || l.starts_with("Finished "))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(heartbeat(&ours), heartbeat(&real), "{args:?}");
         // Line 1 names the program and its version; everything after must match in shape.
         let (ours, real) = (shape(&stdout(&ours)), shape(&stdout(&real)));
         assert_eq!(ours[1..], real[1..]);

@@ -1,3 +1,4 @@
+mod absurd;
 mod cli;
 mod compare;
 mod embedded;

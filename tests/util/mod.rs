@@ -96,7 +96,6 @@ pub struct ServeChild {
 
 impl ServeChild {
     pub fn start(extra: &[&str]) -> ServeChild {
-        use std::io::BufRead;
         let mut child = bin()
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(extra)
@@ -104,10 +103,7 @@ impl ServeChild {
             .spawn()
             .expect("archbench serve starts");
         // It prints its URL once it is listening.
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let line = LineReader::new(child.stdout.take().unwrap()).wait_for("http://", PROMPTLY);
         let url = line
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
@@ -158,14 +154,10 @@ impl Burner {
 
     /// Starts the burn and returns once the child reports it done.
     pub fn burn_one_second(&mut self) {
-        use std::io::{BufRead, Write};
+        use std::io::Write;
         let stdin = self.stdin.as_mut().expect("burner stdin");
         stdin.write_all(b"go\n").unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(self.child.stdout.take().expect("burn once"))
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "burnt");
+        LineReader::new(self.child.stdout.take().expect("burn once")).wait_for("burnt", PROMPTLY);
     }
 }
 
@@ -174,5 +166,90 @@ impl Drop for Burner {
         drop(self.stdin.take());
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// How long a child process gets for anything it should do promptly; a test waiting longer
+/// fails with a message instead of hanging.
+pub const PROMPTLY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Polls `cond` until it holds; panics naming `what` after `timeout`.
+pub fn wait_until(what: &str, timeout: std::time::Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// The lines of a child's stream, read on a thread so that waiting for one has a deadline.
+pub struct LineReader {
+    rx: std::sync::mpsc::Receiver<String>,
+}
+
+impl LineReader {
+    pub fn new(stream: impl std::io::Read + Send + 'static) -> LineReader {
+        use std::io::BufRead;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        LineReader { rx }
+    }
+
+    /// The first line containing `needle`; panics if the stream ends or `timeout` passes.
+    pub fn wait_for(&self, needle: &str, timeout: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("no line with {needle:?} within {timeout:?}")
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the stream ended before a line with {needle:?}")
+                }
+            }
+        }
+    }
+
+    /// Every line until the stream ends (at most `timeout`), joined.
+    pub fn rest(&self, timeout: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut out = Vec::new();
+        while let Ok(line) = self
+            .rx
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+        {
+            out.push(line);
+        }
+        out.join("\n")
+    }
+}
+
+/// Waits for a child to exit and collects its output; kills it and fails after `timeout`.
+pub fn finish_within(child: std::process::Child, timeout: std::time::Duration) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(out) => out.expect("child output"),
+        Err(_) => {
+            // SAFETY: killing our own child, which did not exit in time.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("process {pid} did not exit within {timeout:?}");
+        }
     }
 }

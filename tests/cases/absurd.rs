@@ -1,0 +1,149 @@
+//! Values a user can type, however absurd: a usage error (exit 2, one line) or a run that
+//! works in bounded memory — never a panic, an abort or a silent zero.
+
+use archbench::serve::{ServeOptions, Server};
+
+use crate::util::{
+    archbench, bin, finish_within, stderr, stdout, wait_until, LineReader, PROMPTLY,
+};
+
+#[test]
+fn absurd_values_are_usage_errors_with_one_line() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let url = s.url();
+    let u = url.as_str();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", u, "--rate", "1e-18"], "below 0.001"),
+        (vec!["run", u, "--rate", "0.0000001"], "below 0.001"),
+        (vec!["run", u, "--rate", "1e300"], "beyond one machine"),
+        (vec!["run", u, "--rate", "inf"], "invalid rate"),
+        (vec!["run", u, "--rate", "NaN"], "invalid rate"),
+        (vec!["run", u, "--rate=-5"], "invalid rate"),
+        (vec!["run", u, "-d", "99999999999h"], "out of range"),
+        (vec!["run", u, "-d", "1e9"], "invalid duration"),
+        (
+            vec!["run", u, "--timeout", "0"],
+            "timeout must be above zero",
+        ),
+        (vec!["run", u, "--timeout", "1e400"], "invalid duration"),
+        (vec!["run", u, "-t", "100000"], "at most 256 threads"),
+        (
+            vec!["run", u, "-c", "10000000"],
+            "more than 1000000 connections",
+        ),
+        (
+            vec!["run", u, "-n", "99999999999999999999999"],
+            "out of range",
+        ),
+        (vec!["run", u, "--part", "3/3"], "invalid part"),
+        (vec!["run", u, "--part", "0/0"], "invalid part"),
+        (
+            vec!["run", u, "-c", "2", "--part", "0/5"],
+            "every part needs at least one connection",
+        ),
+        (
+            vec!["run", u, "--start-at", "2999-01-01T00:00:00Z"],
+            "more than a day ahead",
+        ),
+        (vec!["run", u, "--start-at", "soon"], "invalid time"),
+        (vec!["run", u, "--start-at", "@1e300"], "invalid time"),
+        (
+            vec![
+                "compare",
+                "a=http://127.0.0.1:1/",
+                "b=http://127.0.0.1:2/",
+                "--runs",
+                "0",
+            ],
+            "--runs must be at least 1",
+        ),
+        (vec!["wrk", "-t", "0", u], "threads must be at least 1"),
+        (vec!["wrk", "-d", "0", u], "duration must be above zero"),
+        (vec!["ab", "-c", "0", u], "connections must be at least 1"),
+        (vec!["ab", "-n", "0", u], "Invalid number of requests"),
+        (
+            vec!["serve", "--nginx", "bench", "--workers", "0"],
+            "--workers",
+        ),
+        (
+            vec!["merge", "/nonexistent/a.json"],
+            "cannot read /nonexistent/a.json",
+        ),
+    ];
+    for (args, needle) in &cases {
+        let o = archbench(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got: {err}");
+    }
+    assert_eq!(s.requests(), 0, "no bad command line sent a request");
+}
+
+/// Resident memory of a process, from /proc.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+#[test]
+fn a_run_of_decades_starts_in_bounded_memory_and_stops_on_sigint() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    for duration in ["1000000000", "100000h"] {
+        let mut child = bin()
+            .args(["run", &s.url(), "-c", "2", "-t", "1", "-d", duration])
+            .args(["--timeout", "1000000000", "-o", "json", "-q"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let before = s.requests();
+        wait_until("the decades-long run to send requests", PROMPTLY, || {
+            s.requests() > before + 100
+        });
+        // The per-second series is not sized by the duration typed (once 32 GB).
+        let rss = rss_bytes(child.id());
+        assert!(
+            rss > 0 && rss < 64 << 20,
+            "-d {duration}: resident {rss} bytes"
+        );
+        let err = LineReader::new(child.stderr.take().unwrap());
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let o = finish_within(child, PROMPTLY);
+        assert_eq!(o.status.code(), Some(130), "{}", err.rest(PROMPTLY));
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(doc["interrupted"], true);
+        assert!(doc["totals"]["requests"].as_u64().unwrap() > 100);
+        assert_eq!(doc["series_step_s"], 1);
+    }
+}
+
+#[test]
+fn the_slowest_rate_allowed_runs_without_panicking() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    // One request per 1,000 s: connection 0 sends at once, connection 1 would wait 1,000 s.
+    let o = archbench(&[
+        "run",
+        &s.url(),
+        "--rate",
+        "0.001",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "-d",
+        "300ms",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["totals"]["requests"], 1);
+    assert_eq!(doc["pacing"]["lateness"]["count"], 1);
+}
