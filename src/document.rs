@@ -109,6 +109,28 @@ pub enum DocumentError {
 
 /// Reads the document at `path`.
 pub fn read(path: &Path) -> Result<Document, DocumentError> {
+    read_checked(path, None)
+}
+
+/// Reads a run result, refusing other kinds (before reading them further) with `wanted` as
+/// the advice.
+pub fn read_result(path: &Path, wanted: &'static str) -> Result<RunResult, DocumentError> {
+    match read_checked(path, Some((DocumentKind::Result, wanted)))? {
+        Document::Result(r) => Ok(*r),
+        other => Err(DocumentError::WrongKind {
+            path: path.to_path_buf(),
+            found: other.kind().name(),
+            wanted,
+        }),
+    }
+}
+
+/// Reads a document: its kind first, then its version, then (only if both are right, and
+/// the kind is the one `expected`) the whole of it.
+fn read_checked(
+    path: &Path,
+    expected: Option<(DocumentKind, &'static str)>,
+) -> Result<Document, DocumentError> {
     let text = std::fs::read_to_string(path).map_err(|source| DocumentError::Io {
         path: path.to_path_buf(),
         source,
@@ -123,6 +145,13 @@ pub fn read(path: &Path) -> Result<Document, DocumentError> {
         path: path.to_path_buf(),
         kind: name.to_string(),
     })?;
+    if let Some((_, wanted)) = expected.filter(|(want, _)| *want != kind) {
+        return Err(DocumentError::WrongKind {
+            path: path.to_path_buf(),
+            found: kind.name(),
+            wanted,
+        });
+    }
     let version = &value["schema_version"];
     if !version
         .as_u64()
@@ -152,16 +181,4 @@ pub fn read(path: &Path) -> Result<Document, DocumentError> {
             Document::Comparison(serde_json::from_value(value).map_err(invalid)?)
         }
     })
-}
-
-/// Reads a run result, refusing other kinds with `wanted` as the advice.
-pub fn read_result(path: &Path, wanted: &'static str) -> Result<RunResult, DocumentError> {
-    match read(path)? {
-        Document::Result(r) => Ok(*r),
-        other => Err(DocumentError::WrongKind {
-            path: path.to_path_buf(),
-            found: other.kind().name(),
-            wanted,
-        }),
-    }
 }

@@ -125,7 +125,7 @@ fn exit_for(e: &anyhow::Error) -> i32 {
             return 0;
         }
     }
-    eprintln!("archbench: {e:#}");
+    eprintln!("archbench: {}", one_line(e));
     if e.downcast_ref::<PlanError>().is_some()
         || e.downcast_ref::<crate::document::DocumentError>().is_some()
         || e.downcast_ref::<crate::stats::MergeError>().is_some()
@@ -134,6 +134,23 @@ fn exit_for(e: &anyhow::Error) -> i32 {
     } else {
         EXIT_FAILURE
     }
+}
+
+/// The error and its causes on one line, each cause once: messages that already quote their
+/// source (`cannot read X: No such file`) are not followed by it again.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
 }
 
 /// SIGINT/SIGTERM set `stop`; a second one exits at once.
@@ -631,4 +648,23 @@ fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         md.display()
     );
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advice_speaks_the_front_ends_own_flags() {
+        let cores = crate::os::logical_cores() as usize;
+        // ab's -t is a time limit: its advice never suggests it.
+        let ab = client_advice(FrontEnd::Ab, cores);
+        assert!(!ab.contains("-t"), "{ab}");
+        assert!(ab.contains("second machine"), "{ab}");
+        // run and wrk with fewer threads than cores: raise -t.
+        if cores > 1 {
+            assert!(client_advice(FrontEnd::Wrk, 1).starts_with("raise -t (it is 1;"));
+        }
+        assert!(!client_advice(FrontEnd::Run, cores).contains("raise -t"));
+    }
 }

@@ -327,7 +327,9 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
     }
     if a.requests == Some(0) {
         // ab's own words.
-        return Err(invalid("Invalid number of requests (-n 0); use e.g. -n 1000"));
+        return Err(invalid(
+            "Invalid number of requests (-n 0); use e.g. -n 1000",
+        ));
     }
     let requests = match (a.requests, a.timelimit) {
         (Some(n), _) => n,
@@ -512,4 +514,101 @@ pub fn with_perf(
             ..w.clone()
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// Splits a POSIX shell line: words, single quotes, `'\''`; a `#` word ends it.
+    fn shell_split(line: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut word = String::new();
+        let (mut quoted, mut in_word) = (false, false);
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\'' => {
+                    quoted = !quoted;
+                    in_word = true;
+                }
+                '\\' if !quoted => {
+                    word.extend(chars.next());
+                    in_word = true;
+                }
+                '#' if !quoted && !in_word => break,
+                c if c.is_whitespace() && !quoted => {
+                    if in_word {
+                        words.push(std::mem::take(&mut word));
+                    }
+                    in_word = false;
+                }
+                c => {
+                    word.push(c);
+                    in_word = true;
+                }
+            }
+        }
+        if in_word {
+            words.push(word);
+        }
+        words
+    }
+
+    fn parse(argv: &[String]) -> Command {
+        Cli::try_parse_from(argv).expect("the line parses").command
+    }
+
+    fn assert_same_plan(a: &Plan, b: &Plan) {
+        assert_eq!(a.target, b.target);
+        assert_eq!(a.addrs, b.addrs);
+        assert_eq!(a.request, b.request);
+        assert_eq!(a.connections, b.connections);
+        assert_eq!(a.threads, b.threads);
+        assert_eq!(a.stop, b.stop);
+        assert_eq!(a.pacing, b.pacing);
+        assert_eq!(a.timeout, b.timeout);
+        assert_eq!(a.insecure, b.insecure);
+        assert_eq!(a.part, b.part);
+    }
+
+    #[test]
+    fn reproduce_lines_rebuild_the_plan_they_describe() {
+        let compare = shell_split(
+            "archbench compare a=http://127.0.0.1:8080/x?y=1 b=http://127.0.0.1:8081/ -c 7 -t 1 \
+             -d 1500ms --rate 250.5 -H 'X-Note: it'\\''s here' --timeout 2500us -k --runs 4",
+        );
+        let Command::Compare(args) = parse(&compare) else {
+            panic!("parsed as compare")
+        };
+        let plan = compare_plan(&args).unwrap();
+        let runs: Vec<Vec<String>> = vec![
+            shell_split(
+                "archbench run http://127.0.0.1:9/ -n 900 -c 30 -t 2 -m post --body 'a b' \
+                 --http1.0 --no-keepalive --part 1/3 --timeout 7s",
+            ),
+            shell_split("archbench run http://127.0.0.1:9/ -d 2m --rate 10k -c 5"),
+        ];
+        let mut plans: Vec<Plan> = plan.contenders.into_iter().map(|c| c.plan).collect();
+        for argv in runs {
+            let Command::Run(a) = parse(&argv) else {
+                panic!("parsed as run")
+            };
+            plans.push(run_plan(&a).unwrap());
+        }
+        for original in &plans {
+            let line = reproduce(original);
+            let Command::Run(a) = parse(&shell_split(&line)) else {
+                panic!("{line} parsed as run")
+            };
+            let again = run_plan(&a).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_same_plan(original, &again);
+            assert_eq!(reproduce(&again), line);
+        }
+        assert!(reproduce(&plans[0]).contains("--timeout 2500us"));
+        assert!(reproduce(&plans[0]).contains("--insecure"));
+    }
 }

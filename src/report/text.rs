@@ -142,6 +142,19 @@ impl Report for TextReport {
             c.busiest_worker_percent,
             grouped(c.requests_per_cpu_s.round() as u64)
         )?;
+        if let Some(pc) = &r.pacing {
+            let l = &pc.lateness;
+            writeln!(
+                out,
+                "  Pacing     target {} req/s, achieved {:.1}; send lateness p50 {} µs, p99 {} µs, max {} µs; {} requests held by a busy connection",
+                pc.target_rate,
+                pc.achieved_rate,
+                l.p50_us,
+                l.p99_us,
+                l.max_us,
+                grouped(pc.held_by_busy_connection)
+            )?;
+        }
         for s in &r.servers {
             writeln!(
                 out,
@@ -156,6 +169,13 @@ impl Report for TextReport {
                 bytes_iec(s.peak_memory_bytes as f64),
                 grouped(s.requests_per_cpu_s.round() as u64)
             )?;
+            if let Some(st) = &s.sampling_stopped {
+                writeln!(
+                    out,
+                    "             sampling stopped {:.1} s in: {} (figures cover {:.1} s)",
+                    st.after_s, st.reason, s.sampled_s
+                )?;
+            }
             let f = &s.fingerprint;
             if let Some(d) = f.describe() {
                 writeln!(out, "             {d}")?;

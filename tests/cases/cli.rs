@@ -607,9 +607,24 @@ fn watching_a_live_cgroup_measures_what_runs_in_it() {
     let monitor = archbench::monitor::Monitor::start(&spec).unwrap();
     burner.burn_one_second();
     let usage = monitor.finish();
-    // The cgroup can only be removed once its process is gone.
+    assert_eq!(usage.sampling_stopped, None);
+    // A cgroup that disappears while watched (a container stopped, a pod restarted) ends the
+    // sampling, never the measurement: what was read before stays, and why it stopped is said.
+    let monitor = archbench::monitor::Monitor::start(&spec).unwrap();
+    burner.burn_one_second();
+    let parent = root.join("cgroup.procs");
+    std::fs::write(&parent, burner.pid().to_string()).unwrap();
+    std::fs::remove_dir(&dir).unwrap();
+    let lost = monitor.finish();
+    let stopped = lost.sampling_stopped.as_ref().expect("sampling stopped");
+    assert!(stopped.server_gone, "{stopped:?}");
+    assert!(stopped.reason.contains("cannot read"), "{stopped:?}");
+    assert!(
+        lost.cpu_s > 0.5 && lost.cpu_s <= 1.1,
+        "{:.3} CPU s kept",
+        lost.cpu_s
+    );
     drop(burner);
-    let _ = std::fs::remove_dir(&dir);
     if let Some(m) = &mem_dir {
         let _ = std::fs::remove_dir(m);
     }

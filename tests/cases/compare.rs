@@ -305,3 +305,42 @@ fn an_interrupted_demo_stops_the_nginx_it_started() {
     assert_eq!(o.status.code(), Some(130));
     assert_eq!(ours(), 0, "no nginx of the demo is left");
 }
+
+#[test]
+fn too_few_runs_say_no_verdict_before_and_after() {
+    let a = archbench::serve::Server::start(archbench::serve::ServeOptions::default()).unwrap();
+    let b = archbench::serve::Server::start(archbench::serve::ServeOptions::default()).unwrap();
+    for (runs, why) in [
+        ("1", "one run: no verdict"),
+        ("3", "3 runs cannot reach alpha=0.05 (the smallest possible p is 0.100): use --runs 4 or more"),
+    ] {
+        let o = archbench(&[
+            "compare",
+            &format!("a={}", a.url()),
+            &format!("b={}", b.url()),
+            "--runs",
+            runs,
+            "-d",
+            "150ms",
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "--no-warmup",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        // Said before the first run starts…
+        let err = stderr(&o);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.contains(why), "{first}");
+        // …and in the table, with no interval and no p-value pretending otherwise.
+        let table = stdout(&o);
+        assert!(table.contains(&format!("No verdict: {why}.")), "{table}");
+        let req = table.lines().find(|l| l.trim_start().starts_with("req/s")).unwrap();
+        assert!(req.contains("no verdict") && !req.contains("p="), "{req}");
+        // The limiter is in the report once per target, never repeated per run on stderr.
+        assert!(!err.contains("limiter"), "{err}");
+        assert_eq!(table.matches("Limiter a (first run)").count(), 1, "{table}");
+        assert_eq!(table.matches("Limiter b (first run)").count(), 1, "{table}");
+    }
+}

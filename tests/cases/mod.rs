@@ -4,4 +4,6 @@ mod compare;
 mod embedded;
 mod faults;
 mod layouts;
+mod merge;
 mod nginx;
+mod open_loop;

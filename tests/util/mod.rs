@@ -124,11 +124,12 @@ impl Drop for ServeChild {
     }
 }
 
-/// A child process that burns exactly one CPU-second (by its own clock) when told to, says so,
-/// then waits until it is dropped.
+/// A child process that burns exactly one CPU-second (by its own clock) each time it is told
+/// to, says so, and otherwise waits until it is dropped.
 pub struct Burner {
     child: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
+    out: LineReader,
 }
 
 impl Burner {
@@ -138,26 +139,28 @@ impl Burner {
         let mut child = std::process::Command::new(python)
             .args([
                 "-c",
-                "import sys,time\nsys.stdin.readline()\nt=time.process_time()\nwhile time.process_time()-t<1.0: pass\nprint('burnt',flush=True)\nsys.stdin.readline()",
+                "import sys,time\nfor _ in sys.stdin:\n    t=time.process_time()\n    while time.process_time()-t<1.0: pass\n    print('burnt',flush=True)",
             ])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("python3 starts");
         let stdin = child.stdin.take();
-        Some(Burner { child, stdin })
+        let out = LineReader::new(child.stdout.take().expect("burner stdout"));
+        Some(Burner { child, stdin, out })
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    /// Starts the burn and returns once the child reports it done.
+    /// Burns one CPU-second and returns once the child reports it done.
     pub fn burn_one_second(&mut self) {
         use std::io::Write;
         let stdin = self.stdin.as_mut().expect("burner stdin");
         stdin.write_all(b"go\n").unwrap();
-        LineReader::new(self.child.stdout.take().expect("burn once")).wait_for("burnt", PROMPTLY);
+        stdin.flush().unwrap();
+        self.out.wait_for("burnt", PROMPTLY);
     }
 }
 

@@ -1,0 +1,210 @@
+//! Results that merge across processes: three `run --part I/3` processes started at one
+//! instant against nginx, merged, checked against nginx's access log and against one
+//! histogram of all three recordings; and documents that must be refused.
+
+use std::time::{Duration, SystemTime};
+
+use archbench::serve::{ServeOptions, Server};
+use archbench::stats::SerializedHistogram;
+
+use crate::util::nginx::{Nginx, NginxConfig};
+use crate::util::schema::assert_valid;
+use crate::util::{archbench, bin, finish_within, read_json, stderr, PROMPTLY};
+
+fn histogram(doc: &serde_json::Value, which: &str) -> hdrhistogram::Histogram<u64> {
+    let h: SerializedHistogram = serde_json::from_value(doc["histograms"][which].clone()).unwrap();
+    h.0
+}
+
+#[test]
+fn three_parts_started_together_merge_exactly() {
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let start = SystemTime::now() + Duration::from_millis(1500);
+    let at = format!(
+        "@{:.6}",
+        start
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    );
+    let files: Vec<_> = (0..3)
+        .map(|i| dir.path().join(format!("p{i}.json")))
+        .collect();
+    // Six connections at 600 req/s, 1,200 requests in all: each part two connections,
+    // 200 req/s, 400 requests (a count, so no request is in flight when a part stops).
+    let children: Vec<_> = (0..3)
+        .map(|i| {
+            bin()
+                .args(["run", &ng.url("/"), "-c", "6", "-t", "1", "--rate", "600"])
+                .args(["-n", "1200", "--part", &format!("{i}/3"), "--start-at", &at])
+                .args(["-q", "--json"])
+                .arg(&files[i])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = finish_within(c, PROMPTLY);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let parts: Vec<serde_json::Value> = files.iter().map(read_json).collect();
+    for (i, p) in parts.iter().enumerate() {
+        assert_valid(p);
+        assert_eq!(p["plan"]["connections"], 2);
+        assert_eq!(p["plan"]["rate"], 200.0);
+        assert_eq!(p["plan"]["part"]["index"], i);
+        assert_eq!(p["plan"]["part"]["connections"], 6);
+    }
+    let merged_file = dir.path().join("merged.json");
+    let mut args = vec!["merge".to_string()];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    args.extend(["--json".into(), merged_file.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = archbench(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = read_json(&merged_file);
+    assert_valid(&m);
+    let log = ng.stop_and_read_log();
+    // A request counted is a request the server answered.
+    let requests = m["totals"]["requests"].as_u64().unwrap();
+    assert_eq!(requests, 1200);
+    assert_eq!(requests, log.len() as u64);
+    assert_eq!(m["plan"]["requests"], 1200);
+    assert_eq!(
+        requests,
+        parts
+            .iter()
+            .map(|p| p["totals"]["requests"].as_u64().unwrap())
+            .sum::<u64>()
+    );
+    assert_eq!(m["plan"]["connections"], 6);
+    assert_eq!(m["plan"]["rate"], 600.0);
+    assert_eq!(m["sources"].as_array().unwrap().len(), 3);
+    // Percentiles equal those of one histogram holding every recording of the three.
+    let mut all = archbench::stats::latency_histogram();
+    for p in &parts {
+        for v in histogram(p, "total").iter_recorded() {
+            all.record_n(v.value_iterated_to(), v.count_at_value())
+                .unwrap();
+        }
+    }
+    let merged = histogram(&m, "total");
+    assert_eq!(merged.len(), requests);
+    for (q, field) in [
+        (0.5, "p50_us"),
+        (0.9, "p90_us"),
+        (0.99, "p99_us"),
+        (1.0, "max_us"),
+    ] {
+        assert_eq!(all.value_at_quantile(q), merged.value_at_quantile(q), "{q}");
+        assert_eq!(
+            m["latency"]["total"][field],
+            all.value_at_quantile(q),
+            "{field}"
+        );
+    }
+    // The series, aligned on the wall clock, adds up to the total.
+    let series: u64 = m["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["completed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(series, requests);
+    // They started together: every part began at the instant given.
+    for p in &parts {
+        assert_eq!(p["plan"]["start_at"], parts[0]["plan"]["start_at"]);
+        assert_eq!(p["started_at"], parts[0]["started_at"]);
+    }
+    for s in m["sources"].as_array().unwrap() {
+        assert_eq!(s["start_offset_s"], 0.0);
+    }
+    // One smooth rate, not three bursts in lockstep: in lockstep two of every three
+    // arrivals would share their millisecond with another part's.
+    let mut msec: Vec<f64> = log.iter().map(|l| l.msec).collect();
+    msec.sort_by(f64::total_cmp);
+    let same_ms = msec.windows(2).filter(|w| w[1] - w[0] < 0.0005).count();
+    assert!(
+        (same_ms as f64) < 0.4 * msec.len() as f64,
+        "{same_ms} of {} arrivals share a millisecond with the one before",
+        msec.len()
+    );
+}
+
+#[test]
+fn merge_refuses_what_it_cannot_merge_exactly() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.json");
+    let o = archbench(&[
+        "run",
+        &s.url(),
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "-q",
+        "--json",
+        good.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = read_json(&good);
+    let write = |name: &str, v: &serde_json::Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_json::to_string(v).unwrap()).unwrap();
+        p.display().to_string()
+    };
+    let mut future = doc.clone();
+    future["schema_version"] = 99.into();
+    let mut other = doc.clone();
+    other["kind"] = "something-else".into();
+    let mut inconsistent = doc.clone();
+    inconsistent["totals"]["requests"] = 9999.into();
+    let mut wide = doc.clone();
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+    h.record(3_000_000_000).unwrap();
+    wide["histograms"]["service"] = serde_json::to_value(SerializedHistogram(h)).unwrap();
+    let compare_doc = serde_json::json!({"kind": "archbench-comparison", "schema_version": 2});
+    let good = good.display().to_string();
+    for (file, needle) in [
+        (
+            write("future.json", &future),
+            "schema_version 99, which this archbench does not read",
+        ),
+        (write("other.json", &other), "is not an archbench document"),
+        (
+            write("inconsistent.json", &inconsistent),
+            "its figures disagree",
+        ),
+        (write("wide.json", &wide), "incompatible bounds"),
+        (write("cmp.json", &compare_doc), "merge takes run results"),
+        (
+            write("text.json", &serde_json::json!("not a document")),
+            "not an archbench document",
+        ),
+    ] {
+        let o = archbench(&["merge", &good, &file]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{file}: {err}");
+        assert!(err.contains(needle), "{file}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    // `report` reads through the same typed path and refuses the same way.
+    let o = archbench(&["report", &write("future2.json", &future)]);
+    assert_eq!(o.status.code(), Some(2));
+    // A good document merged with itself doubles every count and keeps every percentile.
+    let out = dir.path().join("twice.json");
+    let o = archbench(&["merge", &good, &good, "--json", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let twice = read_json(&out);
+    assert_eq!(twice["totals"]["requests"], 400);
+    assert_eq!(
+        twice["latency"]["total"]["p99_us"],
+        doc["latency"]["total"]["p99_us"]
+    );
+}
