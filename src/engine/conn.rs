@@ -1,6 +1,7 @@
 //! One client connection: its socket (plain or TLS) and where its current request stands.
 
 use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use mio::net::TcpStream;
@@ -37,6 +38,49 @@ impl Transport {
             Transport::Plain(s) => s.read(buf),
             Transport::Tls(t) => t.read(buf),
         }
+    }
+
+    /// Reads like [`Transport::read`], and returns the kernel's receive time of the last
+    /// segment read (SO_TIMESTAMPNS, CLOCK_REALTIME) when the socket asked for it. TLS reads
+    /// through rustls and has none.
+    pub fn read_stamped(&mut self, buf: &mut [u8]) -> io::Result<(usize, Option<libc::timespec>)> {
+        let Transport::Plain(s) = self else {
+            return self.read(buf).map(|n| (n, None));
+        };
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // Room for one timestamp message; u64s keep it aligned for cmsghdr.
+        let mut control = [0u64; 8];
+        // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: a valid socket descriptor and a msghdr describing buffers we own.
+        let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut stamp = None;
+        // SAFETY: walking the control messages the kernel wrote into `control`, as CMSG_*
+        // prescribe; the timestamp is read unaligned from inside the message.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                    && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+                {
+                    stamp = Some(std::ptr::read_unaligned(
+                        libc::CMSG_DATA(cmsg).cast::<libc::timespec>(),
+                    ));
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        Ok((n as usize, stamp))
     }
 
     /// TLS records waiting for the socket; plain sockets have none.

@@ -33,6 +33,11 @@ const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
 const RATE_SAMPLE: Duration = Duration::from_millis(100);
 /// The poll token of the open-loop send timer; connections use their index.
 const TIMER: Token = Token(usize::MAX);
+/// Open loop over plain TCP: when the next send is at most this far off, the worker sleeps on
+/// the send timer alone and reads the responses that arrived meanwhile when it wakes, timed
+/// by the kernel's receive timestamps. One wake-up then serves a send and the responses
+/// before it, where reacting to each response would cost a second one.
+const DEFER_READS_UP_TO: Duration = Duration::from_millis(5);
 
 #[derive(Clone)]
 pub struct TlsSetup {
@@ -101,9 +106,57 @@ pub struct Worker<'a> {
     interval: Duration,
     /// Open loop: wakes the poll at the next send time, to the nanosecond.
     timer: Option<SendTimer>,
+    /// Open loop over plain TCP: responses carry kernel receive timestamps, and a poll holding
+    /// only the timer lets the worker sleep through their arrival (see DEFER_READS_UP_TO).
+    deferred: Option<DeferredReads>,
+    /// Connections waiting for a writable edge (connecting, or a request partly written):
+    /// while any does, the worker cannot sleep on the timer alone.
+    awaiting_writable: usize,
     first_send: Option<Instant>,
     stop: &'a AtomicBool,
     progress: &'a WorkerProgress,
+}
+
+/// Reading responses late but timing them exactly: the timer-only poll, and where the
+/// monotonic and the wall clocks stood together when the last poll returned (kernel receive
+/// timestamps are wall-clock times).
+struct DeferredReads {
+    timer_poll: Poll,
+    events: Events,
+    anchor: (Instant, libc::timespec),
+    /// A read has come with a timestamp: the kernel stamps segments now (it turns stamping
+    /// on asynchronously after the first socket asks), so reads may be deferred.
+    stamping: bool,
+}
+
+fn wall_clock_now() -> libc::timespec {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts
+}
+
+impl DeferredReads {
+    /// The instant a kernel receive timestamp stands for, from the anchor taken when the poll
+    /// returned; `fallback` when the stamp is absent or implausible (a wall-clock step).
+    fn arrival(&self, stamp: Option<libc::timespec>, fallback: Instant) -> Instant {
+        let Some(ts) = stamp else { return fallback };
+        let (at, wall) = self.anchor;
+        let ns = |t: libc::timespec| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
+        let ahead = ns(ts) - ns(wall);
+        let instant = if ahead >= 0 {
+            at.checked_add(Duration::from_nanos(ahead.min(i128::from(u32::MAX)) as u64))
+        } else {
+            at.checked_sub(Duration::from_nanos((-ahead).min(60_000_000_000) as u64))
+        };
+        match instant {
+            Some(i) if i <= fallback && (-ahead) < 60_000_000_000 => i,
+            _ => fallback,
+        }
+    }
 }
 
 /// A timerfd in the worker's poll: epoll_wait alone counts whole milliseconds, so waiting for
@@ -116,7 +169,7 @@ struct SendTimer {
 }
 
 impl SendTimer {
-    fn new(poll: &Poll) -> io::Result<SendTimer> {
+    fn new(polls: &[&Poll]) -> io::Result<SendTimer> {
         // SAFETY: timerfd_create returns a new descriptor we own, or -1.
         let raw = unsafe {
             libc::timerfd_create(
@@ -129,8 +182,10 @@ impl SendTimer {
         }
         // SAFETY: `raw` is a valid descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        poll.registry()
-            .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
+        for poll in polls {
+            poll.registry()
+                .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
+        }
         Ok(SendTimer { fd, armed: None })
     }
 
@@ -173,12 +228,28 @@ impl<'a> Worker<'a> {
     ) -> Result<Worker<'a>, EngineError> {
         let poll = Poll::new().map_err(EngineError::Poll)?;
         let now = spec.start;
-        let (interval, timer) = match spec.pacing {
-            Pacing::Closed => (Duration::ZERO, None),
-            Pacing::Open { rate } => (
-                super::seconds(spec.total_connections as f64 / rate),
-                Some(SendTimer::new(&poll).map_err(EngineError::Poll)?),
-            ),
+        let (interval, timer, deferred) = match spec.pacing {
+            Pacing::Closed => (Duration::ZERO, None, None),
+            Pacing::Open { rate } => {
+                // TLS reads through rustls, without the kernel's timestamps: no deferring.
+                let deferred = match spec.tls {
+                    Some(_) => None,
+                    None => Some(DeferredReads {
+                        timer_poll: Poll::new().map_err(EngineError::Poll)?,
+                        events: Events::with_capacity(4),
+                        anchor: (Instant::now(), wall_clock_now()),
+                        stamping: false,
+                    }),
+                };
+                let mut polls = vec![&poll];
+                polls.extend(deferred.as_ref().map(|d| &d.timer_poll));
+                let timer = SendTimer::new(&polls).map_err(EngineError::Poll)?;
+                (
+                    super::seconds(spec.total_connections as f64 / rate),
+                    Some(timer),
+                    deferred,
+                )
+            }
         };
         Ok(Worker {
             conns: (0..spec.connections).map(|_| Conn::new(now)).collect(),
@@ -192,6 +263,8 @@ impl<'a> Worker<'a> {
             sending: Vec::with_capacity(spec.connections),
             interval,
             timer,
+            deferred,
+            awaiting_writable: 0,
             first_send: None,
             stop,
             progress,
@@ -215,7 +288,7 @@ impl<'a> Worker<'a> {
                     let g = self.spec.schedule.first + self.spec.schedule.stride * i;
                     let due = start + super::seconds(g as f64 / rate);
                     self.conns[i].next_due = due;
-                    self.conns[i].phase = Phase::Waiting;
+                    self.set_phase(i, Phase::Waiting);
                     self.timers.push(Reverse((due, i)));
                 }
             }
@@ -241,21 +314,37 @@ impl<'a> Worker<'a> {
                 wake = wake.min(d);
             }
             let mut wait = wake.saturating_duration_since(now);
-            if let (Some(&Reverse((due, _))), Some(timer)) = (self.timers.peek(), &mut self.timer) {
-                // The next send time wakes the poll through the timer, to the nanosecond.
+            let next_due = self.timers.peek().map(|Reverse((due, _))| *due);
+            if let (Some(due), Some(timer)) = (next_due, &mut self.timer) {
+                // The next send time wakes the poll through the timer, to the nanosecond, even
+                // when a housekeeping wake comes first: epoll's own timeout is rounded up to a
+                // whole millisecond, which would make sends just after it late.
                 if due <= now {
                     wait = Duration::ZERO;
-                } else if due < wake {
+                } else {
                     timer.arm(due, now).map_err(EngineError::Poll)?;
                 }
             }
             if !self.ready.is_empty() {
                 wait = Duration::ZERO;
             }
-            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
+            let sleep_on_timer = self.awaiting_writable == 0
+                && !wait.is_zero()
+                && next_due.is_some_and(|d| d.saturating_duration_since(now) <= DEFER_READS_UP_TO);
+            let polled = match self.deferred.as_mut() {
+                Some(d) if sleep_on_timer && d.stamping => d
+                    .timer_poll
+                    .poll(&mut d.events, Some(wait))
+                    .and_then(|()| self.poll.poll(&mut events, Some(Duration::ZERO))),
+                _ => self.poll.poll(&mut events, Some(wait)),
+            };
+            if let Err(e) = polled {
                 if e.kind() != io::ErrorKind::Interrupted {
                     return Err(EngineError::Poll(e));
                 }
+            }
+            if let Some(d) = self.deferred.as_mut() {
+                d.anchor = (Instant::now(), wall_clock_now());
             }
             for ev in events.iter() {
                 if ev.token() == TIMER {
@@ -343,6 +432,17 @@ impl<'a> Worker<'a> {
         self.sending.clear();
     }
 
+    /// Moves connection `i` to `phase`, keeping count of those that wait for a writable edge.
+    fn set_phase(&mut self, i: usize, phase: Phase) {
+        let needs_writable = |p: Phase| matches!(p, Phase::Connecting | Phase::Writing);
+        let old = std::mem::replace(&mut self.conns[i].phase, phase);
+        match (needs_writable(old), needs_writable(phase)) {
+            (false, true) => self.awaiting_writable += 1,
+            (true, false) => self.awaiting_writable -= 1,
+            _ => {}
+        }
+    }
+
     fn second(&self, now: Instant) -> u32 {
         now.saturating_duration_since(self.spec.start).as_secs() as u32
     }
@@ -404,8 +504,8 @@ impl<'a> Worker<'a> {
         conn.written = 0;
         conn.parser.reset(self.spec.head_request, capture_server);
         if conn.io.is_some() {
-            conn.phase = Phase::Writing;
             conn.sent = now;
+            self.set_phase(i, Phase::Writing);
             self.write(i);
         } else {
             self.open(i, now);
@@ -413,10 +513,9 @@ impl<'a> Worker<'a> {
     }
 
     fn park(&mut self, i: usize) {
-        let conn = &mut self.conns[i];
-        if conn.phase != Phase::Parked {
-            conn.phase = Phase::Parked;
-            conn.io = None;
+        if self.conns[i].phase != Phase::Parked {
+            self.set_phase(i, Phase::Parked);
+            self.conns[i].io = None;
             self.active -= 1;
         }
     }
@@ -432,6 +531,20 @@ impl<'a> Worker<'a> {
             }
         };
         let _ = stream.set_nodelay(true);
+        if self.deferred.is_some() {
+            // Receive timestamps let responses be read late and timed exactly.
+            let on: libc::c_int = 1;
+            // SAFETY: setting an int socket option on a socket we own.
+            unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&stream),
+                    libc::SOL_SOCKET,
+                    libc::SO_TIMESTAMPNS,
+                    (&on as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+        }
         let mut io = Transport::Plain(stream);
         let registered = match &mut io {
             Transport::Plain(s) => {
@@ -444,9 +557,8 @@ impl<'a> Worker<'a> {
         if registered.is_err() {
             return self.fail(i, ErrorKind::Connect, now);
         }
-        let conn = &mut self.conns[i];
-        conn.io = Some(io);
-        conn.phase = Phase::Connecting;
+        self.conns[i].io = Some(io);
+        self.set_phase(i, Phase::Connecting);
     }
 
     fn finish_connect(&mut self, i: usize) {
@@ -475,8 +587,8 @@ impl<'a> Worker<'a> {
                 Err(_) => return self.fail(i, ErrorKind::Tls, now),
             }
         }
-        conn.phase = Phase::Writing;
         conn.sent = now;
+        self.set_phase(i, Phase::Writing);
         self.write(i);
     }
 
@@ -499,7 +611,7 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        conn.phase = Phase::Reading;
+        self.set_phase(i, Phase::Reading);
     }
 
     /// Reads what the socket holds. `drain`: the peer has closed, so keep reading to EOF
@@ -509,8 +621,17 @@ impl<'a> Worker<'a> {
             let conn = &mut self.conns[i];
             let Some(io) = conn.io.as_mut() else { return };
             let tls = io.is_tls();
-            let result = io.read(&mut self.buf);
-            let now = Instant::now();
+            // With receive timestamps, the response is timed from its arrival, however late
+            // it is read.
+            let (result, now) = match &mut self.deferred {
+                Some(d) => {
+                    let r = io.read_stamped(&mut self.buf);
+                    let stamp = r.as_ref().ok().and_then(|(_, s)| *s);
+                    d.stamping |= stamp.is_some();
+                    (r.map(|(n, _)| n), d.arrival(stamp, Instant::now()))
+                }
+                None => (io.read(&mut self.buf), Instant::now()),
+            };
             match result {
                 Ok(0) => {
                     return match conn.parser.on_eof() {
@@ -589,15 +710,16 @@ impl<'a> Worker<'a> {
         self.next(i, now);
     }
 
-    /// Schedules connection `i`'s next request according to the pacing.
+    /// Schedules connection `i`'s next request according to the pacing; `now` is when its
+    /// last request ended (a response's arrival, which may lie before the present).
     fn next(&mut self, i: usize, now: Instant) {
         if self.spec.deadline.is_some_and(|d| now >= d) {
-            self.conns[i].phase = Phase::Waiting;
+            self.set_phase(i, Phase::Waiting);
             return;
         }
         match self.spec.pacing {
             Pacing::Closed => {
-                self.conns[i].phase = Phase::Ready;
+                self.set_phase(i, Phase::Ready);
                 self.ready.push(i);
             }
             Pacing::Open { .. } => {
@@ -606,11 +728,14 @@ impl<'a> Worker<'a> {
                 let due = conn.next_due;
                 if due <= now {
                     // The response came after this request was due: the server held it up,
-                    // and it goes out at once (its latency still counts from `due`).
+                    // and it goes out at once (its latency still counts from `due`; it is
+                    // late only by the time since its connection came free).
                     self.rec.sends_held_by_busy_connection += 1;
-                    self.start_request(i, due, now, Some(0));
+                    let sent = Instant::now();
+                    let late = micros(sent.saturating_duration_since(now));
+                    self.start_request(i, due, sent, Some(late));
                 } else {
-                    conn.phase = Phase::Waiting;
+                    self.set_phase(i, Phase::Waiting);
                     self.timers.push(Reverse((due, i)));
                 }
             }
@@ -638,5 +763,101 @@ fn classify(e: &io::Error, doing: ErrorKind) -> ErrorKind {
         ErrorKind::Tls
     } else {
         doing
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(sec: i64, nsec: i64) -> libc::timespec {
+        libc::timespec {
+            tv_sec: sec,
+            tv_nsec: nsec,
+        }
+    }
+
+    #[test]
+    fn a_receive_timestamp_becomes_the_instant_it_stands_for() {
+        let poll = Poll::new().unwrap();
+        let at = Instant::now();
+        let d = DeferredReads {
+            timer_poll: poll,
+            events: Events::with_capacity(1),
+            anchor: (at, ts(1_000, 500_000_000)),
+            stamping: true,
+        };
+        let later = at + Duration::from_millis(10);
+        // Arrived 3.25 ms before the poll returned: 3.25 ms before the anchor's instant.
+        assert_eq!(
+            d.arrival(Some(ts(1_000, 496_750_000)), later),
+            at - Duration::from_micros(3_250)
+        );
+        // Arrived after the poll returned (read a little later): still its own instant.
+        assert_eq!(
+            d.arrival(Some(ts(1_000, 502_000_000)), later),
+            at + Duration::from_millis(2)
+        );
+        // No stamp, a stamp after the present, or a wall clock stepped by minutes: the read
+        // time stands.
+        assert_eq!(d.arrival(None, later), later);
+        assert_eq!(d.arrival(Some(ts(1_000, 520_000_000)), later), later);
+        assert_eq!(d.arrival(Some(ts(800, 0)), later), later);
+    }
+
+    #[test]
+    fn a_loopback_response_carries_its_arrival_time() {
+        use std::io::Write as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = std::net::TcpStream::connect(addr).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let on: libc::c_int = 1;
+        // SAFETY: setting an int socket option on a socket we own.
+        unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&client),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        client.set_nonblocking(true).unwrap();
+        let mut t = Transport::Plain(TcpStream::from_std(client));
+        let mut buf = [0u8; 64];
+        let ns = |t: libc::timespec| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
+        // The kernel turns timestamping on asynchronously after the first socket asks, so
+        // the first segments may come unstamped (the worker defers reads only once stamps
+        // arrive).
+        let mut stamped = 0;
+        for _ in 0..2_000 {
+            let sent = wall_clock_now();
+            server.write_all(b"HTTP/1.1 200 OK\r\n").unwrap();
+            let (n, stamp) = loop {
+                match t.read_stamped(&mut buf) {
+                    Ok(r) => break r,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(n, 17);
+            if let Some(stamp) = stamp {
+                let (sent, read) = (ns(sent), ns(wall_clock_now()));
+                assert!(
+                    sent <= ns(stamp) && ns(stamp) <= read,
+                    "{sent} <= {} <= {read}",
+                    ns(stamp)
+                );
+                stamped += 1;
+                if stamped == 3 {
+                    break;
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        assert_eq!(stamped, 3, "the kernel never stamped a received segment");
+        drop(server);
     }
 }
