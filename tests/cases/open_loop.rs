@@ -127,3 +127,50 @@ fn a_watched_server_that_goes_away_is_named_and_the_run_kept() {
     assert!(reason.contains("server web went away"), "{reason}");
     assert!(stdout(&o).contains("went away"), "{}", stdout(&o));
 }
+
+#[test]
+fn coordinated_omission_is_corrected_to_the_analytic_percentiles() {
+    // Requests intended at t into a 1 s period wait until 200 ms when t < 200 ms, else not
+    // at all: latency exceeds x for a share (0.2 - x/1 s) of requests, so p90 = 100 ms and
+    // p99 = 190 ms. A tool that times from the actual send (or stops sending while the server
+    // stalls) reports far less.
+    let server = crate::util::stalling::StallingServer::start();
+    let o = archbench(&[
+        "run",
+        &server.url(),
+        "--rate",
+        "1000",
+        "-c",
+        "50",
+        "-t",
+        "1",
+        "-d",
+        "5s",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let ms = |field: &str| doc["latency"]["total"][field].as_u64().unwrap() as f64 / 1000.0;
+    eprintln!(
+        "stalling server: p50 {} ms, p90 {} ms, p99 {} ms, max {} ms",
+        ms("p50_us"),
+        ms("p90_us"),
+        ms("p99_us"),
+        ms("max_us")
+    );
+    assert!(
+        (ms("p90_us") - 100.0).abs() <= 10.0,
+        "p90 {} ms",
+        ms("p90_us")
+    );
+    assert!(
+        (ms("p99_us") - 190.0).abs() <= 10.0,
+        "p99 {} ms",
+        ms("p99_us")
+    );
+    assert!(ms("max_us") <= 215.0, "max {} ms", ms("max_us"));
+    // The uncorrected service time hides the stall for the requests that waited in line.
+    let service_p90 = doc["latency"]["service"]["p90_us"].as_u64().unwrap() as f64 / 1000.0;
+    assert!(service_p90 < ms("p90_us"), "service p90 {service_p90} ms");
+}

@@ -5,6 +5,7 @@
 pub mod faulty;
 pub mod nginx;
 pub mod schema;
+pub mod stalling;
 
 use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
