@@ -27,29 +27,13 @@ AB=./target/release/archbench
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 WORK=$(mktemp -d)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 LAST_CPU=$(( $(nproc) - 1 ))
-mkdir -p "$WORK/www"
-cp src/serve/welcome.html "$WORK/www/index.html"
-cat > "$WORK/nginx.conf" <<CONF
-daemon off;
-worker_processes 1;
-worker_rlimit_nofile 65536;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log;
-events { worker_connections 20000; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/tmp;
-  proxy_temp_path $WORK/tmp; fastcgi_temp_path $WORK/tmp; uwsgi_temp_path $WORK/tmp; scgi_temp_path $WORK/tmp;
-  server { listen 127.0.0.1:$PORT backlog=16384; root $WORK/www; location / { index index.html; } }
-}
-CONF
-taskset -c 0 nginx -p "$WORK" -c "$WORK/nginx.conf" &
-NGINX=$!
-trap 'kill $NGINX 2>/dev/null; wait $NGINX 2>/dev/null; rm -rf "$WORK"' EXIT
-until python3 -c "import socket; socket.create_connection(('127.0.0.1',$PORT),0.1)" 2>/dev/null; do :; done
-URL="http://127.0.0.1:$PORT/"
+# The library's nginx (one worker, access log off, room for 20,000 connections), on CPU 0.
+taskset -c 0 "$AB" serve --nginx bench --workers 1 > "$WORK/serve.out" &
+SERVE=$!
+trap 'kill -INT $SERVE 2>/dev/null; wait $SERVE 2>/dev/null; rm -rf "$WORK"' EXIT
+for _ in $(seq 1 200); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.05; done
+URL=$(grep -o 'http://[^ ]*' "$WORK/serve.out") || { echo "vs-wrk: nginx did not start" >&2; exit 1; }
 
 run() { # tool conns duration -> one JSON line with requests added
   local tool=$1 c=$2 d=$3

@@ -90,7 +90,8 @@ pub struct Recorder {
     pub worker_rate: Histogram<u64>,
     /// Open loop: how late each request went out after it could have (its intended send
     /// time, or the moment its connection came free if that was later), in microseconds.
-    pub send_lateness: Histogram<u64>,
+    /// Made on the first open-loop send: a closed loop never pays its 140 KB.
+    pub send_lateness: Option<Histogram<u64>>,
     /// Open loop: requests whose connection was still busy with the previous response at
     /// their intended send time (the server held them up; they went out on its response).
     pub sends_held_by_busy_connection: u64,
@@ -127,7 +128,7 @@ impl Recorder {
             first_byte: latency_histogram(),
             worker_rate: Histogram::new_with_bounds(1, 1_000_000_000, 3)
                 .expect("constant histogram bounds are valid"),
-            send_lateness: latency_histogram(),
+            send_lateness: None,
             sends_held_by_busy_connection: 0,
             completed: 0,
             errors: [0; ErrorKind::COUNT],
@@ -236,7 +237,9 @@ impl Recorder {
     /// Open loop: one request went out `lateness_us` after it could have.
     #[inline]
     pub fn sent_late(&mut self, lateness_us: u64) {
-        self.send_lateness.saturating_record(lateness_us);
+        self.send_lateness
+            .get_or_insert_with(latency_histogram)
+            .saturating_record(lateness_us);
     }
 
     /// Adds another recording into this one: another worker's, or another process's
@@ -245,16 +248,25 @@ impl Recorder {
     /// histogram of all values. Histograms from elsewhere with values beyond ours are
     /// refused, and nothing is changed then.
     pub fn merge(&mut self, other: &Recorder, offset_s: u32) -> Result<(), IncompatibleHistograms> {
-        let pairs = [
+        if other.send_lateness.is_some() {
+            self.send_lateness.get_or_insert_with(latency_histogram);
+        }
+        let lateness = (self.send_lateness.as_ref(), other.send_lateness.as_ref());
+        let mut pairs = vec![
             ("total", &self.total, &other.total),
             ("service", &self.service, &other.service),
             ("connect", &self.connect, &other.connect),
             ("first_byte", &self.first_byte, &other.first_byte),
-            ("send_lateness", &self.send_lateness, &other.send_lateness),
             ("worker_rate", &self.worker_rate, &other.worker_rate),
         ];
+        if let (Some(mine), Some(theirs)) = lateness {
+            pairs.push(("send_lateness", mine, theirs));
+        }
+        // Checked first, so a refused merge changes nothing. Equal precision and floor keep
+        // the merge exact; values within our range keep it possible.
         for (which, mine, theirs) in pairs {
-            if !theirs.is_empty() && theirs.max() > mine.high() {
+            let fits = theirs.is_empty() || theirs.max() <= mine.high();
+            if !fits || theirs.sigfig() != mine.sigfig() || theirs.low() != mine.low() {
                 return Err(IncompatibleHistograms { which });
             }
         }
@@ -263,14 +275,14 @@ impl Recorder {
             ("service", &mut self.service, &other.service),
             ("connect", &mut self.connect, &other.connect),
             ("first_byte", &mut self.first_byte, &other.first_byte),
-            (
-                "send_lateness",
-                &mut self.send_lateness,
-                &other.send_lateness,
-            ),
             ("worker_rate", &mut self.worker_rate, &other.worker_rate),
         ] {
             a.add(b).map_err(|_| IncompatibleHistograms { which })?;
+        }
+        if let (Some(a), Some(b)) = (self.send_lateness.as_mut(), other.send_lateness.as_ref()) {
+            a.add(b).map_err(|_| IncompatibleHistograms {
+                which: "send_lateness",
+            })?;
         }
         self.sends_held_by_busy_connection += other.sends_held_by_busy_connection;
         self.completed += other.completed;

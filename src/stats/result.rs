@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{os, timefmt};
 
-use super::histogram::{LatencySummary, SerializedHistogram};
+use super::histogram::{latency_histogram, LatencySummary, SerializedHistogram};
 use super::recorder::{ErrorKind, Recorder, SecondSample};
 
 /// Bumped when a field changes meaning or disappears; `schema/result.schema.json` follows it.
@@ -388,7 +388,11 @@ impl RunResult {
         let pacing = plan.rate.map(|target_rate| PacingSummary {
             target_rate,
             achieved_rate: per_sec(attempted),
-            lateness: LatencySummary::of(&rec.send_lateness),
+            lateness: rec
+                .send_lateness
+                .as_ref()
+                .map(LatencySummary::of)
+                .unwrap_or_default(),
             held_by_busy_connection: rec.sends_held_by_busy_connection,
         });
         RunResult {
@@ -435,7 +439,9 @@ impl RunResult {
                 connect: SerializedHistogram(rec.connect),
                 first_byte: SerializedHistogram(rec.first_byte),
                 worker_rate: SerializedHistogram(rec.worker_rate),
-                send_lateness: open_loop.then_some(SerializedHistogram(rec.send_lateness)),
+                send_lateness: open_loop.then(|| {
+                    SerializedHistogram(rec.send_lateness.unwrap_or_else(latency_histogram))
+                }),
             },
             client: ClientUsage::default(),
             servers: Vec::new(),
@@ -492,9 +498,7 @@ impl RunResult {
         rec.connect = self.histograms.connect.0.clone();
         rec.first_byte = self.histograms.first_byte.0.clone();
         rec.worker_rate = self.histograms.worker_rate.0.clone();
-        if let Some(h) = &self.histograms.send_lateness {
-            rec.send_lateness = h.0.clone();
-        }
+        rec.send_lateness = self.histograms.send_lateness.as_ref().map(|h| h.0.clone());
         rec.sends_held_by_busy_connection = self
             .pacing
             .as_ref()
