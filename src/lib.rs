@@ -7,6 +7,7 @@ pub mod cli;
 pub mod compare;
 pub mod document;
 pub mod engine;
+pub mod measure;
 pub mod http;
 pub mod monitor;
 pub mod nginx;

@@ -24,11 +24,11 @@ pub use plan::{
     ab_draft, ab_plan, compare_plan, reproduce, run_draft, run_plan, wrk_draft, wrk_plan, PlanError,
 };
 
-use crate::engine::{self, Plan, Progress, RunOutcome};
-use crate::monitor::{Monitor, WatchSpec};
+use crate::engine::{Plan, Progress};
+use crate::monitor::WatchSpec;
 use crate::report::{ports_note, save_json, AbReport, JsonReport, Report, TextReport, WrkReport};
 use crate::serve::{ServeOptions, Server};
-use crate::stats::{ClientUsage, Environment, LimiterSide, RunResult, RunTimes};
+use crate::stats::{LimiterSide, RunResult};
 use crate::timefmt;
 
 /// Exit statuses.
@@ -179,60 +179,27 @@ impl StopSignals {
     }
 }
 
-/// Runs a plan, watching the given servers, and turns the outcome into the result document.
+/// Runs a plan watching local specs (the front ends' `--watch`): `measure::execute`, with a
+/// target that cannot be watched reported as a usage error.
 pub fn execute(
     plan: &Plan,
     watch: &[WatchSpec],
     stop: &AtomicBool,
     on_progress: impl FnMut(&Progress),
 ) -> anyhow::Result<RunResult> {
-    // Monitors take their first sample now, so a bad target fails before any load.
-    let monitors = watch
-        .iter()
-        .map(Monitor::start)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(PlanError::Watch)?;
-    let outcome = engine::run(plan, stop, on_progress);
-    let servers = monitors
-        .into_iter()
-        .map(Monitor::finish)
-        .collect::<Vec<_>>();
-    let RunOutcome {
-        recording,
-        started_at,
-        first_send_at,
-        elapsed,
-        interrupted,
-        worker_cpu_s,
-        worker_demand_s,
-    } = outcome?;
-    let mut result = RunResult::from_recording(
-        recording,
-        plan.summary(),
-        Environment::local(),
-        RunTimes {
-            started_at,
-            first_send_at,
-            elapsed_s: elapsed.as_secs_f64(),
-            interrupted,
-        },
-    );
-    let answered = result.totals.requests;
-    result.client = ClientUsage::from_workers(
-        &worker_cpu_s,
-        &worker_demand_s,
-        answered,
-        elapsed.as_secs_f64(),
-    );
-    result.servers = servers;
-    for s in &mut result.servers {
-        // Over a shorter sampled time the run's answered count would overstate it.
-        if s.cpu_s > 0.0 && s.sampling_stopped.is_none() {
-            s.requests_per_cpu_s = answered as f64 / s.cpu_s;
-        }
-    }
-    result.limiter = crate::monitor::limiter(&result);
-    Ok(result)
+    measure_sources(plan, &crate::measure::sources(watch), stop, on_progress)
+}
+
+fn measure_sources(
+    plan: &Plan,
+    watch: &[std::sync::Arc<dyn crate::monitor::WatchSource>],
+    stop: &AtomicBool,
+    on_progress: impl FnMut(&Progress),
+) -> anyhow::Result<RunResult> {
+    crate::measure::execute(plan, watch, stop, on_progress).map_err(|e| match e {
+        crate::measure::MeasureError::Watch(w) => PlanError::Watch(w).into(),
+        other => anyhow::Error::new(other),
+    })
 }
 
 /// Which command line the user is speaking, for advice in its own flags.
@@ -452,7 +419,7 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     // Monitors must find their targets before any load: check them all now.
     for c in &plan.contenders {
         for w in &c.watch {
-            crate::monitor::sampler_for(w).map_err(PlanError::Watch)?;
+            w.open().map_err(PlanError::Watch)?;
         }
     }
     let commands = plan
@@ -461,7 +428,8 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         .map(|c| plan::reproduce(&c.plan))
         .collect();
     let quiet = a.quiet;
-    let run_one = |c: &crate::compare::Contender| execute(&c.plan, &c.watch, &signals.stop, |_| {});
+    let run_one =
+        |c: &crate::compare::Contender| measure_sources(&c.plan, &c.watch, &signals.stop, |_| {});
     let mut on_run = |name: &str, n: usize, measured: bool| {
         if !quiet {
             if measured {

@@ -404,7 +404,7 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
                     w.target, w.label
                 ))
             })?;
-        c.watch.push(w.clone());
+        c.watch.push(std::sync::Arc::new(w.clone()));
     }
     let schedule = if a.sequential {
         Schedule::Sequential

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Plan;
-use crate::monitor::WatchSpec;
+use crate::monitor::WatchSource;
 use crate::stats::RunResult;
 
 /// Significance level of the verdicts.
@@ -32,7 +32,7 @@ pub const READABLE_COMPARISON_VERSIONS: [u32; 2] = [1, 2];
 pub struct Contender {
     pub name: String,
     pub plan: Plan,
-    pub watch: Vec<WatchSpec>,
+    pub watch: Vec<std::sync::Arc<dyn WatchSource>>,
 }
 
 /// The order runs happen in.

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use crate::stats::{CounterValue, Limiter, LimiterSide, RunResult, SamplingStopped, ServerUsage};
+use crate::stats::{
+    CounterValue, Limiter, LimiterSide, RunResult, SamplingStopped, ServerFingerprint, ServerUsage,
+};
 
 pub use cgroup::CgroupSampler;
 pub use proc::ProcSampler;
@@ -158,6 +160,69 @@ pub fn saturated(s: &ServerUsage) -> bool {
         || s.machine_percent >= SATURATED * 100.0
 }
 
+/// Something a run can watch. Each run opens it afresh; opening checks the target exists, so a
+/// bad one fails before any load. A local process or cgroup ([`WatchSpec`]) is one kind; the
+/// `k8s` module adds pods, sampled through the API server.
+pub trait WatchSource: Send + Sync + std::fmt::Debug {
+    /// The name reports use (`--watch NAME=…`, a target's name).
+    fn label(&self) -> &str;
+    /// What is watched, for reports ("pid:1234", "pod:nginx/nginx-arm-…").
+    fn target(&self) -> String;
+    /// A sampler for one run, with what is known about the server.
+    fn open(&self) -> Result<OpenedWatch, MonitorError>;
+}
+
+/// A source opened for one run.
+pub struct OpenedWatch {
+    pub sampler: Box<dyn ResourceSampler>,
+    pub fingerprint: ServerFingerprint,
+    /// Open perf counters, when asked for and possible.
+    pub counters: Option<perf::Counters>,
+    /// Counters asked for that this kind of target cannot have, with why.
+    pub counters_unavailable: Vec<CounterValue>,
+}
+
+impl WatchSource for WatchSpec {
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn target(&self) -> String {
+        self.target.to_string()
+    }
+
+    fn open(&self) -> Result<OpenedWatch, MonitorError> {
+        let sampler = sampler_for(self)?;
+        let fingerprint = root_pid(&self.target)
+            .map(fingerprint::fingerprint_pid)
+            .unwrap_or_default();
+        let (counters, counters_unavailable) = match (&self.target, self.perf.is_empty()) {
+            (_, true) => (None, Vec::new()),
+            (WatchTarget::Cgroup(_), false) => (
+                None,
+                self.perf
+                    .iter()
+                    .map(|e| CounterValue {
+                        event: e.name.clone(),
+                        value: None,
+                        status: "not supported for cgroup targets yet".into(),
+                    })
+                    .collect(),
+            ),
+            (_, false) => (
+                Some(perf::Counters::open(&self.perf, &sampler.pids())),
+                Vec::new(),
+            ),
+        };
+        Ok(OpenedWatch {
+            sampler,
+            fingerprint,
+            counters,
+            counters_unavailable,
+        })
+    }
+}
+
 /// Samples one target on its own thread until stopped.
 pub struct Monitor {
     stop: Arc<AtomicBool>,
@@ -169,23 +234,18 @@ pub struct Monitor {
 
 impl Monitor {
     /// Takes the first sample now (so a bad target fails before the load starts).
-    pub fn start(spec: &WatchSpec) -> Result<Monitor, MonitorError> {
-        let mut sampler = sampler_for(spec)?;
-        let fingerprint = root_pid(&spec.target)
-            .map(fingerprint::fingerprint_pid)
-            .unwrap_or_default();
-        let counters = match (&spec.target, spec.perf.is_empty()) {
-            (_, true) => None,
-            (WatchTarget::Cgroup(_), false) => None,
-            (_, false) => Some(perf::Counters::open(&spec.perf, &sampler.pids())),
-        };
-        let perf_events = spec.perf.clone();
-        let cgroup_target = matches!(spec.target, WatchTarget::Cgroup(_));
+    pub fn start(source: &dyn WatchSource) -> Result<Monitor, MonitorError> {
+        let OpenedWatch {
+            mut sampler,
+            fingerprint,
+            counters,
+            counters_unavailable,
+        } = source.open()?;
         let first = sampler.sample()?;
         let started = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let (wake, wait) = mpsc::channel::<()>();
-        let (label, target) = (spec.label.clone(), spec.target.to_string());
+        let (label, target) = (source.label().to_string(), source.target());
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("archbench-watch-{label}"))
@@ -256,15 +316,7 @@ impl Monitor {
                     fingerprint,
                     counters: match counters {
                         Some(c) => c.finish(),
-                        None if cgroup_target => perf_events
-                            .iter()
-                            .map(|e| CounterValue {
-                                event: e.name.clone(),
-                                value: None,
-                                status: "not supported for cgroup targets yet".into(),
-                            })
-                            .collect(),
-                        None => Vec::new(),
+                        None => counters_unavailable,
                     },
                     sampler_cpu_s: {
                         let (u, s) = crate::os::thread_cpu();
@@ -282,8 +334,8 @@ impl Monitor {
             stop,
             wake,
             thread,
-            label: spec.label.clone(),
-            target: spec.target.to_string(),
+            label: source.label().to_string(),
+            target: source.target(),
         })
     }
 

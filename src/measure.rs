@@ -1,0 +1,82 @@
+//! One measured run: the watched servers' monitors started, the engine run, and both turned
+//! into the result document with its limiter verdict. `cli` (run, wrk, ab), `compare` (through
+//! the `run_one` it is handed) and `k8s` all measure through here.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::engine::{self, EngineError, Plan, Progress, RunOutcome};
+use crate::monitor::{Monitor, MonitorError, WatchSource};
+use crate::stats::{ClientUsage, Environment, RunResult, RunTimes};
+
+#[derive(Debug, Error)]
+pub enum MeasureError {
+    /// A watched target could not be opened: nothing was loaded.
+    #[error(transparent)]
+    Watch(#[from] MonitorError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// Runs `plan`, watching `watch`, and returns the result document.
+pub fn execute(
+    plan: &Plan,
+    watch: &[Arc<dyn WatchSource>],
+    stop: &AtomicBool,
+    on_progress: impl FnMut(&Progress),
+) -> Result<RunResult, MeasureError> {
+    // Monitors take their first sample now, so a bad target fails before any load.
+    let monitors = watch
+        .iter()
+        .map(|w| Monitor::start(w.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcome = engine::run(plan, stop, on_progress);
+    // Monitors stop even when the engine failed, so no sampling thread outlives the run.
+    let servers: Vec<_> = monitors.into_iter().map(Monitor::finish).collect();
+    let RunOutcome {
+        recording,
+        started_at,
+        first_send_at,
+        elapsed,
+        interrupted,
+        worker_cpu_s,
+        worker_demand_s,
+    } = outcome?;
+    let mut result = RunResult::from_recording(
+        recording,
+        plan.summary(),
+        Environment::local(),
+        RunTimes {
+            started_at,
+            first_send_at,
+            elapsed_s: elapsed.as_secs_f64(),
+            interrupted,
+        },
+    );
+    let answered = result.totals.requests;
+    result.client = ClientUsage::from_workers(
+        &worker_cpu_s,
+        &worker_demand_s,
+        answered,
+        elapsed.as_secs_f64(),
+    );
+    result.servers = servers;
+    for s in &mut result.servers {
+        // Over a shorter sampled time the run's answered count would overstate it.
+        if s.cpu_s > 0.0 && s.sampling_stopped.is_none() {
+            s.requests_per_cpu_s = answered as f64 / s.cpu_s;
+        }
+    }
+    result.limiter = crate::monitor::limiter(&result);
+    Ok(result)
+}
+
+/// Local watch specs (`--watch`) as sources.
+pub fn sources(specs: &[crate::monitor::WatchSpec]) -> Vec<Arc<dyn WatchSource>> {
+    specs
+        .iter()
+        .map(|s| Arc::new(s.clone()) as Arc<dyn WatchSource>)
+        .collect()
+}
