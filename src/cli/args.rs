@@ -38,6 +38,9 @@ pub enum Command {
     Demo(DemoArgs),
     /// Merge results of several processes or machines (e.g. `run --part I/N`) into one.
     Merge(MergeArgs),
+    /// The multi-arch nginx workflow on a Kubernetes cluster: up, status, config, curl, login,
+    /// top, load, fingerprint, down.
+    K8s(K8sArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -317,4 +320,66 @@ pub struct MergeArgs {
     /// Report format on stdout.
     #[arg(short = 'o', long, value_enum, default_value_t = ReportFormat::Text)]
     pub output: ReportFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sArgs {
+    /// kubeconfig file [default: $KUBECONFIG, else ~/.kube/config, else the pod's service
+    /// account when run in a pod].
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context to use [default: the current one].
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Namespace of the setup.
+    #[arg(short = 'n', long, global = true, default_value = "nginx")]
+    pub namespace: String,
+    #[command(subcommand)]
+    pub command: K8sCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum K8sCommand {
+    /// Deploy nginx per architecture (server-side apply), wait for the rollouts and the
+    /// services' addresses, and show where everything runs. A second `up` changes nothing.
+    Up(K8sSetupArgs),
+    /// Print the YAML that `up` applies.
+    Manifests(K8sSetupArgs),
+    /// Where each pod runs, its node's architecture and instance type, its service's address.
+    Status,
+    /// Remove what archbench created (only what carries its label), and wait until it is gone.
+    Down(K8sDownArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct K8sSetupArgs {
+    /// Architectures to deploy, comma-separated: intel, arm, amd (intel and amd are amd64).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "intel,arm")]
+    pub arch: Vec<crate::k8s::Arch>,
+    /// The nginx image.
+    #[arg(long, default_value = "nginx:latest")]
+    pub image: String,
+    /// nginx.conf: tuned (the guide's), stock (the image's own) or a FILE.
+    #[arg(long, default_value = "tuned")]
+    pub config: String,
+    /// Type of the per-arch services.
+    #[arg(long, value_enum, default_value = "LoadBalancer")]
+    pub service_type: crate::k8s::ServiceType,
+    /// Select node pools by kubernetes.io/arch, or by the AKS agentpool label named after
+    /// the arch (intel, arm, amd).
+    #[arg(long, value_enum, default_value = "arch")]
+    pub pools_by: crate::k8s::PoolSelector,
+    /// How long to wait for rollouts and addresses.
+    #[arg(long, default_value = "5m", value_parser = super::values::duration)]
+    pub wait_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sDownArgs {
+    /// Keep the namespace even when archbench created it.
+    #[arg(long)]
+    pub keep_namespace: bool,
+    /// How long to wait for everything to be gone.
+    #[arg(long, default_value = "5m", value_parser = super::values::duration)]
+    pub wait_timeout: std::time::Duration,
 }

@@ -3,6 +3,7 @@
 
 mod args;
 mod demo;
+mod k8s;
 mod plan;
 mod values;
 
@@ -58,7 +59,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         .and_then(|a| a.to_str())
         .filter(|a| {
             [
-                "run", "wrk", "ab", "compare", "report", "serve", "demo", "merge",
+                "run", "wrk", "ab", "compare", "report", "serve", "demo", "merge", "k8s",
             ]
             .contains(a)
         })
@@ -94,6 +95,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Serve(a) => cmd_serve(&a, &signals),
         Command::Demo(a) => cmd_demo(&a, &signals),
         Command::Merge(a) => cmd_merge(&a),
+        Command::K8s(a) => k8s::cmd_k8s(&a, &signals),
     };
     match outcome {
         Ok(code) => code,
@@ -129,6 +131,8 @@ fn exit_for(e: &anyhow::Error) -> i32 {
     if e.downcast_ref::<PlanError>().is_some()
         || e.downcast_ref::<crate::document::DocumentError>().is_some()
         || e.downcast_ref::<crate::stats::MergeError>().is_some()
+        || e.downcast_ref::<crate::k8s::K8sError>()
+            .is_some_and(crate::k8s::K8sError::is_usage)
     {
         EXIT_USAGE
     } else {
@@ -284,6 +288,19 @@ impl ProgressLine {
         } else if p.elapsed.as_secs() > self.last_second {
             self.last_second = p.elapsed.as_secs();
             eprintln!("{line}");
+        }
+    }
+
+    /// A status line that changes now and then (waiting for a rollout): rewritten in place
+    /// on a terminal, one line per change otherwise.
+    fn message(&mut self, line: &str) {
+        if !self.enabled {
+            return;
+        }
+        if self.terminal {
+            eprint!("\r\x1b[K  {line}");
+        } else {
+            eprintln!("  {line}");
         }
     }
 

@@ -1,0 +1,404 @@
+//! The objects `up` applies, as the guide's script creates them: one Deployment and one
+//! Service per architecture, the multi-arch Service, the nginx.conf ConfigMap, the namespace.
+//! `k8s manifests` prints the same objects as YAML for kubectl and GitOps users.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, Namespace, PodSpec,
+    PodTemplateSpec, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::{Arch, PoolSelector, Setup, APP, MANAGED_BY, MULTIARCH_SERVICE};
+
+/// The multi-arch guide's "optimized" nginx.conf, as its script pushes it.
+pub const TUNED_NGINX_CONF: &str = r#"worker_processes auto;
+worker_cpu_affinity auto;
+worker_rlimit_nofile 1000000;
+
+events {
+    worker_connections 6144;
+    use epoll;
+    multi_accept on;
+}
+
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 65;
+
+    server {
+        listen 80;
+        location / {
+            return 200 '{"message":"nginx response","timestamp":"$time_iso8601","server":"$hostname","request_uri":"$request_uri"}';
+            add_header Content-Type application/json;
+        }
+    }
+}
+"#;
+
+/// The ConfigMap holding nginx.conf, mounted over the image's own.
+pub const CONFIG_MAP: &str = "nginx-config";
+/// Pod-template annotation: the SHA-256 of the nginx.conf the pods run. A new configuration
+/// changes the template, so the Deployment rolls its pods (a subPath mount never sees a
+/// ConfigMap update on its own).
+pub const CONFIG_HASH: &str = "archbench.dev/nginx-conf-sha256";
+
+/// One object of the setup.
+#[derive(Debug, Clone)]
+pub enum Manifest {
+    Namespace(Box<Namespace>),
+    ConfigMap(Box<ConfigMap>),
+    Deployment(Box<Deployment>),
+    Service(Box<Service>),
+}
+
+impl Manifest {
+    /// "Deployment nginx-arm-deployment".
+    pub fn describe(&self) -> String {
+        let (kind, meta) = match self {
+            Manifest::Namespace(o) => ("Namespace", &o.metadata),
+            Manifest::ConfigMap(o) => ("ConfigMap", &o.metadata),
+            Manifest::Deployment(o) => ("Deployment", &o.metadata),
+            Manifest::Service(o) => ("Service", &o.metadata),
+        };
+        format!("{kind} {}", meta.name.as_deref().unwrap_or("?"))
+    }
+}
+
+fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
+    std::iter::once(MANAGED_BY)
+        .chain(extra.iter().copied())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn meta(name: &str, namespace: Option<&str>, extra: &[(&str, &str)]) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: namespace.map(str::to_string),
+        labels: Some(labels(extra)),
+        ..ObjectMeta::default()
+    }
+}
+
+/// SHA-256 of a text, hex (FIPS 180-4; small enough to keep here rather than add a crate).
+pub fn sha256_hex(text: &str) -> String {
+    const K: [u32; 64] = [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
+    ];
+    let mut h: [u32; 8] = [
+        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+        0x5be0cd19,
+    ];
+    let mut data = text.as_bytes().to_vec();
+    let bits = (data.len() as u64).wrapping_mul(8);
+    data.push(0x80);
+    while data.len() % 64 != 56 {
+        data.push(0);
+    }
+    data.extend_from_slice(&bits.to_be_bytes());
+    for block in data.chunks_exact(64) {
+        let mut w = [0u32; 64];
+        for (i, word) in block.chunks_exact(4).enumerate() {
+            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        }
+        for i in 16..64 {
+            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16]
+                .wrapping_add(s0)
+                .wrapping_add(w[i - 7])
+                .wrapping_add(s1);
+        }
+        let mut v = h;
+        for i in 0..64 {
+            let s1 = v[4].rotate_right(6) ^ v[4].rotate_right(11) ^ v[4].rotate_right(25);
+            let ch = (v[4] & v[5]) ^ (!v[4] & v[6]);
+            let t1 = v[7]
+                .wrapping_add(s1)
+                .wrapping_add(ch)
+                .wrapping_add(K[i])
+                .wrapping_add(w[i]);
+            let s0 = v[0].rotate_right(2) ^ v[0].rotate_right(13) ^ v[0].rotate_right(22);
+            let maj = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
+            let t2 = s0.wrapping_add(maj);
+            v = [
+                t1.wrapping_add(t2),
+                v[0],
+                v[1],
+                v[2],
+                v[3].wrapping_add(t1),
+                v[4],
+                v[5],
+                v[6],
+            ];
+        }
+        for (x, y) in h.iter_mut().zip(v) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    h.iter().map(|x| format!("{x:08x}")).collect()
+}
+
+/// The Deployment of one architecture.
+pub fn deployment(setup: &Setup, arch: Arch) -> Deployment {
+    let ns = setup.namespace.as_str();
+    let pod_labels = labels(&[APP, ("arch", arch.name())]);
+    let node_selector = match setup.pools {
+        PoolSelector::Arch => ("kubernetes.io/arch", arch.kube_arch()),
+        PoolSelector::Agentpool => ("agentpool", arch.name()),
+    };
+    let config = setup.config.text();
+    let mut annotations = BTreeMap::new();
+    if let Some(text) = config {
+        annotations.insert(CONFIG_HASH.to_string(), sha256_hex(text));
+    }
+    Deployment {
+        metadata: meta(&arch.deployment(), Some(ns), &[APP, ("arch", arch.name())]),
+        spec: DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([("arch".to_string(), arch.name().into())])),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    annotations: (!annotations.is_empty()).then_some(annotations),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    node_selector: Some(BTreeMap::from([(
+                        node_selector.0.to_string(),
+                        node_selector.1.to_string(),
+                    )])),
+                    containers: vec![Container {
+                        name: "nginx".into(),
+                        image: Some(setup.image.clone()),
+                        ports: Some(vec![ContainerPort {
+                            container_port: 80,
+                            name: Some("http".into()),
+                            ..ContainerPort::default()
+                        }]),
+                        volume_mounts: config.map(|_| {
+                            vec![VolumeMount {
+                                name: CONFIG_MAP.into(),
+                                mount_path: "/etc/nginx/nginx.conf".into(),
+                                sub_path: Some("nginx.conf".into()),
+                                read_only: Some(true),
+                                ..VolumeMount::default()
+                            }]
+                        }),
+                        ..Container::default()
+                    }],
+                    volumes: config.map(|_| {
+                        vec![Volume {
+                            name: CONFIG_MAP.into(),
+                            config_map: Some(ConfigMapVolumeSource {
+                                name: CONFIG_MAP.into(),
+                                ..ConfigMapVolumeSource::default()
+                            }),
+                            ..Volume::default()
+                        }]
+                    }),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        },
+        status: None,
+    }
+}
+
+fn service(setup: &Setup, name: &str, selector: (&str, &str), kind: &str) -> Service {
+    Service {
+        metadata: meta(name, Some(&setup.namespace), &[APP]),
+        spec: Some(ServiceSpec {
+            type_: Some(kind.to_string()),
+            selector: Some(BTreeMap::from([(
+                selector.0.to_string(),
+                selector.1.to_string(),
+            )])),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: 80,
+                target_port: Some(IntOrString::String("http".into())),
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// Every object of `setup`, in the order they are applied (namespace first).
+pub fn manifests(setup: &Setup) -> Vec<Manifest> {
+    let mut out = vec![Manifest::Namespace(Box::new(Namespace {
+        metadata: meta(&setup.namespace, None, &[]),
+        ..Namespace::default()
+    }))];
+    if let Some(text) = setup.config.text() {
+        out.push(Manifest::ConfigMap(Box::new(ConfigMap {
+            metadata: meta(CONFIG_MAP, Some(&setup.namespace), &[APP]),
+            data: Some(BTreeMap::from([(
+                "nginx.conf".to_string(),
+                text.to_string(),
+            )])),
+            ..ConfigMap::default()
+        })));
+    }
+    for &arch in &setup.archs {
+        out.push(Manifest::Deployment(Box::new(deployment(setup, arch))));
+    }
+    for &arch in &setup.archs {
+        out.push(Manifest::Service(Box::new(service(
+            setup,
+            &arch.service(),
+            ("arch", arch.name()),
+            setup.service_type.as_str(),
+        ))));
+    }
+    out.push(Manifest::Service(Box::new(service(
+        setup,
+        MULTIARCH_SERVICE,
+        APP,
+        setup.service_type.as_str(),
+    ))));
+    out
+}
+
+/// Writes the manifests as one YAML stream (documents separated by `---`).
+pub fn write_yaml(manifests: &[Manifest], out: &mut dyn Write) -> io::Result<()> {
+    for m in manifests {
+        let doc = match m {
+            Manifest::Namespace(o) => serde_saphyr::to_string(o.as_ref()),
+            Manifest::ConfigMap(o) => serde_saphyr::to_string(o.as_ref()),
+            Manifest::Deployment(o) => serde_saphyr::to_string(o.as_ref()),
+            Manifest::Service(o) => serde_saphyr::to_string(o.as_ref()),
+        }
+        .map_err(|e| io::Error::other(format!("YAML of {}: {e}", m.describe())))?;
+        writeln!(out, "---")?;
+        out.write_all(doc.as_bytes())?;
+        if !doc.ends_with('\n') {
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s::{NginxConfig, ServiceType};
+
+    fn setup() -> Setup {
+        Setup {
+            namespace: "nginx".into(),
+            archs: vec![Arch::Intel, Arch::Arm],
+            image: "nginx:latest".into(),
+            config: NginxConfig::Tuned,
+            service_type: ServiceType::LoadBalancer,
+            pools: PoolSelector::Arch,
+            wait_timeout: std::time::Duration::from_secs(300),
+        }
+    }
+
+    #[test]
+    fn sha256_matches_known_digests() {
+        assert_eq!(
+            sha256_hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let long = "a".repeat(1000);
+        assert_eq!(
+            sha256_hex(&long),
+            "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3"
+        );
+    }
+
+    #[test]
+    fn the_scripts_setup_by_default() {
+        let all = manifests(&setup());
+        let names: Vec<String> = all.iter().map(Manifest::describe).collect();
+        assert_eq!(
+            names,
+            [
+                "Namespace nginx",
+                "ConfigMap nginx-config",
+                "Deployment nginx-intel-deployment",
+                "Deployment nginx-arm-deployment",
+                "Service nginx-intel-svc",
+                "Service nginx-arm-svc",
+                "Service nginx-multiarch-svc",
+            ]
+        );
+        let Manifest::Deployment(d) = &all[3] else {
+            panic!("a deployment")
+        };
+        let spec = &d.spec;
+        let pod = spec.template.spec.as_ref().unwrap();
+        assert_eq!(
+            pod.node_selector.as_ref().unwrap()["kubernetes.io/arch"],
+            "arm64"
+        );
+        let labels = spec
+            .template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .labels
+            .as_ref()
+            .unwrap();
+        assert_eq!(labels["app"], "nginx-multiarch");
+        assert_eq!(labels["arch"], "arm");
+        assert_eq!(labels[MANAGED_BY.0], MANAGED_BY.1);
+        let mount = &pod.containers[0].volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(mount.mount_path, "/etc/nginx/nginx.conf");
+        assert_eq!(mount.sub_path.as_deref(), Some("nginx.conf"));
+        // Everything carries our label.
+        let mut yaml = Vec::new();
+        write_yaml(&all, &mut yaml).unwrap();
+        let yaml = String::from_utf8(yaml).unwrap();
+        assert_eq!(
+            yaml.matches("app.kubernetes.io/managed-by: archbench")
+                .count(),
+            7 + 2
+        );
+    }
+
+    #[test]
+    fn stock_mounts_nothing_and_agentpool_selects_by_pool() {
+        let mut s = setup();
+        s.config = NginxConfig::Stock;
+        s.pools = PoolSelector::Agentpool;
+        let all = manifests(&s);
+        assert!(!all.iter().any(|m| matches!(m, Manifest::ConfigMap(_))));
+        let Manifest::Deployment(d) = &all[1] else {
+            panic!("a deployment")
+        };
+        let pod = d.spec.template.spec.as_ref().unwrap();
+        assert_eq!(pod.node_selector.as_ref().unwrap()["agentpool"], "intel");
+        assert!(pod.volumes.is_none() && pod.containers[0].volume_mounts.is_none());
+    }
+}

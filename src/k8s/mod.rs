@@ -1,0 +1,199 @@
+//! `archbench k8s`: the multi-arch nginx workflow of the guide's `nginx_util.sh`, natively:
+//! deploy nginx once per CPU architecture, push a configuration, look into the pods, and load
+//! each architecture's service, with the numbers the script never had (the pods' CPU per
+//! request, verdicts).
+//!
+//! This module orchestrates through kube-rs: it builds manifests, talks to the API server,
+//! and calls `measure` and `compare` for loads; it never reaches into the engine's workers.
+//! Everything it creates carries `app.kubernetes.io/managed-by=archbench`, so teardown deletes
+//! only what it made.
+
+mod client;
+mod manifests;
+mod setup;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+pub use client::{Cluster, ClusterOptions};
+pub use manifests::{manifests, write_yaml, Manifest, TUNED_NGINX_CONF};
+pub use setup::{down, status, up, write_status, PodRow, UpReport};
+
+/// The label on everything archbench creates.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "archbench");
+/// The field manager of archbench's server-side applies.
+pub const FIELD_MANAGER: &str = "archbench";
+/// The label all nginx pods share (the multi-arch service selects it).
+pub const APP: (&str, &str) = ("app", "nginx-multiarch");
+
+/// A CPU architecture as the guide names its node pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum Arch {
+    Intel,
+    Arm,
+    Amd,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 3] = [Arch::Intel, Arch::Arm, Arch::Amd];
+
+    /// "intel", "arm", "amd": the `arch` label and the names' middle.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Intel => "intel",
+            Arch::Arm => "arm",
+            Arch::Amd => "amd",
+        }
+    }
+
+    /// The node label value `kubernetes.io/arch` takes for it.
+    pub fn kube_arch(self) -> &'static str {
+        match self {
+            Arch::Intel | Arch::Amd => "amd64",
+            Arch::Arm => "arm64",
+        }
+    }
+
+    pub fn deployment(self) -> String {
+        format!("nginx-{}-deployment", self.name())
+    }
+
+    pub fn service(self) -> String {
+        format!("nginx-{}-svc", self.name())
+    }
+
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+/// The service that selects every nginx pod, whatever its architecture.
+pub const MULTIARCH_SERVICE: &str = "nginx-multiarch-svc";
+
+/// How pods find their node pool: by `kubernetes.io/arch` (any cluster), or by the AKS
+/// `agentpool` label named after the arch (older clusters of the guide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PoolSelector {
+    Arch,
+    Agentpool,
+}
+
+/// The Service type of the per-arch services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServiceType {
+    #[value(name = "LoadBalancer")]
+    LoadBalancer,
+    #[value(name = "NodePort")]
+    NodePort,
+    #[value(name = "ClusterIP")]
+    ClusterIp,
+}
+
+impl ServiceType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceType::LoadBalancer => "LoadBalancer",
+            ServiceType::NodePort => "NodePort",
+            ServiceType::ClusterIp => "ClusterIP",
+        }
+    }
+}
+
+/// Which nginx.conf the pods run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NginxConfig {
+    /// The guide's tuned configuration ([`TUNED_NGINX_CONF`]).
+    Tuned,
+    /// The image's own: no ConfigMap is mounted.
+    Stock,
+    /// A file of the user's.
+    File { path: PathBuf, text: String },
+}
+
+impl NginxConfig {
+    /// The text the ConfigMap holds, or None for the image's own.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            NginxConfig::Tuned => Some(TUNED_NGINX_CONF),
+            NginxConfig::Stock => None,
+            NginxConfig::File { text, .. } => Some(text),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            NginxConfig::Tuned => "tuned (the guide's)".into(),
+            NginxConfig::Stock => "stock (the image's own)".into(),
+            NginxConfig::File { path, .. } => path.display().to_string(),
+        }
+    }
+}
+
+/// What `up` and `manifests` set up: validated from the command line.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub namespace: String,
+    pub archs: Vec<Arch>,
+    pub image: String,
+    pub config: NginxConfig,
+    pub service_type: ServiceType,
+    pub pools: PoolSelector,
+    /// How long `up` waits for rollouts and addresses.
+    pub wait_timeout: Duration,
+}
+
+/// What went wrong, in a sentence that says what to do next.
+#[derive(Debug, Error)]
+pub enum K8sError {
+    #[error("{0}")]
+    Usage(String),
+    #[error(
+        "cannot read a kubeconfig: {0}; pass --kubeconfig FILE, set KUBECONFIG, or run in a pod"
+    )]
+    Config(String),
+    #[error("no cluster reachable at {server}: {why}; check the address, the VPN or `kubectl cluster-info`")]
+    Unreachable { server: String, why: String },
+    #[error("forbidden: {message} (RBAC: archbench needs to {verb} {resource}); ask for that permission")]
+    Forbidden {
+        verb: String,
+        resource: String,
+        message: String,
+    },
+    #[error("{what}: {message}")]
+    Api { what: String, message: String },
+    #[error("no node with {selector} for {arch}: its pod stays Pending ({message}); add a node pool of that architecture, or leave {arch} out with --arch")]
+    Unschedulable {
+        arch: String,
+        selector: String,
+        message: String,
+    },
+    #[error("the image of {pod} cannot be pulled ({reason}: {message}); check --image and the registry's credentials")]
+    ImagePull {
+        pod: String,
+        reason: String,
+        message: String,
+    },
+    #[error("nginx in {pod} keeps crashing ({reason}); its last log lines: {log}")]
+    Crashing {
+        pod: String,
+        reason: String,
+        log: String,
+    },
+    #[error("waited {seconds} s for {what}; {advice}")]
+    Timeout {
+        seconds: u64,
+        what: String,
+        advice: String,
+    },
+    #[error("interrupted while {0}; what was applied stays (archbench k8s status shows it, archbench k8s down removes it)")]
+    Interrupted(String),
+}
+
+impl K8sError {
+    /// Usage errors exit 2, like every bad command line.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, K8sError::Usage(_))
+    }
+}
