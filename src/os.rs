@@ -36,7 +36,11 @@ pub fn logical_cores() -> u64 {
 /// The CPU's model name ("implementer 0x41 part 0xd0c" on aarch64 kernels, which name the
 /// part, not the model), or "unknown".
 pub fn cpu_model() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    cpu_model_in(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default())
+}
+
+/// [`cpu_model`] of a /proc/cpuinfo text (this machine's, or a pod's read through exec).
+pub fn cpu_model_in(cpuinfo: &str) -> String {
     let field = |name: &str| {
         cpuinfo
             .lines()

@@ -347,8 +347,107 @@ pub enum K8sCommand {
     Manifests(K8sSetupArgs),
     /// Where each pod runs, its node's architecture and instance type, its service's address.
     Status,
+    /// Check a new nginx.conf in a pod (nginx -t), push it, roll the pods, and put the old one
+    /// back if the new pods fail.
+    Config(K8sConfigArgs),
+    /// One request (or --count N) through a service: status, time, body, the pod that
+    /// answered; for multiarch the split across architectures.
+    Curl(K8sCurlArgs),
+    /// A shell in an arch's pod, or one command (after --) with its exit code.
+    Login(K8sLoginArgs),
+    /// Each pod's CPU (cores) and memory from its own cgroup (through exec), or from the
+    /// metrics API where exec is not allowed.
+    Top(K8sTopArgs),
+    /// Load each arch's service in parallel from here (the script's `wrk both`), the pods
+    /// watched through their cgroups; a comparison saved as JSON and Markdown.
+    Load(K8sLoadArgs),
+    /// Per arch: the node's architecture and CPU, LSE atomics, the pod's nginx -V, and the
+    /// outline-atomics warning where it applies.
+    Fingerprint,
     /// Remove what archbench created (only what carries its label), and wait until it is gone.
     Down(K8sDownArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct K8sConfigArgs {
+    /// tuned (the guide's), stock (the image's own) or a FILE.
+    pub config: String,
+    /// How long to wait for the new pods.
+    #[arg(long, default_value = "5m", value_parser = super::values::duration)]
+    pub wait_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sCurlArgs {
+    /// intel, arm, amd or multiarch.
+    pub target: crate::k8s::LoadSelection,
+    /// Requests to send (-n is the namespace, as in kubectl).
+    #[arg(long, default_value = "1", value_parser = super::values::count)]
+    pub count: u64,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sLoginArgs {
+    /// intel, arm or amd.
+    pub arch: crate::k8s::Arch,
+    /// This pod rather than the arch's ready one.
+    #[arg(long)]
+    pub pod: Option<String>,
+    /// A command to run instead of a shell (after --).
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sTopArgs {
+    /// Refresh every 2 s until Ctrl-C, following pods across restarts.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum K8sLayout {
+    /// archbench's comparison table.
+    Text,
+    /// The script's own: the wrk command lines, "INTEL RESULTS:", wrk's layout, "Both tests
+    /// completed".
+    Wrk,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sLoadArgs {
+    /// intel, arm, amd, multiarch, both (intel and arm) or all.
+    pub target: crate::k8s::LoadSelection,
+    /// Duration of each run.
+    #[arg(short = 'd', long, default_value = "30s", value_parser = super::values::duration)]
+    pub duration: std::time::Duration,
+    /// Connections per target.
+    #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
+    pub connections: u64,
+    /// Worker threads per target.
+    #[arg(short = 't', long, default_value = "1", value_parser = super::values::count)]
+    pub threads: u64,
+    /// Open loop: requests per second per target.
+    #[arg(short = 'r', long, value_parser = super::values::rate)]
+    pub rate: Option<f64>,
+    /// Measured runs (at least 4 for verdicts).
+    #[arg(long, default_value = "1", value_parser = super::values::count)]
+    pub runs: u64,
+    /// Run and discard one warm-up run first (the script has none).
+    #[arg(long)]
+    pub warmup: bool,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Report layout on stdout.
+    #[arg(long, value_enum, default_value_t = K8sLayout::Text)]
+    pub layout: K8sLayout,
+    /// Results go to DIR/<timestamp>/ (k8s-load.json, k8s-load.md).
+    #[arg(long, default_value = "archbench-results")]
+    pub out_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

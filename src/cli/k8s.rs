@@ -1,12 +1,18 @@
 //! `archbench k8s …`: the command line of the Kubernetes workflow, mapped onto `crate::k8s`.
-//! The async API calls run on a small tokio runtime owned here; loads run on the engine's own
-//! threads as everywhere else.
+//! API calls run on a small tokio runtime owned here; loads run on the engine's own threads,
+//! outside it, as everywhere else (the pod monitors reach the runtime through its handle).
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 
-use super::args::{K8sArgs, K8sCommand, K8sSetupArgs};
-use super::{write_stdout, StopSignals};
-use crate::k8s::{self, Cluster, ClusterOptions, K8sError, NginxConfig, Setup};
+use super::args::{K8sArgs, K8sCommand, K8sLayout, K8sLoadArgs, K8sSetupArgs};
+use super::{write_markdown, write_stdout, PlanError, ProgressLine, StopSignals};
+use crate::compare::{ComparePlan, ComparisonResult, Contender, Schedule};
+use crate::k8s::{self, Arch, Cluster, ClusterOptions, K8sError, NginxConfig, Reconfigured, Setup};
+use crate::report::{ComparisonReport, WrkReport};
+use crate::timefmt;
 
 pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     if let K8sCommand::Manifests(s) = &a.command {
@@ -25,58 +31,119 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         context: a.context.clone(),
         namespace: a.namespace.clone(),
     };
-    let stop = signals.stop.clone();
-    runtime.block_on(async move {
-        let cluster = Cluster::connect(&opts).await?;
-        match &a.command {
-            K8sCommand::Manifests(_) => Ok(0),
-            K8sCommand::Up(s) => {
-                let setup = setup(s, &a.namespace)?;
-                let mut line = super::ProgressLine::new(true);
-                let report = k8s::up(&cluster, &setup, &mut |l| line.message(l), &stop).await;
-                line.finish();
-                let report = report?;
-                write_stdout(|out| {
-                    for (what, change) in &report.changes {
-                        writeln!(out, "{what}: {}", change.as_str())?;
-                    }
-                    if report.changed_nothing() {
-                        writeln!(out, "nothing changed: the cluster already runs this setup")?;
-                    }
-                    writeln!(out)?;
-                    k8s::write_status(&report.rows, out)
-                })?;
-                Ok(0)
-            }
-            K8sCommand::Status => {
-                let rows = k8s::status(&cluster).await?;
-                write_stdout(|out| k8s::write_status(&rows, out))?;
-                Ok(0)
-            }
-            K8sCommand::Down(d) => {
-                let deleted = k8s::down(&cluster, d.keep_namespace, d.wait_timeout, &stop).await?;
-                write_stdout(|out| {
-                    for what in &deleted {
-                        writeln!(out, "{what}: deleted")?;
-                    }
-                    if deleted.is_empty() {
+    let cluster = runtime.block_on(Cluster::connect(&opts))?;
+    let stop = &*signals.stop;
+    let code = match &a.command {
+        K8sCommand::Manifests(_) => 0,
+        K8sCommand::Up(s) => {
+            let setup = setup(s, &a.namespace)?;
+            let mut line = ProgressLine::new(true);
+            let report =
+                runtime.block_on(k8s::up(&cluster, &setup, &mut |l| line.message(l), stop));
+            line.finish();
+            let report = report?;
+            write_stdout(|out| {
+                for (what, change) in &report.changes {
+                    writeln!(out, "{what}: {}", change.as_str())?;
+                }
+                if report.changed_nothing() {
+                    writeln!(out, "nothing changed: the cluster already runs this setup")?;
+                }
+                writeln!(out)?;
+                k8s::write_status(&report.rows, out)
+            })?;
+            0
+        }
+        K8sCommand::Status => {
+            let rows = runtime.block_on(k8s::status(&cluster))?;
+            write_stdout(|out| k8s::write_status(&rows, out))?;
+            0
+        }
+        K8sCommand::Config(c) => {
+            let config = nginx_config(&c.config)?;
+            let mut line = ProgressLine::new(true);
+            let done = runtime.block_on(k8s::reconfigure(
+                &cluster,
+                config,
+                c.wait_timeout,
+                &mut |l| line.message(l),
+                stop,
+            ));
+            line.finish();
+            match done? {
+                Reconfigured::Unchanged => {
+                    write_stdout(|out| {
                         writeln!(
                             out,
-                            "nothing of archbench's in namespace {}",
-                            cluster.namespace
-                        )?;
-                    }
-                    Ok(())
-                })?;
-                Ok(0)
+                            "nothing changed: the pods already run this configuration"
+                        )
+                    })?;
+                    0
+                }
+                Reconfigured::Applied { rows, checked } => {
+                    write_stdout(|out| {
+                        writeln!(out, "{checked}")?;
+                        writeln!(out, "applied; the new pods:")?;
+                        k8s::write_status(&rows, out)
+                    })?;
+                    0
+                }
+                Reconfigured::RolledBack { why } => {
+                    eprintln!(
+                        "archbench: the new configuration failed, the previous one is back: {why}"
+                    );
+                    super::EXIT_FAILURE
+                }
             }
         }
+        K8sCommand::Curl(c) => curl(&runtime, &cluster, c)?,
+        K8sCommand::Login(l) => {
+            runtime.block_on(k8s::login(&cluster, l.arch, l.pod.as_deref(), &l.command))?
+        }
+        K8sCommand::Top(t) => top(&runtime, &cluster, t.watch, stop)?,
+        K8sCommand::Fingerprint => {
+            let rows = runtime.block_on(k8s::status(&cluster))?;
+            let mut archs: Vec<Arch> = rows
+                .iter()
+                .filter_map(|r| Arch::from_name(&r.arch))
+                .collect();
+            archs.dedup();
+            let mut prints = Vec::new();
+            for arch in archs {
+                prints.push(runtime.block_on(k8s::fingerprint(&cluster, arch))?);
+            }
+            write_stdout(|out| k8s::write_fingerprints(&prints, out))?;
+            0
+        }
+        K8sCommand::Load(l) => load(&runtime, &cluster, l, signals)?,
+        K8sCommand::Down(d) => {
+            let deleted =
+                runtime.block_on(k8s::down(&cluster, d.keep_namespace, d.wait_timeout, stop))?;
+            write_stdout(|out| {
+                for what in &deleted {
+                    writeln!(out, "{what}: deleted")?;
+                }
+                if deleted.is_empty() {
+                    writeln!(
+                        out,
+                        "nothing of archbench's in namespace {}",
+                        cluster.namespace
+                    )?;
+                }
+                Ok(())
+            })?;
+            0
+        }
+    };
+    Ok(if signals.stop.load(Ordering::Relaxed) && code == 0 {
+        signals.exit_code()
+    } else {
+        code
     })
 }
 
-/// The validated setup of `up` and `manifests`.
-fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
-    let config = match s.config.as_str() {
+fn nginx_config(text: &str) -> Result<NginxConfig, K8sError> {
+    Ok(match text {
         "tuned" => NginxConfig::Tuned,
         "stock" => NginxConfig::Stock,
         path => {
@@ -90,8 +157,13 @@ fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
                 text,
             }
         }
-    };
+    })
+}
+
+/// The validated setup of `up` and `manifests`.
+fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
     let mut archs = s.arch.clone();
+    archs.sort();
     archs.dedup();
     if archs.is_empty() {
         return Err(K8sError::Usage(
@@ -112,9 +184,228 @@ fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
         namespace: namespace.to_string(),
         archs,
         image: s.image.clone(),
-        config,
+        config: nginx_config(&s.config)?,
         service_type: s.service_type,
         pools: s.pools_by,
         wait_timeout: s.wait_timeout,
+    })
+}
+
+fn curl(
+    runtime: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    c: &super::args::K8sCurlArgs,
+) -> anyhow::Result<i32> {
+    let targets = runtime.block_on(k8s::targets(cluster, c.target, runtime.handle()))?;
+    let rows = runtime.block_on(k8s::status(cluster))?;
+    let arch_of = rows
+        .iter()
+        .map(|r| (r.pod.clone(), r.arch.clone()))
+        .collect();
+    let mut answers = Vec::new();
+    for t in &targets {
+        let addr = t
+            .url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let addr = if addr.contains(':') {
+            addr
+        } else {
+            format!("{addr}:80")
+        };
+        for n in 0..c.count {
+            let f = runtime.block_on(k8s::fetch(&addr, "/", c.timeout))?;
+            write_stdout(|out| {
+                writeln!(
+                    out,
+                    "{} {}: {} in {:.2} ms, answered by {}",
+                    t.name,
+                    n + 1,
+                    f.status,
+                    f.elapsed.as_secs_f64() * 1000.0,
+                    f.answered_by
+                        .as_deref()
+                        .unwrap_or("(the body does not name its pod)")
+                )?;
+                if n == 0 {
+                    writeln!(out, "{}", f.body_text())?;
+                }
+                Ok(())
+            })?;
+            answers.push(f);
+        }
+    }
+    if c.target == k8s::LoadSelection::Multiarch || targets.len() > 1 {
+        let by = k8s::split(&answers, &arch_of);
+        write_stdout(|out| {
+            let parts: Vec<String> = by.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            writeln!(out, "answers by architecture: {}", parts.join(", "))
+        })?;
+    }
+    Ok(0)
+}
+
+fn top(
+    runtime: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    watch: bool,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<i32> {
+    loop {
+        // Listed afresh each time: a restarted pod is followed by its new name.
+        let pods = runtime.block_on(k8s::pods_of(cluster, None))?;
+        let usage = runtime.block_on(k8s::top(cluster, &pods))?;
+        write_stdout(|out| {
+            writeln!(
+                out,
+                "{:<8}{:<40}{:>12}{:>14}  SOURCE",
+                "ARCH", "POD", "CPU (cores)", "MEMORY"
+            )?;
+            for u in &usage {
+                writeln!(
+                    out,
+                    "{:<8}{:<40}{:>12.3}{:>14}  {}",
+                    u.arch,
+                    u.pod,
+                    u.cores,
+                    crate::report::bytes_iec(u.memory_bytes as f64),
+                    u.source
+                )?;
+            }
+            if usage.is_empty() {
+                writeln!(
+                    out,
+                    "(no pods of archbench's; `archbench k8s up` creates them)"
+                )?;
+            }
+            Ok(())
+        })?;
+        if !watch || stop.load(Ordering::Relaxed) {
+            return Ok(0);
+        }
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        while std::time::Instant::now() < until {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(0);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        write_stdout(|out| writeln!(out))?;
+    }
+}
+
+fn load(
+    runtime: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    l: &K8sLoadArgs,
+    signals: &StopSignals,
+) -> anyhow::Result<i32> {
+    if l.runs == 0 {
+        return Err(PlanError::Invalid("--runs must be at least 1".into()).into());
+    }
+    let targets = runtime.block_on(k8s::targets(cluster, l.target, runtime.handle()))?;
+    let mut contenders = Vec::new();
+    for t in &targets {
+        let plan = super::plan::service_plan(
+            &t.url,
+            l.connections,
+            l.threads,
+            l.duration,
+            l.rate,
+            l.timeout,
+        )?;
+        contenders.push(Contender {
+            name: t.name.clone(),
+            plan,
+            watch: t.watch.clone(),
+        });
+    }
+    let commands: Vec<String> = contenders
+        .iter()
+        .map(|c| match l.layout {
+            K8sLayout::Wrk => format!(
+                "wrk -t{} -c{} -d{} {}",
+                c.plan.threads,
+                c.plan.connections,
+                l.duration.as_secs(),
+                c.plan.target.redacted_url
+            ),
+            K8sLayout::Text => super::plan::reproduce(&c.plan),
+        })
+        .collect();
+    let plan = ComparePlan {
+        contenders,
+        runs: l.runs as usize,
+        warmup: l.warmup,
+        schedule: Schedule::Parallel,
+    };
+    let dir = l.out_dir.join(timefmt::compact(SystemTime::now()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let (json, md) = (dir.join("k8s-load.json"), dir.join("k8s-load.md"));
+    if l.layout == K8sLayout::Wrk {
+        for (t, cmd) in targets.iter().zip(&commands) {
+            eprintln!(
+                "Running wrk test for {} on {}...",
+                t.name.to_uppercase(),
+                t.url
+            );
+            eprintln!("{cmd}");
+        }
+    }
+    let run_one = |c: &Contender| super::measure_sources(&c.plan, &c.watch, &signals.stop, |_| {});
+    let mut on_run = |name: &str, n: usize, measured: bool| {
+        if l.layout == K8sLayout::Text {
+            eprintln!(
+                "  {name}: {}",
+                if measured {
+                    format!("run {n}")
+                } else {
+                    "warm-up".into()
+                }
+            );
+        }
+    };
+    let mut save = |c: &ComparisonResult| -> anyhow::Result<()> {
+        crate::report::save_json_value(c, &json)
+            .with_context(|| format!("cannot write {}", json.display()))
+    };
+    let result = crate::compare::run(
+        &plan,
+        commands,
+        &signals.stop,
+        &run_one,
+        &mut on_run,
+        &mut save,
+    )?;
+    save(&result)?;
+    write_markdown(&result, &md)?;
+    match l.layout {
+        K8sLayout::Text => write_stdout(|out| ComparisonReport.write(&result, out))?,
+        K8sLayout::Wrk => write_stdout(|out| {
+            for (t, c) in result.targets.iter().zip(&plan.contenders) {
+                writeln!(out, "{} RESULTS:", t.name.to_uppercase())?;
+                if let Some(run) = t.runs.first() {
+                    WrkReport::preamble(&c.plan.summary(), out)?;
+                    WrkReport { latency: false }.write_body(run, out)?;
+                }
+            }
+            let done = match result.targets.len() {
+                1 => "Test completed",
+                2 => "Both tests completed",
+                _ => "All tests completed",
+            };
+            writeln!(out, "{done}")
+        })?,
+    }
+    eprintln!(
+        "archbench k8s load: wrote {} and {}",
+        json.display(),
+        md.display()
+    );
+    Ok(if result.interrupted {
+        signals.exit_code()
+    } else {
+        0
     })
 }

@@ -421,6 +421,36 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
     })
 }
 
+/// The plan of one service of `k8s load`: GET with archbench's headers, a duration.
+pub fn service_plan(
+    url: &str,
+    connections: u64,
+    threads: u64,
+    duration: Duration,
+    rate: Option<f64>,
+    timeout: Duration,
+) -> Result<Plan, PlanError> {
+    Ok(build(PlanInput {
+        url,
+        method: "GET".into(),
+        headers: Vec::new(),
+        body: Vec::new(),
+        version: HttpVersion::Http11,
+        keepalive: true,
+        defaults: archbench_defaults(),
+        connections,
+        threads,
+        duration: Some(duration),
+        requests: None,
+        rate,
+        timeout,
+        insecure: false,
+        part: Part::WHOLE,
+        start_at: None,
+    })?
+    .resolve()?)
+}
+
 /// A word for a POSIX shell: bare when it is safe, else in single quotes.
 fn shell_word(w: &str) -> String {
     let safe = !w.is_empty()

@@ -9,8 +9,16 @@
 //! only what it made.
 
 mod client;
+mod curl;
+mod inspect;
+mod load;
+mod login;
 mod manifests;
+mod pods;
+mod reconfigure;
 mod setup;
+mod usage;
+mod watch;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,8 +26,15 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use client::{Cluster, ClusterOptions};
+pub use curl::{fetch, split, Fetched};
+pub use inspect::{fingerprint, write_fingerprints, ArchFingerprint};
+pub use load::{targets, LoadSelection, LoadTarget};
+pub use login::login;
 pub use manifests::{manifests, write_yaml, Manifest, TUNED_NGINX_CONF};
+pub use pods::{exec, pods_of, ExecOutput};
+pub use reconfigure::{current_setup, reconfigure, Reconfigured};
 pub use setup::{down, status, up, write_status, PodRow, UpReport};
+pub use usage::{top, PodUsage};
 
 /// The label on everything archbench creates.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "archbench");
@@ -187,6 +202,8 @@ pub enum K8sError {
         what: String,
         advice: String,
     },
+    #[error("nginx rejects the configuration, so nothing was changed: {message}")]
+    Rejected { message: String },
     #[error("interrupted while {0}; what was applied stays (archbench k8s status shows it, archbench k8s down removes it)")]
     Interrupted(String),
 }

@@ -407,9 +407,15 @@ pub async fn wait_ready(
         if rolled.iter().all(|(_, r)| *r) && addressed == wanted.len() {
             return Ok(());
         }
+        // Judge only the pods that run what we wait for: not those being deleted, nor those
+        // of another configuration (the old ones of a rollout, the failed ones after a
+        // rollback).
+        let expected_hash = setup.config.text().map(super::manifests::sha256_hex);
         for pod in seen.pods.values() {
             let arch = pod.labels().get("arch").and_then(|a| Arch::from_name(a));
-            if arch.is_some_and(|a| archs.contains(&a)) {
+            let current = pod.metadata.deletion_timestamp.is_none()
+                && pod.annotations().get(super::manifests::CONFIG_HASH) == expected_hash.as_ref();
+            if current && arch.is_some_and(|a| archs.contains(&a)) {
                 if let Some(problem) = pod_problem(cluster, setup, pod).await {
                     return Err(problem);
                 }

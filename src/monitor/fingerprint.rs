@@ -8,7 +8,7 @@ use crate::stats::ServerFingerprint;
 /// Fingerprints the process `pid` (nginx: runs its own binary with -V).
 pub fn fingerprint_pid(pid: u32) -> ServerFingerprint {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    let mut fp = ServerFingerprint {
+    let fp = ServerFingerprint {
         executable: exe.as_ref().map(|p| p.display().to_string()),
         ..ServerFingerprint::default()
     };
@@ -27,8 +27,20 @@ pub fn fingerprint_pid(pid: u32) -> ServerFingerprint {
     // nginx prints -V on stderr.
     let text =
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    fill_from_nginx_v(&mut fp, &text);
-    if let Some(w) = outline_atomics_warning(std::env::consts::ARCH, cpu_has_lse(), &text) {
+    from_nginx_v(fp, &text, std::env::consts::ARCH, cpu_has_lse())
+}
+
+/// Completes a fingerprint from `nginx -V`'s text, as seen on a machine of `arch` (`uname -m`
+/// spelling: x86_64, aarch64) with or without LSE atomics: for a local process, or a pod
+/// read through exec.
+pub fn from_nginx_v(
+    mut fp: ServerFingerprint,
+    nginx_v: &str,
+    arch: &str,
+    cpu_lse: Option<bool>,
+) -> ServerFingerprint {
+    fill_from_nginx_v(&mut fp, nginx_v);
+    if let Some(w) = outline_atomics_warning(arch, cpu_lse, nginx_v) {
         fp.warnings.push(w);
     }
     fp

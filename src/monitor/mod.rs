@@ -130,6 +130,12 @@ pub trait ResourceSampler: Send {
     fn gone(&self) -> bool {
         false
     }
+
+    /// What happened to the target while it was watched (a pod restarted, say), taken once
+    /// when sampling ends.
+    fn events(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Builds the sampler for a spec; fails now if the target does not exist.
@@ -324,6 +330,7 @@ impl Monitor {
                     },
                     busiest_thread_demand: last.busiest_thread_demand_s.map(per_second),
                     sampling_stopped: stopped,
+                    events: sampler.events(),
                 }
             })
             .map_err(|source| MonitorError::Read {

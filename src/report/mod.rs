@@ -15,6 +15,7 @@ pub use ab::AbReport;
 pub use compare::ComparisonReport;
 pub use markdown::MarkdownReport;
 pub use text::{ports_note, TextReport};
+pub use units::bytes_iec;
 pub use wrk::WrkReport;
 
 use crate::stats::RunResult;

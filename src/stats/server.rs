@@ -48,6 +48,10 @@ pub struct ServerUsage {
     /// Set when sampling ended before the run did; the figures above cover `sampled_s` only.
     #[serde(default)]
     pub sampling_stopped: Option<SamplingStopped>,
+    /// What happened to the server while it was watched ("pod nginx-arm-… restarted 3.2 s
+    /// in"); its CPU figures include the time before and after.
+    #[serde(default)]
+    pub events: Vec<String>,
 }
 
 impl ServerUsage {
@@ -72,6 +76,7 @@ impl ServerUsage {
             counters: Vec::new(),
             busiest_thread_demand: None,
             sampling_stopped: None,
+            events: Vec::new(),
         }
     }
 }

@@ -1,0 +1,131 @@
+//! `k8s fingerprint`: per architecture, the node's architecture and CPU, LSE atomics, and the
+//! pod's `nginx -V`, with the outline-atomics warning where it applies (the regression the
+//! multi-arch test plan hunted: 167k vs 499k req/s).
+
+use std::io::{self, Write};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::{Api, ResourceExt};
+
+use super::client::api_error;
+use super::pods::{exec, pick};
+use super::{Arch, Cluster, K8sError};
+use crate::stats::ServerFingerprint;
+
+/// What one architecture's pod runs on and runs.
+#[derive(Debug, Clone)]
+pub struct ArchFingerprint {
+    pub arch: Arch,
+    pub pod: String,
+    pub node: String,
+    /// The node's `status.nodeInfo.architecture` (amd64, arm64).
+    pub node_arch: String,
+    pub instance_type: String,
+    pub kernel: String,
+    /// From the pod's /proc/cpuinfo.
+    pub cpu_model: String,
+    /// aarch64 only: whether the CPU has LSE atomics.
+    pub lse_atomics: Option<bool>,
+    pub nginx: ServerFingerprint,
+}
+
+/// `uname -m`'s spelling of a Kubernetes architecture.
+fn machine(kube_arch: &str) -> &str {
+    match kube_arch {
+        "amd64" => "x86_64",
+        "arm64" => "aarch64",
+        other => other,
+    }
+}
+
+pub async fn fingerprint(cluster: &Cluster, arch: Arch) -> Result<ArchFingerprint, K8sError> {
+    let pod = pick(cluster, arch, None).await?;
+    let name = pod.name_any();
+    let node_name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    let node = Api::<Node>::all(cluster.client.clone())
+        .get_opt(&node_name)
+        .await
+        .map_err(|e| api_error(e, "get", "nodes"))?;
+    let info = node
+        .as_ref()
+        .and_then(|n| n.status.as_ref()?.node_info.clone());
+    let node_arch = info
+        .as_ref()
+        .map(|i| i.architecture.clone())
+        .unwrap_or_else(|| "unknown".into());
+    let cpuinfo = exec(cluster, &name, &["cat", "/proc/cpuinfo"], None)
+        .await?
+        .stdout_text();
+    let v = exec(cluster, &name, &["sh", "-c", "nginx -V 2>&1"], None).await?;
+    let lse_atomics =
+        (machine(&node_arch) == "aarch64").then(|| crate::os::lse_in_cpuinfo(&cpuinfo));
+    let nginx = crate::monitor::fingerprint::from_nginx_v(
+        ServerFingerprint {
+            executable: Some("nginx (in the pod)".into()),
+            ..ServerFingerprint::default()
+        },
+        &v.stdout_text(),
+        machine(&node_arch),
+        lse_atomics,
+    );
+    Ok(ArchFingerprint {
+        arch,
+        pod: name,
+        node: node_name,
+        instance_type: node
+            .as_ref()
+            .and_then(|n| n.labels().get("node.kubernetes.io/instance-type").cloned())
+            .unwrap_or_else(|| "-".into()),
+        kernel: info
+            .as_ref()
+            .map(|i| i.kernel_version.clone())
+            .unwrap_or_default(),
+        cpu_model: crate::os::cpu_model_in(&cpuinfo),
+        node_arch,
+        lse_atomics,
+        nginx,
+    })
+}
+
+pub fn write_fingerprints(prints: &[ArchFingerprint], out: &mut dyn Write) -> io::Result<()> {
+    for f in prints {
+        writeln!(
+            out,
+            "{}: pod {} on node {} ({}, {})",
+            f.arch.name(),
+            f.pod,
+            f.node,
+            f.node_arch,
+            f.instance_type
+        )?;
+        writeln!(out, "  CPU      {}", f.cpu_model)?;
+        if let Some(lse) = f.lse_atomics {
+            writeln!(
+                out,
+                "  LSE      {}",
+                if lse { "yes (ARMv8.1 atomics)" } else { "no" }
+            )?;
+        }
+        if !f.kernel.is_empty() {
+            writeln!(out, "  kernel   {}", f.kernel)?;
+        }
+        writeln!(
+            out,
+            "  nginx    {}",
+            f.nginx
+                .describe()
+                .unwrap_or_else(|| "nginx -V printed no version".into())
+        )?;
+        if let Some(args) = &f.nginx.configure_arguments {
+            writeln!(out, "  built    {args}")?;
+        }
+        for w in &f.nginx.warnings {
+            writeln!(out, "  WARNING: {w}")?;
+        }
+    }
+    Ok(())
+}

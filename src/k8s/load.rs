@@ -1,0 +1,125 @@
+//! What `k8s load` and `k8s curl` aim at: each architecture's service address (and the
+//! multi-arch one), with the pods behind it to watch.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::ListParams;
+use kube::Api;
+
+use super::client::api_error;
+use super::setup::service_address;
+use super::watch::PodWatch;
+use super::{Arch, Cluster, K8sError, MULTIARCH_SERVICE};
+use crate::monitor::WatchSource;
+
+/// What the script's `wrk <target>` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadSelection {
+    Intel,
+    Arm,
+    Amd,
+    /// The service over every architecture's pods.
+    Multiarch,
+    /// intel and arm, as the script's `wrk both`.
+    Both,
+    /// Every deployed architecture's service, and the multi-arch one.
+    All,
+}
+
+/// One service to load.
+#[derive(Debug, Clone)]
+pub struct LoadTarget {
+    /// "intel", "arm", "multiarch".
+    pub name: String,
+    /// The architecture behind it (None for multi-arch).
+    pub arch: Option<Arch>,
+    pub service: String,
+    /// `http://ADDRESS/`.
+    pub url: String,
+    /// The pods to watch while loading.
+    pub watch: Vec<Arc<dyn WatchSource>>,
+}
+
+/// Resolves a selection into services with addresses, and the pods behind each.
+pub async fn targets(
+    cluster: &Cluster,
+    selection: LoadSelection,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Vec<LoadTarget>, K8sError> {
+    let services: Vec<Service> =
+        Api::<Service>::namespaced(cluster.client.clone(), &cluster.namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| api_error(e, "list", "services"))?
+            .items;
+    let nodes: Vec<Node> = Api::<Node>::all(cluster.client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let find = |name: &str| {
+        services
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+    };
+    let deployed: Vec<Arch> = Arch::ALL
+        .into_iter()
+        .filter(|a| find(&a.service()).is_some())
+        .collect();
+    let wanted: Vec<Option<Arch>> = match selection {
+        LoadSelection::Intel => vec![Some(Arch::Intel)],
+        LoadSelection::Arm => vec![Some(Arch::Arm)],
+        LoadSelection::Amd => vec![Some(Arch::Amd)],
+        LoadSelection::Multiarch => vec![None],
+        LoadSelection::Both => vec![Some(Arch::Intel), Some(Arch::Arm)],
+        LoadSelection::All => deployed.iter().copied().map(Some).chain([None]).collect(),
+    };
+    let mut out = Vec::new();
+    for arch in wanted {
+        let (name, service) = match arch {
+            Some(a) => (a.name().to_string(), a.service()),
+            None => ("multiarch".to_string(), MULTIARCH_SERVICE.to_string()),
+        };
+        let svc = find(&service).ok_or_else(|| K8sError::Api {
+            what: format!("find service {service}"),
+            message: format!(
+                "not in namespace {}; `archbench k8s up{}` creates it",
+                cluster.namespace,
+                arch.map(|a| format!(" --arch {}", a.name()))
+                    .unwrap_or_default()
+            ),
+        })?;
+        let address = service_address(svc, &nodes).ok_or_else(|| K8sError::Api {
+            what: format!("address of {service}"),
+            message: "its LoadBalancer address is still pending; wait, or use --service-type NodePort with `archbench k8s up`".into(),
+        })?;
+        let archs: Vec<Arch> = match arch {
+            Some(a) => vec![a],
+            None => deployed.clone(),
+        };
+        let watch = archs
+            .into_iter()
+            .map(|a| {
+                Arc::new(PodWatch {
+                    label: if arch.is_some() {
+                        name.clone()
+                    } else {
+                        format!("{name}/{}", a.name())
+                    },
+                    arch: a,
+                    cluster: cluster.clone(),
+                    runtime: runtime.clone(),
+                }) as Arc<dyn WatchSource>
+            })
+            .collect();
+        out.push(LoadTarget {
+            name,
+            arch,
+            service,
+            url: format!("http://{address}/"),
+            watch,
+        });
+    }
+    Ok(out)
+}

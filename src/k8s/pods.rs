@@ -1,0 +1,179 @@
+//! The nginx pods: finding one per architecture, and running commands in them over the API
+//! server's exec (WebSocket), either to completion or as a stream of lines.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{AttachParams, ListParams};
+use kube::{Api, ResourceExt};
+use tokio::io::AsyncReadExt;
+
+use super::client::api_error;
+use super::{Arch, Cluster, K8sError, APP, MANAGED_BY};
+
+/// The container archbench's Deployments run.
+pub const CONTAINER: &str = "nginx";
+
+/// The nginx pods of one architecture (ready ones first, newest first among equals).
+pub async fn pods_of(cluster: &Cluster, arch: Option<Arch>) -> Result<Vec<Pod>, K8sError> {
+    let mut selector = format!("{}={},{}={}", MANAGED_BY.0, MANAGED_BY.1, APP.0, APP.1);
+    if let Some(a) = arch {
+        selector.push_str(&format!(",arch={}", a.name()));
+    }
+    let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let mut pods = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| api_error(e, "list", "pods"))?
+        .items;
+    pods.retain(|p| p.metadata.deletion_timestamp.is_none());
+    pods.sort_by_key(|p| {
+        (
+            !is_ready(p),
+            std::cmp::Reverse(p.metadata.creation_timestamp.clone().map(|t| t.0)),
+        )
+    });
+    Ok(pods)
+}
+
+/// Every container of the pod is ready.
+pub fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c.ready))
+}
+
+/// The pod to talk to for `arch`: the one named, or its ready pod.
+pub async fn pick(cluster: &Cluster, arch: Arch, name: Option<&str>) -> Result<Pod, K8sError> {
+    let pods = pods_of(cluster, Some(arch)).await?;
+    match name {
+        Some(n) => pods.into_iter().find(|p| p.name_any() == n).ok_or_else(|| {
+            K8sError::Usage(format!(
+                "no pod {n} of {} in namespace {}; `archbench k8s status` lists them",
+                arch.name(),
+                cluster.namespace
+            ))
+        }),
+        None => pods.into_iter().next().ok_or_else(|| K8sError::Api {
+            what: format!("find a pod of {}", arch.name()),
+            message: format!(
+                "none in namespace {}; `archbench k8s up --arch {}` creates it",
+                cluster.namespace,
+                arch.name()
+            ),
+        }),
+    }
+}
+
+/// What a command printed, and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub exit_code: i32,
+}
+
+impl ExecOutput {
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+}
+
+/// The status an exec ends with (the kubelet's `Status` on channel 3).
+pub type ExecStatus = k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+
+/// The exit code in an exec's closing Status: 0 on Success; the `ExitCode` cause otherwise.
+pub fn exit_code(status: Option<&ExecStatus>) -> Result<i32, String> {
+    let Some(s) = status else {
+        return Err("the exec ended without a status".into());
+    };
+    if s.status.as_deref() == Some("Success") {
+        return Ok(0);
+    }
+    s.details
+        .as_ref()
+        .and_then(|d| d.causes.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
+        .and_then(|c| c.message.as_deref()?.parse().ok())
+        .ok_or_else(|| match (&s.message, &s.reason) {
+            (Some(m), _) if !m.is_empty() => m.clone(),
+            (_, Some(r)) => format!("{r} ({})", s.code.unwrap_or(0)),
+            _ => "the exec failed without a reason".into(),
+        })
+}
+
+/// Runs `command` in the pod's nginx container to completion, with `stdin` fed to it.
+pub async fn exec(
+    cluster: &Cluster,
+    pod: &str,
+    command: &[&str],
+    stdin: Option<&[u8]>,
+) -> Result<ExecOutput, K8sError> {
+    let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let params = AttachParams::default()
+        .container(CONTAINER)
+        .stdin(stdin.is_some())
+        .stdout(true)
+        .stderr(true);
+    let mut process = api
+        .exec(pod, command.iter().map(|s| s.to_string()), &params)
+        .await
+        .map_err(|e| api_error(e, "create", "pods/exec"))?;
+    if let (Some(data), Some(mut w)) = (stdin, process.stdin()) {
+        use tokio::io::AsyncWriteExt;
+        let _ = w.write_all(data).await;
+        let _ = w.shutdown().await;
+    }
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let (stdout, stderr, status) = (process.stdout(), process.stderr(), process.take_status());
+    let o = async {
+        if let Some(mut r) = stdout {
+            let _ = r.read_to_end(&mut out).await;
+        }
+    };
+    let e = async {
+        if let Some(mut r) = stderr {
+            let _ = r.read_to_end(&mut err).await;
+        }
+    };
+    futures::join!(o, e);
+    let status = match status {
+        Some(s) => s.await,
+        None => None,
+    };
+    let exit_code = exit_code(status.as_ref()).map_err(|message| K8sError::Api {
+        what: format!("exec in {pod}"),
+        message,
+    })?;
+    let _ = process.join().await;
+    Ok(ExecOutput {
+        stdout: out,
+        stderr: err,
+        exit_code,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(json: &str) -> ExecStatus {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn exit_codes_from_the_kubelets_status() {
+        assert_eq!(exit_code(Some(&status(r#"{"status":"Success"}"#))), Ok(0));
+        assert_eq!(
+            exit_code(Some(&status(
+                r#"{"status":"Failure","reason":"NonZeroExitCode","message":"command terminated with non-zero exit code: exit status 3","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}"#
+            ))),
+            Ok(3)
+        );
+        assert!(exit_code(Some(&status(
+            r#"{"status":"Failure","reason":"InternalError","message":"container not found","code":500}"#
+        )))
+        .unwrap_err()
+        .contains("container not found"));
+        assert!(exit_code(None).is_err());
+    }
+}

@@ -1,0 +1,228 @@
+//! A pod's CPU and memory from its own cgroup, read through exec — what the guide installs
+//! btop in every pod for (and btop in a pod shows the node, not the pod) — or from the
+//! metrics API when exec is not allowed.
+
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+use super::client::api_error;
+use super::pods::exec;
+use super::{Cluster, K8sError};
+
+/// Prints the pod's cgroup counters, v2 names as they are, v1 ones prefixed: the parser
+/// takes whichever the node has.
+pub const READ_CGROUP: &str = "f=/sys/fs/cgroup; \
+cat $f/cpu.stat 2>/dev/null; \
+echo memory.current $(cat $f/memory.current 2>/dev/null); \
+echo v1.cpuacct.usage $(cat $f/cpuacct/cpuacct.usage 2>/dev/null || cat $f/cpu,cpuacct/cpuacct.usage 2>/dev/null); \
+sed 's/^/v1.cpuacct./' $f/cpuacct/cpuacct.stat 2>/dev/null || sed 's/^/v1.cpuacct./' $f/cpu,cpuacct/cpuacct.stat 2>/dev/null; \
+echo v1.memory.usage $(cat $f/memory/memory.usage_in_bytes 2>/dev/null)";
+
+/// One reading of a pod's cgroup: cumulative CPU and current memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CgroupReading {
+    /// CPU time used since the cgroup was made, microseconds.
+    pub usage_usec: u64,
+    pub user_usec: Option<u64>,
+    pub system_usec: Option<u64>,
+    /// Memory charged to the cgroup now (memory.current or memory.usage_in_bytes).
+    pub memory_bytes: u64,
+}
+
+/// Parses [`READ_CGROUP`]'s output; None when neither a v2 nor a v1 CPU counter was there.
+pub fn parse_cgroup(text: &str) -> Option<CgroupReading> {
+    let field = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse::<u64>().ok()).flatten()
+        })
+    };
+    // USER_HZ is 100 on every Linux architecture Kubernetes runs on.
+    let ticks = |key: &str| field(key).map(|t| t * 10_000);
+    let (usage_usec, user_usec, system_usec) = match field("usage_usec") {
+        Some(u) => (u, field("user_usec"), field("system_usec")),
+        None => (
+            field("v1.cpuacct.usage")? / 1000,
+            ticks("v1.cpuacct.user"),
+            ticks("v1.cpuacct.system"),
+        ),
+    };
+    Some(CgroupReading {
+        usage_usec,
+        user_usec,
+        system_usec,
+        memory_bytes: field("memory.current")
+            .or_else(|| field("v1.memory.usage"))
+            .unwrap_or(0),
+    })
+}
+
+/// Reads the pod's cgroup once through exec.
+pub async fn read_cgroup(cluster: &Cluster, pod: &str) -> Result<CgroupReading, K8sError> {
+    let out = exec(cluster, pod, &["sh", "-c", READ_CGROUP], None).await?;
+    parse_cgroup(&out.stdout_text()).ok_or_else(|| K8sError::Api {
+        what: format!("read the cgroup of {pod}"),
+        message: "neither /sys/fs/cgroup/cpu.stat (v2) nor cpuacct.usage (v1) is readable in the container".into(),
+    })
+}
+
+/// Parses a Kubernetes CPU quantity ("250m", "123456n", "2") into cores.
+pub fn cpu_cores(q: &str) -> Option<f64> {
+    let (num, scale) = match q.as_bytes().last()? {
+        b'n' => (&q[..q.len() - 1], 1e-9),
+        b'u' => (&q[..q.len() - 1], 1e-6),
+        b'm' => (&q[..q.len() - 1], 1e-3),
+        _ => (q, 1.0),
+    };
+    num.parse::<f64>().ok().map(|v| v * scale)
+}
+
+/// Parses a Kubernetes memory quantity ("4560Ki", "12Mi", "1G", "1234") into bytes.
+pub fn memory_bytes(q: &str) -> Option<u64> {
+    let units: [(&str, f64); 8] = [
+        ("Ki", 1024.0),
+        ("Mi", 1024.0 * 1024.0),
+        ("Gi", 1024.0 * 1024.0 * 1024.0),
+        ("Ti", 1024f64.powi(4)),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+    ];
+    for (suffix, scale) in units {
+        if let Some(n) = q.strip_suffix(suffix) {
+            return n.parse::<f64>().ok().map(|v| (v * scale) as u64);
+        }
+    }
+    q.parse().ok()
+}
+
+/// A pod's usage now: cores over the last interval and current memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodUsage {
+    pub pod: String,
+    pub arch: String,
+    pub cores: f64,
+    pub memory_bytes: u64,
+    /// "cgroup (exec)" or "metrics API (…s window)".
+    pub source: String,
+}
+
+/// Two cgroup readings a second apart per pod, or the metrics API where exec is forbidden.
+pub async fn top(cluster: &Cluster, pods: &[Pod]) -> Result<Vec<PodUsage>, K8sError> {
+    let mut first = Vec::with_capacity(pods.len());
+    for p in pods {
+        let name = p.name_any();
+        match read_cgroup(cluster, &name).await {
+            Ok(r) => first.push(Some((r, Instant::now()))),
+            Err(K8sError::Forbidden { .. }) => first.push(None),
+            Err(e) => return Err(e),
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let mut out = Vec::with_capacity(pods.len());
+    for (p, before) in pods.iter().zip(first) {
+        let name = p.name_any();
+        let arch = p.labels().get("arch").cloned().unwrap_or_default();
+        match before {
+            Some((a, at)) => {
+                let b = read_cgroup(cluster, &name).await?;
+                let dt = at.elapsed().as_secs_f64();
+                out.push(PodUsage {
+                    pod: name,
+                    arch,
+                    cores: b.usage_usec.saturating_sub(a.usage_usec) as f64 / 1e6 / dt,
+                    memory_bytes: b.memory_bytes,
+                    source: "cgroup (exec)".into(),
+                });
+            }
+            None => out.push(metrics_api(cluster, &name, arch).await?),
+        }
+    }
+    Ok(out)
+}
+
+/// The metrics API's view of a pod (metrics-server: a window of tens of seconds).
+async fn metrics_api(cluster: &Cluster, pod: &str, arch: String) -> Result<PodUsage, K8sError> {
+    let path = format!(
+        "/apis/metrics.k8s.io/v1beta1/namespaces/{}/pods/{pod}",
+        cluster.namespace
+    );
+    let req = ::http::Request::get(&path)
+        .body(Vec::new())
+        .map_err(|e| K8sError::Api {
+            what: "metrics request".into(),
+            message: e.to_string(),
+        })?;
+    let text = cluster
+        .client
+        .request_text(req)
+        .await
+        .map_err(|e| api_error(e, "get", "pods.metrics.k8s.io"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| K8sError::Api {
+        what: format!("metrics of {pod}"),
+        message: e.to_string(),
+    })?;
+    let containers = v["containers"].as_array().cloned().unwrap_or_default();
+    let cores = containers
+        .iter()
+        .filter_map(|c| cpu_cores(c["usage"]["cpu"].as_str()?))
+        .sum();
+    let memory = containers
+        .iter()
+        .filter_map(|c| memory_bytes(c["usage"]["memory"].as_str()?))
+        .sum();
+    Ok(PodUsage {
+        pod: pod.to_string(),
+        arch,
+        cores,
+        memory_bytes: memory,
+        source: format!(
+            "metrics API ({} window)",
+            v["window"].as_str().unwrap_or("?")
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_v2_and_v1_cgroups() {
+        let v2 = "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\nnr_periods 0\nmemory.current 4669440\nv1.cpuacct.usage\nv1.memory.usage\n";
+        assert_eq!(
+            parse_cgroup(v2),
+            Some(CgroupReading {
+                usage_usec: 2_500_000,
+                user_usec: Some(2_000_000),
+                system_usec: Some(500_000),
+                memory_bytes: 4_669_440,
+            })
+        );
+        let v1 = "memory.current\nv1.cpuacct.usage 3000000000\nv1.cpuacct.user 250\nv1.cpuacct.system 50\nv1.memory.usage 8192\n";
+        assert_eq!(
+            parse_cgroup(v1),
+            Some(CgroupReading {
+                usage_usec: 3_000_000,
+                user_usec: Some(2_500_000),
+                system_usec: Some(500_000),
+                memory_bytes: 8192,
+            })
+        );
+        assert_eq!(parse_cgroup("memory.current\nv1.cpuacct.usage\n"), None);
+    }
+
+    #[test]
+    fn kubernetes_quantities() {
+        assert_eq!(cpu_cores("250m"), Some(0.25));
+        assert_eq!(cpu_cores("12345678n"), Some(0.012345678));
+        assert_eq!(cpu_cores("2"), Some(2.0));
+        assert_eq!(memory_bytes("4560Ki"), Some(4_669_440));
+        assert_eq!(memory_bytes("12Mi"), Some(12 * 1024 * 1024));
+        assert_eq!(memory_bytes("1234"), Some(1234));
+        assert_eq!(cpu_cores("x"), None);
+    }
+}
