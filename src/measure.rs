@@ -27,12 +27,20 @@ pub fn execute(
     stop: &AtomicBool,
     on_progress: impl FnMut(&Progress),
 ) -> Result<RunResult, MeasureError> {
-    // Monitors take their first sample now, so a bad target fails before any load.
+    // With --start-at, one start for the load and its monitors (it may lie ahead, and the
+    // monitors' figures must not cover the wait). Without, the load's clock starts when its
+    // workers do: opening monitors (fingerprints, perf) must not eat into the run.
+    let clock = plan.start_at.map(|_| engine::start_instant(plan.start_at));
+    let monitors_from = clock.map_or_else(std::time::Instant::now, |c| c.1);
+    // Monitors sample once now, so a bad target fails before any load.
     let monitors = watch
         .iter()
-        .map(|w| Monitor::start(w.as_ref()))
+        .map(|w| Monitor::start(w.as_ref(), monitors_from))
         .collect::<Result<Vec<_>, _>>()?;
-    let outcome = engine::run(plan, stop, on_progress);
+    let outcome = match clock {
+        Some(clock) => engine::run_from(plan, clock, stop, on_progress),
+        None => engine::run(plan, stop, on_progress),
+    };
     // Monitors stop even when the engine failed, so no sampling thread outlives the run.
     let servers: Vec<_> = monitors.into_iter().map(Monitor::finish).collect();
     let RunOutcome {

@@ -264,7 +264,8 @@ impl Nginx {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         // SAFETY: prctl in the child before exec; it only asks the kernel to signal nginx when
-        // archbench dies, so a hard exit never leaves it running.
+        // archbench dies, so a hard exit never leaves it running. The signal follows the
+        // *thread* that spawned it: start nginx on a thread that lives as long as it should.
         unsafe {
             cmd.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);

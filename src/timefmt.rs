@@ -70,13 +70,18 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
         }
         rest = &frac[digits..];
     }
-    let offset_s: i64 = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
-            let oh: i64 = o[1..3].parse().ok()?;
-            let om: i64 = o[4..6].parse().ok()?;
-            let v = oh * 3600 + om * 60;
-            if o.starts_with('-') {
+    // Bytes, not str slices: a multi-byte character must not split a slice (no panic on
+    // what a user or another machine wrote).
+    let o = rest.as_bytes();
+    let digits2 = |b: &[u8]| -> Option<i64> {
+        (b.len() == 2 && b.iter().all(u8::is_ascii_digit))
+            .then(|| i64::from(b[0] - b'0') * 10 + i64::from(b[1] - b'0'))
+    };
+    let offset_s: i64 = match o {
+        b"Z" | b"z" => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let v = digits2(&[*h1, *h2])? * 3600 + digits2(&[*m1, *m2])? * 60;
+            if *sign == b'-' {
                 -v
             } else {
                 v

@@ -33,18 +33,10 @@ mod util;
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-fn allocations_for(url: &str, requests: u64) -> (u64, u64) {
-    let argv = [
-        "archbench",
-        "run",
-        url,
-        "-n",
-        &requests.to_string(),
-        "-c",
-        "4",
-        "-t",
-        "2",
-    ];
+fn allocations_for(url: &str, requests: u64, extra: &[&str]) -> (u64, u64) {
+    let n = requests.to_string();
+    let mut argv = vec!["archbench", "run", url, "-n", &n, "-c", "4", "-t", "2"];
+    argv.extend_from_slice(extra);
     let Sub::Run(args) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!("parsed as run")
     };
@@ -61,15 +53,26 @@ fn allocations_do_not_grow_with_the_request_count() {
     let server = util::ServeChild::start(&["--threads", "1"]);
     let url = server.url.clone();
 
-    let (small, small_done) = allocations_for(&url, 1_000);
-    let (large, large_done) = allocations_for(&url, 20_000);
+    let (small, small_done) = allocations_for(&url, 1_000, &[]);
+    let (large, large_done) = allocations_for(&url, 20_000, &[]);
+    // The open loop too: its timer heap, send-lateness histogram and stamped reads.
+    let open = ["--rate", "20000"];
+    let (open_small, open_small_done) = allocations_for(&url, 1_000, &open);
+    let (open_large, open_large_done) = allocations_for(&url, 10_000, &open);
     drop(server);
     assert_eq!((small_done, large_done), (1_000, 20_000));
-    // One allocation per request would add 19,000; a few may come from the per-second
-    // series growing if the longer run crosses a second.
+    assert_eq!((open_small_done, open_large_done), (1_000, 10_000));
+    // One allocation per request would add 19,000 (9,000); a few may come from the
+    // per-second series growing if the longer run crosses a second.
     assert!(
         large <= small + 32,
         "1,000 requests: {small} allocations; 20,000 requests: {large}"
     );
-    eprintln!("allocations: {small} for 1,000 requests, {large} for 20,000");
+    assert!(
+        open_large <= open_small + 32,
+        "open loop: 1,000 requests: {open_small} allocations; 10,000 requests: {open_large}"
+    );
+    eprintln!(
+        "allocations: {small} for 1,000 requests, {large} for 20,000; open loop {open_small} for 1,000, {open_large} for 10,000"
+    );
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context as _;
 
 use super::args::{K8sArgs, K8sCommand, K8sLayout, K8sLoadArgs, K8sSetupArgs};
-use super::{write_markdown, write_stdout, PlanError, ProgressLine, StopSignals};
+use super::{write_markdown, write_stdout, ProgressLine, StopSignals};
 use crate::compare::{ComparePlan, ComparisonResult, Contender, Schedule};
 use crate::k8s::{self, Arch, Cluster, ClusterOptions, K8sError, NginxConfig, Reconfigured, Setup};
 use crate::report::{ComparisonReport, WrkReport};
@@ -301,9 +301,7 @@ fn load(
     l: &K8sLoadArgs,
     signals: &StopSignals,
 ) -> anyhow::Result<i32> {
-    if l.runs == 0 {
-        return Err(PlanError::Invalid("--runs must be at least 1".into()).into());
-    }
+    let runs = super::plan::runs(l.runs)?;
     let targets = runtime.block_on(k8s::targets(cluster, l.target, runtime.handle()))?;
     let mut contenders = Vec::new();
     for t in &targets {
@@ -336,7 +334,7 @@ fn load(
         .collect();
     let plan = ComparePlan {
         contenders,
-        runs: l.runs as usize,
+        runs,
         warmup: l.warmup,
         schedule: Schedule::Parallel,
     };

@@ -338,19 +338,22 @@ fn finish_code(result: &RunResult, signals: &StopSignals) -> i32 {
 fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = run_plan(a)?;
     let watch = plan::with_perf(&a.load.watch, &a.load.perf)?;
-    if let Some(late) = plan
-        .start_at
-        .and_then(|at| SystemTime::now().duration_since(at).ok())
-    {
-        eprintln!(
-            "archbench: --start-at passed {:.3} s ago; starting now",
-            late.as_secs_f64()
-        );
-    }
     let mut progress = ProgressLine::new(!a.quiet && a.output == OutputFormat::Text);
     let result = execute(&plan, &watch, &signals.stop, |p| progress.update(p));
     progress.finish();
     let result = result?;
+    if let Some(at) = plan.start_at {
+        // Within the grace the part keeps --start-at as its clock (its first sends are late,
+        // and send lateness shows it); beyond it, it started late and out of phase.
+        if result.started_at != crate::timefmt::rfc3339_micros(at) {
+            eprintln!(
+                "archbench: --start-at {} had passed by more than {} s when this part could start; it started at {}, out of phase with the other parts",
+                crate::timefmt::rfc3339_micros(at),
+                crate::engine::START_GRACE.as_secs(),
+                result.started_at
+            );
+        }
+    }
     save(&result, a.json.as_deref())?;
     notes_on_stderr(&result, FrontEnd::Run);
     write_stdout(|out| match a.output {
@@ -528,21 +531,53 @@ fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
             result,
         });
     }
+    // Notes come after a merge that worked, so a refusal stays one line.
+    let mut notes = Vec::new();
     if let Some(other) = sources
         .iter()
         .find(|s| !crate::stats::same_load(&s.result.plan, &sources[0].result.plan))
     {
-        eprintln!(
-            "archbench: note: {} loaded {} {}, not {} {} as {} did; merged anyway",
+        notes.push(format!(
+            "{} loaded {} {}, not {} {} as {} did; merged anyway",
             other.file,
             other.result.plan.method,
             other.result.plan.url,
             sources[0].result.plan.method,
             sources[0].result.plan.url,
             sources[0].file
-        );
+        ));
+    }
+    for (k, a) in sources.iter().enumerate() {
+        for b in &sources[k + 1..] {
+            let (x, y) = (&a.result, &b.result);
+            if x.environment.hostname == y.environment.hostname
+                && x.started_at == y.started_at
+                && x.totals.requests == y.totals.requests
+            {
+                notes.push(format!(
+                    "{} and {} look like the same run (same host, start and count): merged twice?",
+                    a.file, b.file
+                ));
+            }
+        }
     }
     let mut merged = crate::stats::merge_results(sources)?;
+    for note in &notes {
+        eprintln!("archbench: note: {note}");
+    }
+    // Sources that never ran at the same time do not make one load.
+    let windows: Vec<(f64, f64)> = merged
+        .sources
+        .iter()
+        .map(|s| (s.start_offset_s, s.start_offset_s + s.totals.elapsed_s))
+        .collect();
+    let latest_start = windows.iter().map(|w| w.0).fold(0.0, f64::max);
+    let earliest_end = windows.iter().map(|w| w.1).fold(f64::INFINITY, f64::min);
+    if latest_start > earliest_end {
+        eprintln!(
+            "archbench: note: the sources did not all run at the same time (one started {latest_start:.1} s after the first, after another had ended); the merged rate and series mix different times"
+        );
+    }
     merged.limiter = crate::monitor::limiter(&merged);
     save(&merged, a.json.as_deref())?;
     write_stdout(|out| write_result(&merged, a.output, out))?;
@@ -600,6 +635,7 @@ fn wait_for(stop: &AtomicBool) {
 }
 
 fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    plan::runs(a.runs)?;
     let servers = demo::start_servers()?;
     eprintln!("archbench demo: {}", servers.description());
     let targets = servers.targets();

@@ -45,6 +45,19 @@ pub const MAX_LOCAL_RATE: f64 = 10_000_000.0;
 pub const MAX_START_AHEAD: Duration = Duration::from_secs(24 * 3600);
 /// Most parts one load is split into.
 pub const MAX_PARTS: u32 = 100_000;
+/// Most measured runs per target of a comparison (each is kept in full in the result).
+pub const MAX_RUNS: u64 = 10_000;
+
+/// `--runs`, checked.
+pub fn runs(runs: u64) -> Result<usize, PlanError> {
+    match runs {
+        0 => Err(invalid("--runs must be at least 1")),
+        n if n > MAX_RUNS => Err(invalid(format!(
+            "--runs {n}: at most {MAX_RUNS} runs per target (each is kept in full in the result)"
+        ))),
+        n => Ok(n as usize),
+    }
+}
 
 /// Run durations when none is given.
 pub const RUN_DURATION: Duration = Duration::from_secs(10);
@@ -367,9 +380,7 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
 /// that reproduces one run of each.
 pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, PlanError> {
     use crate::compare::{ComparePlan, Contender, Schedule};
-    if a.runs == 0 {
-        return Err(invalid("--runs must be at least 1"));
-    }
+    let runs = runs(a.runs)?;
     let mut contenders: Vec<Contender> = Vec::new();
     for t in &a.targets {
         let (name, url) = t
@@ -415,7 +426,7 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
     };
     Ok(ComparePlan {
         contenders,
-        runs: a.runs as usize,
+        runs,
         warmup: !a.no_warmup,
         schedule,
     })

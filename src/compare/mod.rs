@@ -104,9 +104,10 @@ pub struct MetricComparison {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MetricSummary {
     pub name: String,
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
+    /// Absent when this target has no value for the metric (not watched, say).
+    pub median: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
     pub n: u64,
     /// Against the baseline; None for the baseline itself.
     pub versus_baseline: Option<Delta>,
@@ -285,9 +286,7 @@ impl ComparisonResult {
                     .iter()
                     .map(|t| t.runs.iter().filter_map(|r| (m.read)(r)).collect())
                     .collect();
-                // A target without a value (no run finished yet) has no median: JSON would
-                // carry NaN as null, and a summary of nothing would be a silent zero.
-                if values.iter().any(Vec::is_empty) {
+                if values.iter().all(Vec::is_empty) {
                     return None;
                 }
                 let base = &values[0];
@@ -298,9 +297,11 @@ impl ComparisonResult {
                     .enumerate()
                     .map(|(i, (t, v))| MetricSummary {
                         name: t.name.clone(),
-                        median: stats::median(v),
-                        min: v.iter().copied().fold(f64::INFINITY, f64::min),
-                        max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                        // A target without values (not watched, no run finished) has none:
+                        // never NaN (JSON null) nor a silent zero.
+                        median: (!v.is_empty()).then(|| stats::median(v)),
+                        min: v.iter().copied().reduce(f64::min),
+                        max: v.iter().copied().reduce(f64::max),
                         n: v.len() as u64,
                         versus_baseline: (i > 0)
                             .then(|| delta(base, v, m.higher_is_better))

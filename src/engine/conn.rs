@@ -92,6 +92,22 @@ impl Transport {
     }
 }
 
+/// Asks the kernel to stamp each received segment with its arrival time (SO_TIMESTAMPNS),
+/// which [`Transport::read_stamped`] returns.
+pub fn enable_rx_timestamps(fd: std::os::fd::RawFd) {
+    let on: libc::c_int = 1;
+    // SAFETY: setting an int socket option on a descriptor the caller owns.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// TCP connect in flight.
@@ -121,6 +137,10 @@ pub struct Conn {
     /// When the first request byte was written.
     pub sent: Instant,
     pub first_byte: Option<Instant>,
+    /// When the latest data of the current response arrived.
+    pub last_data: Option<Instant>,
+    /// Some of the current response has been read, not all.
+    pub partial: bool,
     /// Connect time when this request opened the connection.
     pub connect_us: Option<u64>,
     /// Open loop: when this connection's next request is due.
@@ -140,6 +160,8 @@ impl Conn {
             began: now,
             sent: now,
             first_byte: None,
+            last_data: None,
+            partial: false,
             connect_us: None,
             next_due: now,
             deadline: now,

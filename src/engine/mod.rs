@@ -111,9 +111,18 @@ impl<A> Plan<A> {
         self.part.share(self.connections as u64) as usize
     }
 
-    /// Requests this process sends, when bounded by count.
+    /// Requests this process sends, when bounded by count: those of its connections.
     pub fn local_requests(&self) -> Option<u64> {
-        self.stop.requests.map(|n| self.part.share(n))
+        let part = self.part;
+        self.stop.requests.map(|n| {
+            requests_of(
+                n,
+                self.connections as u64,
+                part.index as u64,
+                part.count as u64,
+                self.local_connections() as u64,
+            )
+        })
     }
 
     /// Open loop: the rate this process sends (its connections' share of the whole rate).
@@ -130,6 +139,15 @@ impl<A> Plan<A> {
     pub fn local_threads(&self) -> usize {
         self.threads.clamp(1, self.local_connections().max(1))
     }
+}
+
+/// `secs` seconds after `start`, never panicking: an instant beyond the clock's range (which
+/// validation keeps out) becomes a century away.
+pub(crate) fn after(start: Instant, secs: f64) -> Instant {
+    start
+        .checked_add(seconds(secs))
+        .or_else(|| start.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(start)
 }
 
 /// Seconds as a duration, saturating instead of panicking on what validation should have
@@ -197,11 +215,22 @@ struct WorkerProgress {
 pub fn run(
     plan: &Plan,
     stop: &AtomicBool,
+    on_progress: impl FnMut(&Progress),
+) -> Result<RunOutcome, EngineError> {
+    run_from(plan, start_instant(plan.start_at), stop, on_progress)
+}
+
+/// [`run`] from a start already fixed (`start_instant`), so monitors can start their figures
+/// at the same instant.
+pub fn run_from(
+    plan: &Plan,
+    (started_at, start): (SystemTime, Instant),
+    stop: &AtomicBool,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<RunOutcome, EngineError> {
     let local_connections = plan.local_connections();
     let threads = plan.local_threads();
-    raise_file_limit(local_connections)?;
+    raise_file_limit(local_connections, threads)?;
     let request: Arc<[u8]> = plan
         .request
         .encode(&plan.target, plan.basic_auth.clone())
@@ -214,8 +243,7 @@ pub fn run(
         Scheme::Http => None,
     };
     let progress: Vec<WorkerProgress> = (0..threads).map(|_| WorkerProgress::default()).collect();
-    let (started_at, start) = start_instant(plan.start_at);
-    let local_requests = plan.local_requests();
+
     let (done_tx, done_rx) = mpsc::channel::<()>();
 
     let results = std::thread::scope(|scope| {
@@ -224,6 +252,10 @@ pub fn run(
         let part = plan.part;
         for (w, prog) in progress.iter().enumerate() {
             let conns = share(local_connections as u64, threads, w) as usize;
+            let schedule = worker::SchedulePosition {
+                first: part.index as usize + part.count as usize * first_conn,
+                stride: part.count as usize,
+            };
             let spec = worker::WorkerSpec {
                 addr: plan.addrs.first(),
                 request: request.clone(),
@@ -232,12 +264,17 @@ pub fn run(
                 tls: tls.clone(),
                 connections: conns,
                 // Local connection j is global connection index + count * j.
-                schedule: worker::SchedulePosition {
-                    first: part.index as usize + part.count as usize * first_conn,
-                    stride: part.count as usize,
-                },
+                schedule,
                 total_connections: plan.connections,
-                tickets: local_requests.map(|n| share(n, threads, w)),
+                tickets: plan.stop.requests.map(|n| {
+                    requests_of(
+                        n,
+                        plan.connections as u64,
+                        schedule.first as u64,
+                        schedule.stride as u64,
+                        conns as u64,
+                    )
+                }),
                 deadline: plan.stop.duration.map(|d| start + d),
                 pacing: plan.pacing,
                 timeout: plan.timeout,
@@ -315,14 +352,45 @@ pub fn run(
     })
 }
 
-/// The run's start as a wall-clock time and as an instant: `start_at` when it is still ahead,
-/// else now.
-fn start_instant(start_at: Option<SystemTime>) -> (SystemTime, Instant) {
+/// How late a part may start and still keep `start_at` as its clock: its first sends are
+/// then late (and send lateness says so), but it stays in phase with the other parts.
+pub const START_GRACE: Duration = Duration::from_secs(1);
+
+/// The run's start as a wall-clock time and as an instant: `start_at` when it is ahead or at
+/// most [`START_GRACE`] past, else now.
+pub fn start_instant(start_at: Option<SystemTime>) -> (SystemTime, Instant) {
     let (wall, now) = (SystemTime::now(), Instant::now());
-    match start_at.and_then(|at| Some((at, at.duration_since(wall).ok()?))) {
-        Some((at, ahead)) => (at, now + ahead),
-        None => (wall, now),
+    let Some(at) = start_at else {
+        return (wall, now);
+    };
+    match at.duration_since(wall) {
+        Ok(ahead) => match now.checked_add(ahead) {
+            Some(start) => (at, start),
+            None => (wall, now),
+        },
+        Err(past) => match now.checked_sub(past.duration()) {
+            Some(start) if past.duration() <= START_GRACE => (at, start),
+            _ => (wall, now),
+        },
     }
+}
+
+/// The requests of a run of `n` that fall to the `conns` connections `first`, `first +
+/// stride`, … of `total_conns`: request k belongs to connection k mod `total_conns` (in the
+/// open loop it is due at k / rate), so connections below `n mod total_conns` send one more.
+/// Parts and workers then finish together instead of the ones with fewer connections
+/// trailing at a lower rate.
+pub fn requests_of(n: u64, total_conns: u64, first: u64, stride: u64, conns: u64) -> u64 {
+    if total_conns == 0 || stride == 0 {
+        return 0;
+    }
+    let (base, extra) = (n / total_conns, n % total_conns);
+    let with_extra = if extra > first {
+        (extra - first).div_ceil(stride).min(conns)
+    } else {
+        0
+    };
+    conns * base + with_extra
 }
 
 /// Worker `w`'s share of `total` when split as evenly as possible over `parts`.
@@ -331,9 +399,10 @@ fn share(total: u64, parts: usize, w: usize) -> u64 {
     total / parts + u64::from((w as u64) < total % parts)
 }
 
-/// Makes room for one descriptor per connection plus headroom, or says what is needed.
-fn raise_file_limit(connections: usize) -> Result<(), EngineError> {
-    let needed = connections as u64 + 64;
+/// Makes room for one descriptor per connection, three per worker (its epoll, and in the open
+/// loop the timer's epoll and the timerfd) and headroom, or says what is needed.
+fn raise_file_limit(connections: usize, threads: usize) -> Result<(), EngineError> {
+    let needed = connections as u64 + 3 * threads as u64 + 64;
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -405,7 +474,7 @@ impl<A> Plan<A> {
                     Pacing::Open { rate } => Some(rate),
                 },
             }),
-            start_at: self.start_at.map(crate::timefmt::rfc3339),
+            start_at: self.start_at.map(crate::timefmt::rfc3339_micros),
         }
     }
 }
@@ -413,6 +482,55 @@ impl<A> Plan<A> {
 #[cfg(test)]
 mod tests {
     use super::share;
+
+    #[test]
+    fn parts_and_workers_cover_every_connection_once_and_every_request() {
+        use super::requests_of;
+        for total_conns in [1u64, 2, 3, 6, 7, 50] {
+            for parts in 1..=total_conns.min(4) {
+                for threads in 1..=3u64 {
+                    for n in [total_conns, total_conns * 3 + 1, 1000, 2100] {
+                        let mut seen = vec![0u32; total_conns as usize];
+                        let mut sent = 0;
+                        for index in 0..parts {
+                            let part = super::Part {
+                                index: index as u32,
+                                count: parts as u32,
+                            };
+                            let local = part.share(total_conns);
+                            let mut first_conn = 0;
+                            let mut part_sent = 0;
+                            for w in 0..threads.min(local.max(1)) {
+                                let conns =
+                                    share(local, threads.min(local.max(1)) as usize, w as usize);
+                                let first = index + parts * first_conn;
+                                for j in 0..conns {
+                                    seen[(first + parts * j) as usize] += 1;
+                                }
+                                part_sent += requests_of(n, total_conns, first, parts, conns);
+                                first_conn += conns;
+                            }
+                            // The part's own figure is the sum of its workers'.
+                            assert_eq!(part_sent, requests_of(n, total_conns, index, parts, local));
+                            sent += part_sent;
+                        }
+                        assert!(
+                            seen.iter().all(|&c| c == 1),
+                            "{total_conns} {parts} {threads}: {seen:?}"
+                        );
+                        assert_eq!(
+                            sent, n,
+                            "{total_conns} conns, {parts} parts, {threads} threads"
+                        );
+                    }
+                }
+            }
+        }
+        // -c 7 -n 2100 --part I/3: 3, 2 and 2 connections send 900, 600 and 600 requests,
+        // 300 each, so the parts end together at 700 req/s.
+        assert_eq!(requests_of(2100, 7, 0, 3, 3), 900);
+        assert_eq!(requests_of(2100, 7, 1, 3, 2), 600);
+    }
 
     #[test]
     fn shares_add_up() {

@@ -112,6 +112,9 @@ pub struct Worker<'a> {
     /// Connections waiting for a writable edge (connecting, or a request partly written):
     /// while any does, the worker cannot sleep on the timer alone.
     awaiting_writable: usize,
+    /// Connections with a response partly read: its next segments must be read as they come
+    /// (the sender may be waiting for room), so the worker does not sleep on the timer alone.
+    partly_read: usize,
     first_send: Option<Instant>,
     stop: &'a AtomicBool,
     progress: &'a WorkerProgress,
@@ -127,7 +130,14 @@ struct DeferredReads {
     /// A read has come with a timestamp: the kernel stamps segments now (it turns stamping
     /// on asynchronously after the first socket asks), so reads may be deferred.
     stamping: bool,
+    /// Off for good once a response too large to sit whole in a socket buffer was seen: its
+    /// last segments arrive only as it is read, so reading it late would delay them.
+    large_responses: bool,
 }
+
+/// A response this large (bytes of body) may not fit the socket's buffer: reads are no longer
+/// deferred (see [`DeferredReads::large_responses`]).
+const LARGE_RESPONSE: u64 = 16 * 1024;
 
 fn wall_clock_now() -> libc::timespec {
     let mut ts = libc::timespec {
@@ -150,10 +160,12 @@ impl DeferredReads {
         let instant = if ahead >= 0 {
             at.checked_add(Duration::from_nanos(ahead.min(i128::from(u32::MAX)) as u64))
         } else {
-            at.checked_sub(Duration::from_nanos((-ahead).min(60_000_000_000) as u64))
+            at.checked_sub(Duration::from_nanos((-ahead).min(1_000_000_000) as u64))
         };
+        // A read is deferred by milliseconds; a stamp seconds old means the wall clock was
+        // stepped, not a response that waited.
         match instant {
-            Some(i) if i <= fallback && (-ahead) < 60_000_000_000 => i,
+            Some(i) if i <= fallback && (-ahead) < 1_000_000_000 => i,
             _ => fallback,
         }
     }
@@ -239,6 +251,7 @@ impl<'a> Worker<'a> {
                         events: Events::with_capacity(4),
                         anchor: (Instant::now(), wall_clock_now()),
                         stamping: false,
+                        large_responses: false,
                     }),
                 };
                 let mut polls = vec![&poll];
@@ -258,13 +271,16 @@ impl<'a> Worker<'a> {
             rec: Recorder::new(spec.expected),
             tickets: spec.tickets,
             active: spec.connections,
-            timers: BinaryHeap::with_capacity(spec.connections),
+            // Each connection has at most its due time and the one pushed ahead, and a stale
+            // entry or two: room for all, so the heap never grows during the run.
+            timers: BinaryHeap::with_capacity(spec.connections * 4),
             ready: Vec::with_capacity(spec.connections),
             sending: Vec::with_capacity(spec.connections),
             interval,
             timer,
             deferred,
             awaiting_writable: 0,
+            partly_read: 0,
             first_send: None,
             stop,
             progress,
@@ -286,7 +302,7 @@ impl<'a> Worker<'a> {
                 Pacing::Open { rate } => {
                     // Spread first sends evenly: global connection g starts at g / rate.
                     let g = self.spec.schedule.first + self.spec.schedule.stride * i;
-                    let due = start + super::seconds(g as f64 / rate);
+                    let due = super::after(start, g as f64 / rate);
                     self.conns[i].next_due = due;
                     self.set_phase(i, Phase::Waiting);
                     self.timers.push(Reverse((due, i)));
@@ -329,10 +345,11 @@ impl<'a> Worker<'a> {
                 wait = Duration::ZERO;
             }
             let sleep_on_timer = self.awaiting_writable == 0
+                && self.partly_read == 0
                 && !wait.is_zero()
                 && next_due.is_some_and(|d| d.saturating_duration_since(now) <= DEFER_READS_UP_TO);
             let polled = match self.deferred.as_mut() {
-                Some(d) if sleep_on_timer && d.stamping => d
+                Some(d) if sleep_on_timer && d.stamping && !d.large_responses => d
                     .timer_poll
                     .poll(&mut d.events, Some(wait))
                     .and_then(|()| self.poll.poll(&mut events, Some(Duration::ZERO))),
@@ -364,7 +381,10 @@ impl<'a> Worker<'a> {
                     break;
                 }
                 self.timers.pop();
-                if self.conns[i].phase == Phase::Waiting {
+                // Entries are pushed ahead (see start_request) and again when a response ends:
+                // only the one for the connection's current due time sends.
+                let c = &self.conns[i];
+                if c.phase == Phase::Waiting && c.next_due == due {
                     self.start_request(i, due, now, Some(micros(now.duration_since(due))));
                 }
             }
@@ -492,6 +512,11 @@ impl<'a> Worker<'a> {
         }
         if let Some(late) = lateness_us {
             self.rec.sent_late(late);
+            if self.deferred.is_some() {
+                // The connection's next send time, known now: the timer is never armed past
+                // it, so a response read late never makes its own next request late.
+                self.timers.push(Reverse((intended + self.interval, i)));
+            }
         }
         self.first_send.get_or_insert(now);
         let capture_server = self.rec.server_header.is_none();
@@ -500,6 +525,7 @@ impl<'a> Worker<'a> {
         conn.began = now;
         conn.deadline = now + self.spec.timeout;
         conn.first_byte = None;
+        conn.last_data = None;
         conn.connect_us = None;
         conn.written = 0;
         conn.parser.reset(self.spec.head_request, capture_server);
@@ -533,17 +559,7 @@ impl<'a> Worker<'a> {
         let _ = stream.set_nodelay(true);
         if self.deferred.is_some() {
             // Receive timestamps let responses be read late and timed exactly.
-            let on: libc::c_int = 1;
-            // SAFETY: setting an int socket option on a socket we own.
-            unsafe {
-                libc::setsockopt(
-                    std::os::fd::AsRawFd::as_raw_fd(&stream),
-                    libc::SOL_SOCKET,
-                    libc::SO_TIMESTAMPNS,
-                    (&on as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
+            super::conn::enable_rx_timestamps(std::os::fd::AsRawFd::as_raw_fd(&stream));
         }
         let mut io = Transport::Plain(stream);
         let registered = match &mut io {
@@ -634,10 +650,13 @@ impl<'a> Worker<'a> {
             };
             match result {
                 Ok(0) => {
+                    // The FIN carries no stamp: a body that ends with the connection ended
+                    // when its last data arrived.
+                    let ended = conn.last_data.unwrap_or(now);
                     return match conn.parser.on_eof() {
                         Ok(()) => {
                             conn.io = None;
-                            self.complete(i, now)
+                            self.complete(i, ended)
                         }
                         Err(_) => self.fail(i, ErrorKind::Read, now),
                     };
@@ -649,10 +668,18 @@ impl<'a> Worker<'a> {
                     if conn.first_byte.is_none() {
                         conn.first_byte = Some(now);
                     }
+                    conn.last_data = Some(now);
                     match conn.parser.feed(&self.buf[..n]) {
                         Ok(Feed::Done { .. }) => return self.complete(i, now),
-                        Ok(Feed::NeedMore) if !tls && !drain && n < self.buf.len() => return,
-                        Ok(Feed::NeedMore) => {}
+                        Ok(Feed::NeedMore) => {
+                            if !conn.partial {
+                                conn.partial = true;
+                                self.partly_read += 1;
+                            }
+                            if !tls && !drain && n < self.buf.len() {
+                                return;
+                            }
+                        }
                         Err(_) => return self.fail(i, ErrorKind::Protocol, now),
                     }
                 }
@@ -677,7 +704,18 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// The response of connection `i` no longer counts as partly read.
+    fn read_done(&mut self, i: usize) {
+        if std::mem::replace(&mut self.conns[i].partial, false) {
+            self.partly_read -= 1;
+        }
+    }
+
     fn complete(&mut self, i: usize, now: Instant) {
+        self.read_done(i);
+        if let Some(d) = self.deferred.as_mut() {
+            d.large_responses |= self.conns[i].parser.body_bytes > LARGE_RESPONSE;
+        }
         let second = self.second(now);
         let conn = &mut self.conns[i];
         let times = crate::stats::ResponseTimes {
@@ -704,6 +742,7 @@ impl<'a> Worker<'a> {
     }
 
     fn fail(&mut self, i: usize, kind: ErrorKind, now: Instant) {
+        self.read_done(i);
         let second = self.second(now);
         self.rec.error(second, kind);
         self.conns[i].io = None;
@@ -786,6 +825,7 @@ mod tests {
             events: Events::with_capacity(1),
             anchor: (at, ts(1_000, 500_000_000)),
             stamping: true,
+            large_responses: false,
         };
         let later = at + Duration::from_millis(10);
         // Arrived 3.25 ms before the poll returned: 3.25 ms before the anchor's instant.
@@ -803,6 +843,7 @@ mod tests {
         assert_eq!(d.arrival(None, later), later);
         assert_eq!(d.arrival(Some(ts(1_000, 520_000_000)), later), later);
         assert_eq!(d.arrival(Some(ts(800, 0)), later), later);
+        assert_eq!(d.arrival(Some(ts(998, 0)), later), later);
     }
 
     #[test]
@@ -812,17 +853,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let client = std::net::TcpStream::connect(addr).unwrap();
         let (mut server, _) = listener.accept().unwrap();
-        let on: libc::c_int = 1;
-        // SAFETY: setting an int socket option on a socket we own.
-        unsafe {
-            libc::setsockopt(
-                std::os::fd::AsRawFd::as_raw_fd(&client),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+        super::super::conn::enable_rx_timestamps(std::os::fd::AsRawFd::as_raw_fd(&client));
         client.set_nonblocking(true).unwrap();
         let mut t = Transport::Plain(TcpStream::from_std(client));
         let mut buf = [0u8; 64];

@@ -71,10 +71,6 @@ impl CgroupSampler {
 }
 
 impl ResourceSampler for CgroupSampler {
-    fn gone(&self) -> bool {
-        !self.dir.exists()
-    }
-
     fn sample(&mut self) -> Result<ResourceSample, MonitorError> {
         let mut s = ResourceSample {
             processes: self.processes(),

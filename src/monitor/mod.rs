@@ -125,12 +125,6 @@ pub trait ResourceSampler: Send {
         Vec::new()
     }
 
-    /// After a failed sample: whether the target itself is gone (its cgroup removed), rather
-    /// than a reading having failed.
-    fn gone(&self) -> bool {
-        false
-    }
-
     /// What happened to the target while it was watched (a pod restarted, say), taken once
     /// when sampling ends.
     fn events(&mut self) -> Vec<String> {
@@ -239,16 +233,17 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// Takes the first sample now (so a bad target fails before the load starts).
-    pub fn start(source: &dyn WatchSource) -> Result<Monitor, MonitorError> {
+    /// Opens the source and samples it once now (so a bad target fails before the load
+    /// starts); the figures then run from `run_start` (a `--start-at` may lie ahead), so they
+    /// cover the run, not a wait before it.
+    pub fn start(source: &dyn WatchSource, run_start: Instant) -> Result<Monitor, MonitorError> {
         let OpenedWatch {
             mut sampler,
             fingerprint,
             counters,
             counters_unavailable,
         } = source.open()?;
-        let first = sampler.sample()?;
-        let started = Instant::now();
+        let validated = sampler.sample()?;
         let stop = Arc::new(AtomicBool::new(false));
         let (wake, wait) = mpsc::channel::<()>();
         let (label, target) = (source.label().to_string(), source.target());
@@ -256,12 +251,23 @@ impl Monitor {
         let thread = std::thread::Builder::new()
             .name(format!("archbench-watch-{label}"))
             .spawn(move || {
+                let left = run_start.saturating_duration_since(Instant::now());
+                let stopped_before_start = !left.is_zero()
+                    && !matches!(
+                        wait.recv_timeout(left),
+                        Err(mpsc::RecvTimeoutError::Timeout)
+                    );
+                let (first, started) = match sampler.sample() {
+                    Ok(s) => (s, Instant::now()),
+                    Err(_) => (validated, Instant::now()),
+                };
                 let mut peak = first.memory_bytes;
                 let mut processes = first.processes;
                 let mut samples = 1u64;
                 let mut last = (first, started);
                 let mut stopped = None;
-                loop {
+                // A run stopped before it started has nothing to sample.
+                for _ in std::iter::repeat(()).take_while(|_| !stopped_before_start) {
                     // Sleeps until the next tick, or returns at once when stopped.
                     let stopping = flag.load(Ordering::Relaxed)
                         || !matches!(
@@ -273,7 +279,7 @@ impl Monitor {
                     match sampler.sample() {
                         Ok(s) if s.processes == 0 && first.processes > 0 => {
                             stopped = Some(SamplingStopped {
-                                after_s: started.elapsed().as_secs_f64(),
+                                after_s: run_start.elapsed().as_secs_f64(),
                                 server_gone: true,
                                 reason: format!("every watched process of {target} exited"),
                             });
@@ -287,8 +293,10 @@ impl Monitor {
                         }
                         Err(e) => {
                             stopped = Some(SamplingStopped {
-                                after_s: started.elapsed().as_secs_f64(),
-                                server_gone: sampler.gone(),
+                                after_s: run_start.elapsed().as_secs_f64(),
+                                // A failed reading does not prove the server gone: a removed
+                                // cgroup may belong to a container restarted elsewhere.
+                                server_gone: false,
                                 reason: e.to_string(),
                             });
                             break;

@@ -61,12 +61,12 @@ impl ComparisonReport {
                         .trim_end_matches(" MiB")
                         .to_string()
                 };
-                let cell = format!(
-                    "{} [{}..{}]",
-                    figure(t.median, &m.unit),
-                    bare(t.min),
-                    bare(t.max)
-                );
+                let cell = match (t.median, t.min, t.max) {
+                    (Some(median), Some(lo), Some(hi)) => {
+                        format!("{} [{}..{}]", figure(median, &m.unit), bare(lo), bare(hi))
+                    }
+                    _ => "–".to_string(),
+                };
                 write!(out, "{cell:>28}")?;
             }
             let deltas: Vec<String> = m

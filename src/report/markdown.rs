@@ -43,13 +43,16 @@ impl MarkdownReport {
             };
             write!(out, "| {}{unit} |", m.metric)?;
             for t in &m.targets {
-                write!(
-                    out,
-                    " {} ({}–{}) |",
-                    figure(t.median, &m.unit),
-                    figure(t.min, &m.unit),
-                    figure(t.max, &m.unit)
-                )?;
+                match (t.median, t.min, t.max) {
+                    (Some(median), Some(lo), Some(hi)) => write!(
+                        out,
+                        " {} ({}–{}) |",
+                        figure(median, &m.unit),
+                        figure(lo, &m.unit),
+                        figure(hi, &m.unit)
+                    )?,
+                    _ => write!(out, " – |")?,
+                }
             }
             for t in m.targets.iter().skip(1) {
                 match &t.versus_baseline {

@@ -204,6 +204,28 @@ impl Report for TextReport {
         if !r.limiter.reason.is_empty() {
             writeln!(out, "  Limiter    {}", r.limiter.reason)?;
         }
+        if !r.sources.is_empty() {
+            let skew = crate::stats::start_skew(r)
+                .map(|d| format!(", first sends {:.3} ms apart", d.as_secs_f64() * 1000.0))
+                .unwrap_or_default();
+            writeln!(out, "  Sources    {} merged{skew}", r.sources.len())?;
+            for src in &r.sources {
+                writeln!(
+                    out,
+                    "             {}: {} on {}, started {} (+{:.3} s), {} requests, limiter {}",
+                    src.file,
+                    src.plan.url,
+                    src.environment.hostname,
+                    src.started_at,
+                    src.start_offset_s,
+                    grouped(src.totals.requests),
+                    serde_json::to_value(src.limiter.side)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                )?;
+            }
+        }
         writeln!(out)?;
         writeln!(
             out,

@@ -59,6 +59,21 @@ pub struct SecondSample {
     pub bytes_read: u64,
 }
 
+impl SecondSample {
+    /// Counts another sample's requests, errors and bytes into this one.
+    pub fn add(&mut self, other: &SecondSample) {
+        self.completed += other.completed;
+        self.errors += other.errors;
+        self.bytes_read += other.bytes_read;
+    }
+}
+
+/// Whether `theirs` merges exactly into `mine`: the same floor and precision (so buckets line
+/// up) and a range no wider (so the counts fit).
+fn mergeable(mine: &Histogram<u64>, theirs: &Histogram<u64>) -> bool {
+    theirs.low() == mine.low() && theirs.sigfig() == mine.sigfig() && theirs.high() <= mine.high()
+}
+
 /// Status codes 100..=599 are counted in a fixed array; anything else lands in slot 0.
 const STATUS_SLOTS: usize = 600;
 
@@ -174,9 +189,7 @@ impl Recorder {
         for k in 0..pairs {
             let mut s = self.series[2 * k];
             if let Some(b) = self.series.get(2 * k + 1) {
-                s.completed += b.completed;
-                s.errors += b.errors;
-                s.bytes_read += b.bytes_read;
+                s.add(b);
             }
             s.second = k as u32 * step;
             self.series[k] = s;
@@ -248,41 +261,42 @@ impl Recorder {
     /// histogram of all values. Histograms from elsewhere with values beyond ours are
     /// refused, and nothing is changed then.
     pub fn merge(&mut self, other: &Recorder, offset_s: u32) -> Result<(), IncompatibleHistograms> {
-        if other.send_lateness.is_some() {
-            self.send_lateness.get_or_insert_with(latency_histogram);
-        }
-        let lateness = (self.send_lateness.as_ref(), other.send_lateness.as_ref());
-        let mut pairs = vec![
-            ("total", &self.total, &other.total),
-            ("service", &self.service, &other.service),
-            ("connect", &self.connect, &other.connect),
-            ("first_byte", &self.first_byte, &other.first_byte),
-            ("worker_rate", &self.worker_rate, &other.worker_rate),
-        ];
-        if let (Some(mine), Some(theirs)) = lateness {
-            pairs.push(("send_lateness", mine, theirs));
-        }
-        // Checked first, so a refused merge changes nothing. Equal precision and floor keep
-        // the merge exact; values within our range keep it possible.
-        for (which, mine, theirs) in pairs {
-            let fits = theirs.is_empty() || theirs.max() <= mine.high();
-            if !fits || theirs.sigfig() != mine.sigfig() || theirs.low() != mine.low() {
-                return Err(IncompatibleHistograms { which });
-            }
-        }
-        for (which, a, b) in [
+        let mut pairs = [
             ("total", &mut self.total, &other.total),
             ("service", &mut self.service, &other.service),
             ("connect", &mut self.connect, &other.connect),
             ("first_byte", &mut self.first_byte, &other.first_byte),
             ("worker_rate", &mut self.worker_rate, &other.worker_rate),
-        ] {
-            a.add(b).map_err(|_| IncompatibleHistograms { which })?;
+        ];
+        // Checked first, so a refused merge changes nothing. Compared by configuration, not
+        // contents: a value in the top bucket reads back as the bucket's top, above `high`.
+        for (which, mine, theirs) in pairs.iter() {
+            if !mergeable(mine, theirs) {
+                return Err(IncompatibleHistograms { which });
+            }
         }
-        if let (Some(a), Some(b)) = (self.send_lateness.as_mut(), other.send_lateness.as_ref()) {
-            a.add(b).map_err(|_| IncompatibleHistograms {
-                which: "send_lateness",
-            })?;
+        if let Some(theirs) = &other.send_lateness {
+            let fits = match &self.send_lateness {
+                Some(mine) => mergeable(mine, theirs),
+                None => mergeable(&latency_histogram(), theirs),
+            };
+            if !fits {
+                return Err(IncompatibleHistograms {
+                    which: "send_lateness",
+                });
+            }
+        }
+        for (which, mine, theirs) in pairs.iter_mut() {
+            mine.add(&**theirs)
+                .map_err(|_| IncompatibleHistograms { which })?;
+        }
+        if let Some(theirs) = &other.send_lateness {
+            self.send_lateness
+                .get_or_insert_with(latency_histogram)
+                .add(theirs)
+                .map_err(|_| IncompatibleHistograms {
+                    which: "send_lateness",
+                })?;
         }
         self.sends_held_by_busy_connection += other.sends_held_by_busy_connection;
         self.completed += other.completed;
@@ -316,10 +330,7 @@ impl Recorder {
             self.coarsen();
         }
         for s in &other.series {
-            let mine = self.second(s.second.saturating_add(offset_s));
-            mine.completed += s.completed;
-            mine.errors += s.errors;
-            mine.bytes_read += s.bytes_read;
+            self.second(s.second.saturating_add(offset_s)).add(s);
         }
         Ok(())
     }
@@ -425,6 +436,37 @@ mod tests {
             Err(IncompatibleHistograms { which: "total" })
         );
         assert_eq!(a.total, before);
+    }
+
+    #[test]
+    fn latencies_of_a_minute_and_more_merge() {
+        // A value in the top bucket reads back above the 60 s bound; a value a little above
+        // it is stored unclamped. Both are ours and must merge.
+        for us in [60_000_000u64, 65_000_000, 90_000_000] {
+            let mut w = Recorder::new(None);
+            w.response(0, 200, 1, times(us));
+            w.sent_late(us);
+            let mut merged = Recorder::new(None);
+            merged.merge(&w, 0).unwrap();
+            assert_eq!(merged.total.len(), 1);
+            assert_eq!(merged.total.max(), w.total.max());
+            assert_eq!(merged.send_lateness.as_ref().map(|h| h.len()), Some(1));
+        }
+    }
+
+    #[test]
+    fn a_refused_merge_changes_nothing() {
+        let mut a = Recorder::new(None);
+        a.response(0, 200, 1, times(5));
+        let mut other = Recorder::new(None);
+        other.sent_late(3);
+        other.service = Histogram::new_with_bounds(1, 60_000_000, 2).unwrap();
+        assert_eq!(
+            a.merge(&other, 0),
+            Err(IncompatibleHistograms { which: "service" })
+        );
+        assert!(a.send_lateness.is_none());
+        assert_eq!(a.completed, 1);
     }
 
     #[test]

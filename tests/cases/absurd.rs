@@ -57,6 +57,21 @@ fn absurd_values_are_usage_errors_with_one_line() {
             ],
             "--runs must be at least 1",
         ),
+        (
+            vec![
+                "compare",
+                "a=http://127.0.0.1:1/",
+                "b=http://127.0.0.1:2/",
+                "--runs",
+                "1G",
+            ],
+            "at most 10000 runs",
+        ),
+        (vec!["demo", "--runs", "99999"], "at most 10000 runs"),
+        (
+            vec!["run", u, "--start-at", "2026-12-01T12:00:00+0é00"],
+            "invalid time",
+        ),
         (vec!["wrk", "-t", "0", u], "threads must be at least 1"),
         (vec!["wrk", "-d", "0", u], "duration must be above zero"),
         (vec!["ab", "-c", "0", u], "connections must be at least 1"),

@@ -320,13 +320,14 @@ fn too_many_connections_for_the_file_limit_fail_before_starting() {
     let s = Server::start(ServeOptions::default()).unwrap();
     let o = std::process::Command::new(prlimit)
         .args(["--nofile=128:128", env!("CARGO_BIN_EXE_archbench")])
-        .args(["run", &s.url(), "-c", "500", "-n", "500", "-q"])
+        .args(["run", &s.url(), "-c", "500", "-n", "500", "-t", "2", "-q"])
         .output()
         .unwrap();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
+    // One per connection, three per worker, 64 spare.
     assert!(
-        err.contains("500 connections need 564 open files but the hard limit is 128"),
+        err.contains("500 connections need 570 open files but the hard limit is 128"),
         "{err}"
     );
     assert_eq!(s.requests(), 0, "nothing was sent");
@@ -400,7 +401,7 @@ fn watched_cpu_matches_a_known_burn_within_ten_percent() {
         "task-clock".parse().unwrap(),
         "instructions".parse().unwrap(),
     ];
-    let monitor = archbench::monitor::Monitor::start(&spec).unwrap();
+    let monitor = archbench::monitor::Monitor::start(&spec, std::time::Instant::now()).unwrap();
     burner.burn_one_second();
     let usage = monitor.finish();
     drop(burner);
@@ -604,20 +605,21 @@ fn watching_a_live_cgroup_measures_what_runs_in_it() {
             .is_some_and(|m| m.join("memory.usage_in_bytes").exists());
     let spec: archbench::monitor::WatchSpec =
         format!("box=cgroup:{}", dir.display()).parse().unwrap();
-    let monitor = archbench::monitor::Monitor::start(&spec).unwrap();
+    let monitor = archbench::monitor::Monitor::start(&spec, std::time::Instant::now()).unwrap();
     burner.burn_one_second();
     let usage = monitor.finish();
     assert_eq!(usage.sampling_stopped, None);
     // A cgroup that disappears while watched (a container stopped, a pod restarted) ends the
     // sampling, never the measurement: what was read before stays, and why it stopped is said.
-    let monitor = archbench::monitor::Monitor::start(&spec).unwrap();
+    let monitor = archbench::monitor::Monitor::start(&spec, std::time::Instant::now()).unwrap();
     burner.burn_one_second();
     let parent = root.join("cgroup.procs");
     std::fs::write(&parent, burner.pid().to_string()).unwrap();
     std::fs::remove_dir(&dir).unwrap();
     let lost = monitor.finish();
     let stopped = lost.sampling_stopped.as_ref().expect("sampling stopped");
-    assert!(stopped.server_gone, "{stopped:?}");
+    // The process lives on (elsewhere): sampling was lost, the server did not go away.
+    assert!(!stopped.server_gone, "{stopped:?}");
     assert!(stopped.reason.contains("cannot read"), "{stopped:?}");
     assert!(
         lost.cpu_s > 0.5 && lost.cpu_s <= 1.1,
@@ -650,4 +652,42 @@ fn watching_a_live_cgroup_measures_what_runs_in_it() {
             usage.peak_memory_bytes
         );
     }
+}
+
+#[test]
+fn a_later_start_does_not_dilute_the_watched_servers_figures() {
+    // Monitors open (and check their target) at once, but their figures run from the start
+    // instant: a wait before it is not averaged into the server's CPU.
+    let server = crate::util::ServeChild::start(&["--threads", "1"]);
+    let at = std::time::SystemTime::now() + std::time::Duration::from_secs(3);
+    let at = format!(
+        "@{:.6}",
+        at.duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    );
+    let o = archbench(&[
+        "run",
+        &server.url,
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "-d",
+        "1s",
+        "--start-at",
+        &at,
+        "--watch",
+        &format!("web=pid:{}", server.pid()),
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let elapsed = doc["totals"]["elapsed_s"].as_f64().unwrap();
+    let sampled = doc["servers"][0]["sampled_s"].as_f64().unwrap();
+    assert!(
+        (sampled - elapsed).abs() < 0.4,
+        "sampled {sampled} s of a {elapsed} s run that waited 3 s to start"
+    );
 }

@@ -33,13 +33,14 @@ fn three_parts_started_together_merge_exactly() {
     let files: Vec<_> = (0..3)
         .map(|i| dir.path().join(format!("p{i}.json")))
         .collect();
-    // Six connections at 600 req/s, 1,200 requests in all: each part two connections,
-    // 200 req/s, 400 requests (a count, so no request is in flight when a part stops).
+    // Seven connections at 700 req/s, 2,100 requests in all, over three parts: 3, 2 and 2
+    // connections, so 300, 200 and 200 req/s and 900, 600 and 600 requests (a count, so no
+    // request is in flight when a part stops). Each part takes 3 s: they end together.
     let children: Vec<_> = (0..3)
         .map(|i| {
             bin()
-                .args(["run", &ng.url("/"), "-c", "6", "-t", "1", "--rate", "600"])
-                .args(["-n", "1200", "--part", &format!("{i}/3"), "--start-at", &at])
+                .args(["run", &ng.url("/"), "-c", "7", "-t", "1", "--rate", "700"])
+                .args(["-n", "2100", "--part", &format!("{i}/3"), "--start-at", &at])
                 .args(["-q", "--json"])
                 .arg(&files[i])
                 .stdout(std::process::Stdio::null())
@@ -55,10 +56,14 @@ fn three_parts_started_together_merge_exactly() {
     let parts: Vec<serde_json::Value> = files.iter().map(read_json).collect();
     for (i, p) in parts.iter().enumerate() {
         assert_valid(p);
-        assert_eq!(p["plan"]["connections"], 2);
-        assert_eq!(p["plan"]["rate"], 200.0);
+        let conns = [3, 2, 2][i];
+        assert_eq!(p["plan"]["connections"], conns);
+        assert_eq!(p["plan"]["rate"], 100.0 * conns as f64);
+        assert_eq!(p["plan"]["requests"], 300 * conns);
         assert_eq!(p["plan"]["part"]["index"], i);
-        assert_eq!(p["plan"]["part"]["connections"], 6);
+        assert_eq!(p["plan"]["part"]["connections"], 7);
+        let elapsed = p["totals"]["elapsed_s"].as_f64().unwrap();
+        assert!((elapsed - 3.0).abs() < 0.3, "part {i} took {elapsed} s");
     }
     let merged_file = dir.path().join("merged.json");
     let mut args = vec!["merge".to_string()];
@@ -72,9 +77,9 @@ fn three_parts_started_together_merge_exactly() {
     let log = ng.stop_and_read_log();
     // A request counted is a request the server answered.
     let requests = m["totals"]["requests"].as_u64().unwrap();
-    assert_eq!(requests, 1200);
+    assert_eq!(requests, 2100);
     assert_eq!(requests, log.len() as u64);
-    assert_eq!(m["plan"]["requests"], 1200);
+    assert_eq!(m["plan"]["requests"], 2100);
     assert_eq!(
         requests,
         parts
@@ -82,8 +87,11 @@ fn three_parts_started_together_merge_exactly() {
             .map(|p| p["totals"]["requests"].as_u64().unwrap())
             .sum::<u64>()
     );
-    assert_eq!(m["plan"]["connections"], 6);
-    assert_eq!(m["plan"]["rate"], 600.0);
+    assert_eq!(m["plan"]["connections"], 7);
+    assert_eq!(m["plan"]["rate"], 700.0);
+    // The start skew is reported: the parts' first sends lie g/R apart by the schedule.
+    let text = crate::util::stdout(&o);
+    assert!(text.contains("Sources    3 merged, first sends"), "{text}");
     assert_eq!(m["sources"].as_array().unwrap().len(), 3);
     // Percentiles equal those of one histogram holding every recording of the three.
     let mut all = archbench::stats::latency_histogram();
@@ -201,6 +209,16 @@ fn merge_refuses_what_it_cannot_merge_exactly() {
     let out = dir.path().join("twice.json");
     let o = archbench(&["merge", &good, &good, "--json", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("look like the same run"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        crate::util::stdout(&o).contains("Sources    2 merged"),
+        "{}",
+        crate::util::stdout(&o)
+    );
     let twice = read_json(&out);
     assert_eq!(twice["totals"]["requests"], 400);
     assert_eq!(

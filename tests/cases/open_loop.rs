@@ -174,3 +174,92 @@ fn coordinated_omission_is_corrected_to_the_analytic_percentiles() {
     let service_p90 = doc["latency"]["service"]["p90_us"].as_u64().unwrap() as f64 / 1000.0;
     assert!(service_p90 < ms("p90_us"), "service p90 {service_p90} ms");
 }
+
+#[test]
+fn the_open_loop_sleeps_instead_of_spinning() {
+    // 400 requests over 2 s with a send due every 5 ms: a client polling without sleeping
+    // through the last millisecond of each wait burns about a core (~2 CPU-s); sleeping on
+    // the timer costs a few hundredths.
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let o = archbench(&[
+        "run",
+        &s.url(),
+        "--rate",
+        "200",
+        "-c",
+        "50",
+        "-t",
+        "1",
+        "-d",
+        "2s",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let cpu = doc["client"]["cpu_s"].as_f64().unwrap();
+    assert!(cpu < 0.3, "{cpu} CPU-s for 400 requests");
+    assert!(doc["totals"]["requests"].as_u64().unwrap() >= 390);
+}
+
+#[test]
+fn responses_read_late_are_timed_as_they_arrived_and_sends_stay_on_time() {
+    // Each response takes 0 to 4 ms, so a connection's next send often falls while the worker
+    // sleeps toward another connection's send: it must wake for it, not send late.
+    let server = crate::util::stalling::StallingServer::start_with(crate::util::stalling::jitter);
+    let o = archbench(&[
+        "run",
+        &server.url(),
+        "--rate",
+        "600",
+        "-c",
+        "3",
+        "-t",
+        "1",
+        "-d",
+        "3s",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let late = &doc["pacing"]["lateness"];
+    // Sends are 1.67 ms apart; a send that waited for the next one would be that late.
+    let p90 = late["p90_us"].as_u64().unwrap();
+    assert!(p90 < 800, "send lateness p90 {p90} µs: {late}");
+    // Service times are the server's own 0-4 ms, not stretched by when they were read.
+    let service = &doc["latency"]["service"];
+    let p50 = service["p50_us"].as_u64().unwrap();
+    assert!(
+        (1_000..3_500).contains(&p50),
+        "service p50 {p50} µs: {service}"
+    );
+}
+
+#[test]
+fn large_responses_are_not_read_late() {
+    // An 8 MiB body does not fit a socket's buffer: its last segments come only as the client
+    // reads. Timed in the open loop (sends 4.5 ms apart) it must cost what it costs in a
+    // closed loop, not wait for the next send's wake-up.
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let big = ng.url("/big.bin");
+    let www = std::path::PathBuf::from(ng.root());
+    std::fs::write(www.join("big.bin"), vec![b'x'; 8 << 20]).unwrap();
+    let service_p50 = |args: &[&str]| {
+        let mut argv = vec!["run", big.as_str(), "-t", "1", "-o", "json"];
+        argv.extend_from_slice(args);
+        let o = archbench(&argv);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(doc["errors"]["read"], 0);
+        doc["latency"]["service"]["p50_us"].as_u64().unwrap()
+    };
+    let closed = service_p50(&["-c", "1", "-n", "60"]);
+    let open = service_p50(&["--rate", "220", "-c", "22", "-n", "120"]);
+    assert!(
+        open <= 2 * closed + 1_000,
+        "8 MiB: open loop service p50 {open} µs, closed loop {closed} µs"
+    );
+}

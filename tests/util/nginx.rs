@@ -80,6 +80,11 @@ http {{
         Some(Nginx { inner, port })
     }
 
+    /// The directory nginx serves files from.
+    pub fn root(&self) -> String {
+        self.inner.dir().join("www").display().to_string()
+    }
+
     /// The nginx process (master_process off: the one process serving).
     pub fn pid(&self) -> u32 {
         self.inner.pid()

@@ -1,6 +1,7 @@
-//! A server that stalls: every response to a request that arrives in the first 200 ms of a
-//! second (counted from the server's start) waits until that 200 ms ends. Under an open loop
-//! its latency distribution is known in closed form (see the test using it).
+//! Servers whose delays are known: one that stalls (every response to a request that arrives
+//! in the first 200 ms of a second, counted from the server's start, waits until that 200 ms
+//! ends; under an open loop its latency distribution is known in closed form), and one whose
+//! delays jitter between 0 and 4 ms by a fixed sequence.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -18,20 +19,43 @@ pub struct StallingServer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// How long to hold request `n` (from 0), arriving `since_start` after the server started.
+pub type DelayFn = fn(u64, Duration) -> Duration;
+
+/// The stall of [`STALL`] at the start of every [`PERIOD`].
+pub fn stall(_: u64, since_start: Duration) -> Duration {
+    let into_period = Duration::from_nanos((since_start.as_nanos() % PERIOD.as_nanos()) as u64);
+    STALL.saturating_sub(into_period)
+}
+
+/// 0 to 4 ms, by a fixed pseudo-random sequence of the request number.
+pub fn jitter(n: u64, _: Duration) -> Duration {
+    let x = n
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    Duration::from_micros((x >> 33) % 4_000)
+}
+
 impl StallingServer {
     pub fn start() -> StallingServer {
+        StallingServer::start_with(stall)
+    }
+
+    pub fn start_with(delay: DelayFn) -> StallingServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let t0 = Instant::now();
+        let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if flag.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                std::thread::spawn(move || serve(conn, t0));
+                let count = count.clone();
+                std::thread::spawn(move || serve(conn, t0, delay, &count));
             }
         });
         StallingServer {
@@ -46,7 +70,7 @@ impl StallingServer {
     }
 }
 
-fn serve(mut conn: TcpStream, t0: Instant) {
+fn serve(mut conn: TcpStream, t0: Instant, delay: DelayFn, count: &std::sync::atomic::AtomicU64) {
     let _ = conn.set_nodelay(true);
     let mut buf = Vec::new();
     let mut chunk = [0u8; 2048];
@@ -58,10 +82,9 @@ fn serve(mut conn: TcpStream, t0: Instant) {
             }
         }
         buf.clear();
-        let into_period =
-            Duration::from_nanos((t0.elapsed().as_nanos() % PERIOD.as_nanos()) as u64);
-        if into_period < STALL {
-            std::thread::sleep(STALL - into_period);
+        let wait = delay(count.fetch_add(1, Ordering::Relaxed), t0.elapsed());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
         }
         let body = b"ok";
         let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
