@@ -1,0 +1,3 @@
+//! stub
+#[derive(Default)]
+pub struct ServiceNet {}
