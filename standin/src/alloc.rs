@@ -77,15 +77,6 @@ impl Allocators {
             }
         }
     }
-
-    /// Marks a port as used (a Service that kept its nodePort across an update).
-    pub fn claim_node_port(&self, p: u16) {
-        self.lock().node_ports.insert(p);
-    }
-
-    pub fn release_node_port(&self, p: u16) {
-        self.lock().node_ports.remove(&p);
-    }
 }
 
 #[cfg(test)]

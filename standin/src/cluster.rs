@@ -152,6 +152,7 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.shared.shutdown.send_replace(true);
         self.shared.kubelet.shutdown(Duration::from_secs(5));
+        self.shared.net.stop_all();
         if let Some(rt) = self.runtime.take() {
             // Dropping a runtime inside another runtime's async context panics (a
             // #[tokio::test] dropping its cluster); a plain thread is always allowed to.

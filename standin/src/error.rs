@@ -182,10 +182,6 @@ impl ApiError {
         )
     }
 
-    pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(500, "InternalError", message)
-    }
-
     /// The `Status` object sent as a body or inside a watch `ERROR` event.
     pub fn status(&self) -> Value {
         let mut s = json!({

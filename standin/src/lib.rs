@@ -11,9 +11,6 @@
 //!
 //! What it models and what it does not: see the crate's README.md.
 
-// Slice 1 of the stand-in: kubelet, services and metrics are still stubs.
-#![allow(dead_code)]
-
 mod admission;
 mod alloc;
 mod apply;

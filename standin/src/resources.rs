@@ -341,13 +341,6 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<Res> {
         .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
-/// The stored resource of an object's `apiVersion` and `kind`.
-pub fn by_kind(api_version: &str, kind: &str) -> Option<Res> {
-    ALL.iter()
-        .copied()
-        .find(|r| r.stored && r.kind == kind && r.api_version() == api_version)
-}
-
 /// Groups other than the core group, each with its versions, in table order.
 fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();

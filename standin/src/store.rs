@@ -373,14 +373,6 @@ impl Store {
         let start = inner.ring.partition_point(|e| e.rv <= rv);
         Ok(inner.ring.iter().skip(start).cloned().collect())
     }
-
-    /// The resource an object in the store belongs to (by its apiVersion/kind).
-    pub fn resource_of(obj: &Value) -> Option<Res> {
-        resources::by_kind(
-            obj.get("apiVersion").and_then(Value::as_str)?,
-            obj.get("kind").and_then(Value::as_str)?,
-        )
-    }
 }
 
 #[cfg(test)]
