@@ -2,7 +2,6 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::alloc;
 use crate::clock;
 use crate::options::NodeSpec;
 use crate::resources;
@@ -25,7 +24,8 @@ fn vcpus(instance_type: &str) -> u32 {
         .unwrap_or(4)
 }
 
-fn node(i: usize, spec: &NodeSpec, git_version: &str, kernel: &str) -> Value {
+fn node(sh: &Shared, i: usize, spec: &NodeSpec, kernel: &str) -> Value {
+    let git_version = sh.opts.git_version();
     let mut labels = Map::new();
     for (k, v) in [
         ("kubernetes.io/arch", spec.arch.as_str()),
@@ -71,7 +71,7 @@ fn node(i: usize, spec: &NodeSpec, git_version: &str, kernel: &str) -> Value {
                 cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
                 cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
             ],
-            "addresses": [{"type": "InternalIP", "address": alloc::node_ip(i).to_string()},
+            "addresses": [{"type": "InternalIP", "address": sh.alloc.node_ip(i).to_string()},
                           {"type": "Hostname", "address": spec.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
@@ -91,7 +91,7 @@ pub fn create(sh: &Shared) -> std::io::Result<()> {
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     for (i, spec) in sh.opts.nodes.iter().enumerate() {
-        let n = node(i, spec, &sh.opts.git_version(), &kernel);
+        let n = node(sh, i, spec, &kernel);
         sh.store
             .create(&resources::NODES, n)
             .map_err(|e| std::io::Error::other(format!("node {}: {e}", spec.name)))?;

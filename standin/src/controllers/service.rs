@@ -8,7 +8,6 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use serde_json::{json, Value};
 
 use super::events;
-use crate::alloc;
 use crate::ops::{self, WriteOpts};
 use crate::resources;
 use crate::selector::LabelSelector;
@@ -53,7 +52,9 @@ fn target_port(port: &Value, pod: &Value) -> Option<u16> {
 pub fn sync(sh: &Shared) {
     let (services, _) = sh.store.list(&resources::SERVICES, None);
     let (pods, _) = sh.store.list(&resources::PODS, None);
-    let node_ips: Vec<Ipv4Addr> = (0..sh.opts.nodes.len()).map(alloc::node_ip).collect();
+    let node_ips: Vec<Ipv4Addr> = (0..sh.opts.nodes.len())
+        .map(|i| sh.alloc.node_ip(i))
+        .collect();
     let mut wanted: HashMap<SocketAddrV4, Vec<SocketAddr>> = HashMap::new();
     let mut owners: HashMap<SocketAddrV4, Obj> = HashMap::new();
     for svc in &services {

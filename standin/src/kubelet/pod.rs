@@ -196,7 +196,7 @@ impl PodRuntime {
             ns: ns.to_string(),
             name: name.to_string(),
             node_arch: node_arch(sh, &node),
-            host_ip: crate::alloc::node_ip(node_index).to_string(),
+            host_ip: sh.alloc.node_ip(node_index).to_string(),
             node,
             ip: sh.alloc.pod_ip(),
             hostname,
