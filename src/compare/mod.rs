@@ -355,6 +355,12 @@ fn delta(base: &[f64], other: &[f64], higher_is_better: bool) -> Option<Delta> {
     })
 }
 
+/// A run of a parallel round panicked (a bug in archbench): the comparison ends with this
+/// error instead of taking the process down.
+#[derive(Debug, thiserror::Error)]
+#[error("a run of the comparison panicked; this is a bug in archbench")]
+pub struct RunPanicked;
+
 /// Runs the comparison. `run_one` executes a single run; `after_run` sees the result so far
 /// after every measured run (to save it), and `on_run` is told which run is starting.
 pub fn run<E>(
@@ -366,7 +372,7 @@ pub fn run<E>(
     after_run: &mut dyn FnMut(&ComparisonResult) -> Result<(), E>,
 ) -> Result<ComparisonResult, E>
 where
-    E: Send,
+    E: Send + From<RunPanicked>,
 {
     let mut result = ComparisonResult::new(plan, commands);
     let n = plan.contenders.len();
@@ -412,7 +418,7 @@ where
                     .collect();
                 handles
                     .into_iter()
-                    .map(|h| h.join().expect("a comparison run thread panicked"))
+                    .map(|h| h.join().unwrap_or_else(|_| Err(E::from(RunPanicked))))
                     .collect()
             })
         };

@@ -168,12 +168,27 @@ pub async fn reconfigure(
         }),
         Err(e @ K8sError::Interrupted(_)) => Err(e),
         Err(why) => {
+            // Why, in the new pods' own words, before they are gone.
+            let hash = new.config.text().map(super::manifests::sha256_hex);
+            let mut logs = Vec::new();
+            for p in pods_of(cluster, None).await.unwrap_or_default() {
+                if p.annotations().get(super::manifests::CONFIG_HASH) == hash.as_ref() {
+                    let name = p.name_any();
+                    let lines =
+                        super::setup::last_log_lines(cluster, &cluster.namespace, &name, 5).await;
+                    logs.push(format!("{name}: {lines}"));
+                }
+            }
             progress("the new pods failed: putting the previous configuration back");
             apply_all(cluster, &old).await?;
             wait_ready(cluster, &old, &old.archs, progress, stop).await?;
-            Ok(Reconfigured::RolledBack {
-                why: why.to_string(),
-            })
+            let why = match why {
+                // A crash already quotes its log.
+                K8sError::Crashing { .. } => why.to_string(),
+                _ if logs.is_empty() => why.to_string(),
+                _ => format!("{why}; the new pods' last log lines: {}", logs.join("; ")),
+            };
+            Ok(Reconfigured::RolledBack { why })
         }
     }
 }

@@ -64,10 +64,13 @@ impl WatchSource for PodWatch {
 
     fn open(&self) -> Result<OpenedWatch, MonitorError> {
         let shared = Arc::new(Mutex::new(Shared::default()));
-        let first = self.runtime.block_on(tokio::time::timeout(
-            Duration::from_secs(30),
-            start_stream(self.clone(), shared.clone()),
-        ));
+        let first = self.runtime.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                start_stream(self.clone(), shared.clone()),
+            )
+            .await
+        });
         match first {
             Ok(Ok(())) => {}
             Ok(Err(why)) => {
@@ -178,7 +181,7 @@ async fn stream_once(
     }
     let api: Api<k8s_openapi::api::core::v1::Pod> =
         Api::namespaced(w.cluster.client.clone(), &w.cluster.namespace);
-    let script = format!("while :; do {READ_CGROUP} echo ---; sleep 0.25; done");
+    let script = format!("while :; do {READ_CGROUP}; echo ---; sleep 0.25; done");
     let params = AttachParams::default()
         .container(CONTAINER)
         .stdout(true)

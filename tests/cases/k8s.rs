@@ -1,0 +1,386 @@
+//! `archbench k8s` end to end against the stand-in cluster (archbench-standin: the real
+//! Kubernetes API over HTTP on 127.0.0.1, two nodes amd64 and arm64, pods backed by real nginx
+//! processes on 127.1.x.y). What only the stand-in verified is listed in the README.
+
+use std::process::Output;
+
+use archbench_standin::{Cluster, NodeSpec, Options};
+
+use crate::util::{bin, finish_within, read_json, stderr, stdout, PROMPTLY};
+
+/// A stand-in cluster, or None (with a visible note) where pods cannot run: they need root
+/// (namespaces, port 80) and nginx. ARCHBENCH_REQUIRE_NGINX=1 (CI) makes that a failure.
+fn cluster(opts: Options) -> Option<Cluster> {
+    crate::util::require_tool("nginx")?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
+            "the stand-in's pods need root here"
+        );
+        eprintln!("SKIPPED: the stand-in's pods need root (namespaces, port 80)");
+        return None;
+    }
+    Some(
+        Cluster::start(Options {
+            restart_backoff: std::time::Duration::from_millis(100),
+            termination_grace_cap: Some(std::time::Duration::from_secs(1)),
+            ..opts
+        })
+        .expect("the stand-in starts"),
+    )
+}
+
+/// `archbench k8s --kubeconfig … ARGS`, bounded in time.
+fn k8s(c: &Cluster, args: &[&str]) -> Output {
+    let child = bin()
+        .arg("k8s")
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("archbench runs");
+    finish_within(child, PROMPTLY * 2)
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
+    stdout(o)
+}
+
+/// The tuned configuration with an access log counted per request on the pod's stdout.
+fn counted_conf() -> String {
+    archbench::k8s::TUNED_NGINX_CONF.replace(
+        "access_log off;",
+        "log_format counted '$connection $status \"$request\"';\n    access_log /var/log/nginx/access.log counted;",
+    )
+}
+
+/// Access-log lines of every nginx pod (the counted format: "CONN STATUS \"REQUEST\"").
+fn access_lines(c: &Cluster, pods: &[String]) -> usize {
+    pods.iter()
+        .map(|p| {
+            c.pod_log("nginx", p)
+                .lines()
+                .filter(|l| l.contains("\"GET / HTTP/1.1\""))
+                .count()
+        })
+        .sum()
+}
+
+fn pod_names(status: &str) -> Vec<String> {
+    status
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn the_guides_workflow_end_to_end() {
+    let Some(c) = cluster(Options::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // up: both architectures on their own nodes, addresses on the load balancer.
+    let up = ok(&k8s(&c, &["up", "--wait-timeout", "60s"]));
+    assert!(
+        up.contains("Deployment nginx-arm-deployment: created"),
+        "{up}"
+    );
+    let rows: Vec<&str> = up
+        .lines()
+        .filter(|l| l.starts_with("intel ") || l.starts_with("arm "))
+        .collect();
+    assert_eq!(rows.len(), 2, "{up}");
+    for row in &rows {
+        let arch = if row.starts_with("arm") {
+            "arm64"
+        } else {
+            "amd64"
+        };
+        assert!(row.contains(arch), "{row}");
+        assert!(row.contains("127.3."), "a LoadBalancer address: {row}");
+        assert!(row.contains(" yes "), "ready: {row}");
+    }
+    // A second up changes nothing and says so.
+    let again = ok(&k8s(&c, &["up", "--wait-timeout", "60s"]));
+    assert!(again.contains("nothing changed"), "{again}");
+    // curl: the tuned JSON names the pod that answered; multiarch spreads over both.
+    let one = ok(&k8s(&c, &["curl", "arm"]));
+    assert!(one.contains("\"message\": \"nginx response\""), "{one}");
+    assert!(one.contains("answered by nginx-arm-deployment-"), "{one}");
+    let spread = ok(&k8s(&c, &["curl", "multiarch", "--count", "12"]));
+    let split = spread
+        .lines()
+        .find(|l| l.starts_with("answers by architecture"))
+        .unwrap();
+    assert!(
+        split.contains("arm ") && split.contains("intel "),
+        "{split}"
+    );
+    // config: a file with a counted access log, checked with the pods' nginx -t first.
+    let conf = dir.path().join("counted.conf");
+    std::fs::write(&conf, counted_conf()).unwrap();
+    let before = pod_names(&ok(&k8s(&c, &["status"])));
+    let applied = ok(&k8s(
+        &c,
+        &["config", conf.to_str().unwrap(), "--wait-timeout", "60s"],
+    ));
+    assert!(applied.contains("nginx -t in nginx-"), "{applied}");
+    let pods = pod_names(&ok(&k8s(&c, &["status"])));
+    assert_eq!(pods.len(), 2);
+    assert!(
+        pods.iter().all(|p| !before.contains(p)),
+        "new pods: {before:?} -> {pods:?}"
+    );
+    // A configuration nginx rejects changes nothing.
+    let bad = dir.path().join("bad.conf");
+    std::fs::write(&bad, "events {}\nhttp { no_such_directive on; }\n").unwrap();
+    let o = k8s(&c, &["config", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("nginx rejects the configuration"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("no_such_directive"), "{}", stderr(&o));
+    // One that passes nginx -t but never serves the container's port is rolled back.
+    let deaf = dir.path().join("deaf.conf");
+    std::fs::write(&deaf, counted_conf().replace("listen 80;", "listen 8080;")).unwrap();
+    let o = k8s(
+        &c,
+        &["config", deaf.to_str().unwrap(), "--wait-timeout", "8s"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the previous one is back"),
+        "{}",
+        stderr(&o)
+    );
+    let status = ok(&k8s(&c, &["status"]));
+    assert_eq!(status.matches(" yes ").count(), 2, "{status}");
+    let pods = pod_names(&status);
+    // top: each pod's own cgroup, through exec.
+    let top = ok(&k8s(&c, &["top"]));
+    assert!(top.contains("cgroup (exec)"), "{top}");
+    // login with a command: its output and its exit code.
+    let o = k8s(
+        &c,
+        &[
+            "login",
+            "arm",
+            "--",
+            "sh",
+            "-c",
+            "echo hi from $(hostname); exit 3",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("hi from nginx-arm-deployment-"),
+        "{}",
+        stdout(&o)
+    );
+    // fingerprint: the arm node's LSE atomics, the pod's nginx -V.
+    let fp = ok(&k8s(&c, &["fingerprint"]));
+    assert!(fp.contains("arm: pod nginx-arm-deployment-"), "{fp}");
+    assert!(fp.contains("LSE      yes"), "{fp}");
+    assert!(fp.contains("nginx version: nginx/"), "{fp}");
+    // load both: the pods watched; every request counted is one the pods' nginx logged.
+    let out = dir.path().join("results");
+    let served_before = access_lines(&c, &pods);
+    let load = ok(&k8s(
+        &c,
+        &[
+            "load",
+            "both",
+            "-d",
+            "2s",
+            "-c",
+            "4",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+    ));
+    assert!(load.contains("archbench compare"), "{load}");
+    let json = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("k8s-load.json");
+    let doc = read_json(&json);
+    crate::util::schema::assert_valid(&doc);
+    let mut counted = 0;
+    for t in doc["targets"].as_array().unwrap() {
+        let run = &t["runs"][0];
+        counted += run["totals"]["requests"].as_u64().unwrap();
+        let server = &run["servers"][0];
+        assert!(
+            server["target"].as_str().unwrap().starts_with("pod:nginx/"),
+            "{server}"
+        );
+        assert!(server["cpu_s"].as_f64().unwrap() > 0.0, "{server}");
+        assert!(
+            server["peak_memory_bytes"].as_u64().unwrap() > 0,
+            "{server}"
+        );
+    }
+    assert!(counted > 0);
+    // Requests in flight when a run's time ran out were answered but not counted: at most
+    // one per connection.
+    let served = access_lines(&c, &pods) - served_before;
+    assert!(
+        served as u64 >= counted && served as u64 <= counted + 8,
+        "nginx logged {served}, archbench counted {counted}"
+    );
+    // The script's own layout.
+    let wrk = ok(&k8s(
+        &c,
+        &[
+            "load",
+            "both",
+            "-d",
+            "1s",
+            "-c",
+            "2",
+            "--layout",
+            "wrk",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+    ));
+    for line in [
+        "INTEL RESULTS:",
+        "ARM RESULTS:",
+        "Both tests completed",
+        "Requests/sec:",
+    ] {
+        assert!(wrk.contains(line), "{line} in {wrk}");
+    }
+    // down: only ours, the namespace too (archbench created it), and it waits.
+    let down = ok(&k8s(&c, &["down"]));
+    assert!(down.contains("Namespace nginx: deleted"), "{down}");
+    let status = ok(&k8s(&c, &["status"]));
+    assert!(status.contains("no pods of archbench's"), "{status}");
+}
+
+#[test]
+fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
+    // One amd64 node only: the arm pods cannot be scheduled.
+    let Some(c) = cluster(Options {
+        nodes: vec![NodeSpec::new(
+            "aks-intel-0",
+            "amd64",
+            "intel",
+            "Standard_D4s_v5",
+        )],
+        ..Options::default()
+    }) else {
+        return;
+    };
+    let o = k8s(&c, &["up", "--wait-timeout", "60s"]);
+    assert_eq!(o.status.code(), Some(1), "{}\n{}", stdout(&o), stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("no node with kubernetes.io/arch=arm64"),
+        "{err}"
+    );
+    // An image that cannot be pulled.
+    let o = k8s(
+        &c,
+        &[
+            "up",
+            "--arch",
+            "intel",
+            "--image",
+            "no-such-image:1",
+            "--wait-timeout",
+            "60s",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot be pulled"), "{}", stderr(&o));
+    // A configuration nginx rejects at start: the crash loop, with nginx's own words.
+    let dir = tempfile::tempdir().unwrap();
+    let crash = dir.path().join("crash.conf");
+    std::fs::write(
+        &crash,
+        "pid /proc/archbench-none/nginx.pid;\nevents {}\nhttp { server { listen 80; } }\n",
+    )
+    .unwrap();
+    let o = k8s(
+        &c,
+        &[
+            "up",
+            "--arch",
+            "intel",
+            "--config",
+            crash.to_str().unwrap(),
+            "--wait-timeout",
+            "60s",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("keeps crashing"), "{err}");
+    assert!(
+        err.contains("archbench-none"),
+        "nginx's log is quoted: {err}"
+    );
+    // Forbidden by RBAC: the verb and the resource are named.
+    c.faults().forbid("patch", "deployments");
+    let o = k8s(&c, &["up", "--arch", "intel"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("forbidden") && err.contains("patch deployments.apps"),
+        "{err}"
+    );
+    c.faults().allow_all();
+    // A LoadBalancer address that never comes (new services, in a namespace of their own):
+    // NodePort is suggested.
+    c.faults().withhold_loadbalancer_addresses(true);
+    let o = k8s(
+        &c,
+        &["-n", "lb", "up", "--arch", "intel", "--wait-timeout", "5s"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--service-type NodePort"),
+        "{}",
+        stderr(&o)
+    );
+    // No cluster at all: the server is named.
+    let gone = dir.path().join("gone.kubeconfig");
+    let (_held, port) = crate::util::nginx::refusing_port();
+    std::fs::write(
+        &gone,
+        std::fs::read_to_string(c.kubeconfig())
+            .unwrap()
+            .replace(&c.url(), &format!("http://127.0.0.1:{port}")),
+    )
+    .unwrap();
+    let o = bin()
+        .args(["k8s", "--kubeconfig", gone.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("no cluster reachable at http://127.0.0.1:{port}")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
