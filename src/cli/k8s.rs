@@ -32,7 +32,28 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         namespace: a.namespace.clone(),
     };
     let cluster = runtime.block_on(Cluster::connect(&opts))?;
+    match run(&runtime, &cluster, a, signals) {
+        // Ctrl-C while waiting: said once, and the exit status of the signal.
+        Err(e)
+            if e
+                .downcast_ref::<K8sError>()
+                .is_some_and(|k| matches!(k, K8sError::Interrupted(_))) =>
+        {
+            eprintln!("archbench: {e}");
+            Ok(signals.exit_code())
+        }
+        other => other,
+    }
+}
+
+fn run(
+    runtime: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    a: &K8sArgs,
+    signals: &StopSignals,
+) -> anyhow::Result<i32> {
     let stop = &*signals.stop;
+    let (runtime, cluster) = (runtime, cluster);
     let code = match &a.command {
         K8sCommand::Manifests(_) => 0,
         K8sCommand::Up(s) => {

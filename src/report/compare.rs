@@ -128,6 +128,24 @@ impl ComparisonReport {
         }
         for t in &c.targets {
             let Some(run) = t.runs.first() else { continue };
+            for (k, r) in t.runs.iter().enumerate() {
+                for s in &r.servers {
+                    for e in &s.events {
+                        writeln!(out, "  During run {} of {} ({}): {e}", k + 1, t.name, s.label)?;
+                    }
+                    if let Some(st) = &s.sampling_stopped {
+                        writeln!(
+                            out,
+                            "  Sampling of {} stopped {:.1} s into run {} of {}: {}",
+                            s.label,
+                            st.after_s,
+                            k + 1,
+                            t.name,
+                            st.reason
+                        )?;
+                    }
+                }
+            }
             for s in &run.servers {
                 let f = &s.fingerprint;
                 if let Some(d) = f.describe() {

@@ -169,6 +169,9 @@ impl Report for TextReport {
                 bytes_iec(s.peak_memory_bytes as f64),
                 grouped(s.requests_per_cpu_s.round() as u64)
             )?;
+            for e in &s.events {
+                writeln!(out, "             during the run: {e}")?;
+            }
             if let Some(st) = &s.sampling_stopped {
                 writeln!(
                     out,
