@@ -583,3 +583,121 @@ async fn failures_users_meet() {
     .await;
     assert_eq!(cs["lastState"]["terminated"]["exitCode"], 137, "{cs}");
 }
+
+/// A stand-in for the archbench binary: prints what a worker sees, fails where told to.
+const WORKER: &str = r#"#!/bin/sh
+echo "worker $JOB_COMPLETION_INDEX on $(hostname) at $POD_IP args $*"
+if [ "$JOB_COMPLETION_INDEX" = "$FAIL_INDEX" ]; then exit 1; fi
+"#;
+
+fn job(name: &str, completions: u32, fail_index: &str) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"completionMode": "Indexed", "completions": completions, "parallelism": completions, "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "worker", "image": "ghcr.io/example/archbench:latest", "args": ["load", "--part"],
+                    "env": [{"name": "FAIL_INDEX", "value": fail_index},
+                            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}]}}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_jobs_run_workers() {
+    if !common::require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let worker = dir.path().join("archbench");
+    std::fs::write(&worker, WORKER).expect("worker written");
+    std::fs::set_permissions(&worker, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let cluster = Cluster::start(Options {
+        archbench_binary: Some(worker),
+        restart_backoff: Duration::from_millis(100),
+        ..Options::default()
+    })
+    .expect("the stand-in starts");
+    let client = client(&cluster).await;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pp = PatchParams::apply("archbench");
+
+    jobs.patch("load", &pp, &Patch::Apply(job("load", 3, "none")))
+        .await
+        .expect("job applied");
+    let status = poll("the job to complete", 60, || {
+        let jobs = jobs.clone();
+        async move {
+            let j = v(&jobs.get("load").await.expect("get"));
+            let done = j
+                .pointer("/status/conditions")?
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Complete" && c["status"] == "True");
+            done.then(|| j["status"].clone())
+        }
+    })
+    .await;
+    assert_eq!(
+        (
+            status["succeeded"].as_i64(),
+            status["completedIndexes"].as_str()
+        ),
+        (Some(3), Some("0-2")),
+        "{status}"
+    );
+    let list = pods
+        .list(&ListParams::default().labels("batch.kubernetes.io/job-name=load"))
+        .await
+        .expect("list");
+    assert_eq!(list.items.len(), 3);
+    for p in &list.items {
+        let pv = v(p);
+        let index = pv
+            .pointer("/metadata/annotations/batch.kubernetes.io~1job-completion-index")
+            .and_then(Value::as_str)
+            .expect("index annotation");
+        assert_eq!(pv["status"]["phase"], "Succeeded", "{pv}");
+        let log = pods
+            .logs(&p.name_any(), &LogParams::default())
+            .await
+            .expect("logs");
+        let ip = pv["status"]["podIP"].as_str().expect("pod IP");
+        assert_eq!(
+            log,
+            format!("worker {index} on load-{index} at {ip} args load --part\n")
+        );
+    }
+
+    jobs.patch("lossy", &pp, &Patch::Apply(job("lossy", 3, "1")))
+        .await
+        .expect("job applied");
+    let cond = poll("the job to fail", 60, || {
+        let jobs = jobs.clone();
+        async move {
+            let j = v(&jobs.get("lossy").await.expect("get"));
+            j.pointer("/status/conditions")?
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Failed" && c["status"] == "True")
+                .cloned()
+        }
+    })
+    .await;
+    assert_eq!(cond["reason"], "BackoffLimitExceeded", "{cond}");
+    let failed = pods
+        .list(&ListParams::default().labels("batch.kubernetes.io/job-name=lossy"))
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .find(|p| v(p)["status"]["phase"] == "Failed")
+        .expect("the failed worker's pod");
+    assert_eq!(
+        v(&failed)["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"],
+        "1"
+    );
+    assert_eq!(
+        v(&failed)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+        1
+    );
+}
