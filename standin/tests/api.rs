@@ -554,7 +554,8 @@ fn pod_processes_end_with_the_cluster() {
         common::http_get(&format!("{ip}:80"), "/").is_ok(),
         "the stock config serves on the pod IP"
     );
-    let pids = ours();
+    let pids = processes_of(&dir);
+    assert!(pids.len() >= 2, "master and workers: {pids:?}");
     drop(c);
     for pid in pids {
         let alive =
@@ -565,5 +566,125 @@ fn pod_processes_end_with_the_cluster() {
     assert!(
         TcpStream::connect((ip.as_str(), 80)).is_err(),
         "nothing listens on the pod IP any more"
+    );
+}
+
+fn live_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                        .is_ok_and(|s| !s.contains(") Z "))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Processes of pods in the cluster whose temp dir is `dir`: nginx masters run from a copy
+/// there, and their descendants (the workers) with them.
+fn processes_of(dir: &std::path::Path) -> Vec<u32> {
+    let pids = live_pids();
+    let ppid = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let mut ours: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(dir.to_str().unwrap_or("?")))
+        })
+        .collect();
+    loop {
+        let more: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|p| !ours.contains(p) && ppid(*p).is_some_and(|pp| ours.contains(&pp)))
+            .collect();
+        if more.is_empty() {
+            return ours;
+        }
+        ours.extend(more);
+    }
+}
+
+#[test]
+fn pod_processes_die_with_a_killed_test_process() {
+    if !common::require_nginx_pods() {
+        return;
+    }
+    /// The binary, killed (SIGKILL, as a crashing test process would be) however the test ends.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut bin = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_archbench-standin"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the stand-in binary starts"),
+    );
+    let mut out = BufReader::new(bin.0.stdout.take().expect("stdout"));
+    let (mut url, mut kubeconfig) = (String::new(), String::new());
+    let mut line = String::new();
+    while kubeconfig.is_empty() {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).expect("the binary's output") > 0,
+            "the binary printed no kubeconfig"
+        );
+        if let Some(u) = line.trim().strip_prefix("stand-in cluster at ") {
+            url = u.to_string();
+        }
+        if let Some(rest) = line.trim().strip_prefix("export KUBECONFIG=") {
+            kubeconfig = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+        }
+    }
+    let dir = std::path::Path::new(&kubeconfig)
+        .parent()
+        .expect("the cluster dir")
+        .to_path_buf();
+    let addr = url.trim_start_matches("http://").to_string();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}})
+    .to_string();
+    let mut s = TcpStream::connect(&addr).expect("the API answers");
+    write!(s, "POST /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{pod}", pod.len())
+        .expect("sent");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("answer");
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    common::wait_for("the pod's nginx", Duration::from_secs(30), || {
+        (processes_of(&dir).len() >= 2).then_some(())
+    });
+    drop(bin);
+    common::wait_for(
+        "the pod's processes to die with their parent",
+        Duration::from_secs(10),
+        || processes_of(&dir).is_empty().then_some(()),
+    );
+    // what the killed cluster left is swept by the next one
+    assert!(dir.exists(), "nothing cleaned the dir yet");
+    let _next = start();
+    assert!(
+        !dir.exists(),
+        "the next cluster sweeps a dead cluster's temp dir"
     );
 }

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use archbench_standin::{Cluster, Options};
-use futures::{StreamExt, TryStreamExt};
+use futures::{SinkExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use kube::api::{
@@ -699,5 +699,301 @@ async fn indexed_jobs_run_workers() {
     assert_eq!(
         v(&failed)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
         1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_terminals_cgroups_and_followed_logs() {
+    if !common::require_nginx_pods() {
+        return;
+    }
+    let cluster = Cluster::start(Options::default()).expect("the stand-in starts");
+    let client = client(&cluster).await;
+    namespace_and_config(&client).await;
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "nginx");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "nginx");
+    let svcs: Api<Service> = Api::namespaced(client.clone(), "nginx");
+    let pp = PatchParams::apply("archbench").force();
+    for (name, arch) in [
+        ("nginx-intel-deployment", "amd64"),
+        ("nginx-arm-deployment", "arm64"),
+    ] {
+        deps.patch(
+            name,
+            &pp,
+            &Patch::Apply(deployment(name, arch, "nginx:latest", json!({}))),
+        )
+        .await
+        .expect("applied");
+    }
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nginx-multiarch-svc", "namespace": "nginx"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "nginx-multiarch"}, "ports": [{"port": 80, "targetPort": "http", "name": "http"}]}});
+    svcs.patch("nginx-multiarch-svc", &pp, &Patch::Apply(&svc))
+        .await
+        .expect("applied");
+    for name in ["nginx-intel-deployment", "nginx-arm-deployment"] {
+        within(
+            "the rollouts",
+            60,
+            await_condition(deps.clone(), name, conditions::is_deployment_completed()),
+        )
+        .await
+        .expect("watch");
+    }
+    let s = poll("two endpoints and an address", 30, || {
+        let svcs = svcs.clone();
+        let client = client.clone();
+        async move {
+            let eps: Api<k8s_openapi::api::core::v1::Endpoints> = Api::namespaced(client, "nginx");
+            let e = v(&eps.get_opt("nginx-multiarch-svc").await.expect("get")?);
+            let ready = e.pointer("/subsets/0/addresses")?.as_array()?.len();
+            let s = v(&svcs.get("nginx-multiarch-svc").await.expect("get"));
+            (ready == 2 && s.pointer("/status/loadBalancer/ingress/0/ip").is_some()).then_some(s)
+        }
+    })
+    .await;
+    // round-robin over both architectures' pods, through the LB address and a node port
+    let lb = s
+        .pointer("/status/loadBalancer/ingress/0/ip")
+        .and_then(Value::as_str)
+        .expect("LB IP")
+        .to_string();
+    let node_port = s
+        .pointer("/spec/ports/0/nodePort")
+        .and_then(Value::as_u64)
+        .expect("a node port");
+    let node: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let node_ip = v(&node.get("aks-arm-0").await.expect("node"))
+        .pointer("/status/addresses/0/address")
+        .and_then(Value::as_str)
+        .expect("node address")
+        .to_string();
+    let mut servers = std::collections::BTreeSet::new();
+    for i in 0..8 {
+        let addr = if i % 2 == 0 {
+            format!("{lb}:80")
+        } else {
+            format!("{node_ip}:{node_port}")
+        };
+        let (code, body) = common::http_get(&addr, "/").expect("the service answers");
+        assert_eq!(code, 200);
+        let j: Value = serde_json::from_str(&body).expect("JSON");
+        servers.insert(j["server"].as_str().expect("server").to_string());
+    }
+    assert_eq!(servers.len(), 2, "both pods answered: {servers:?}");
+
+    let arm = pods
+        .list(&ListParams::default().labels("arch=arm64"))
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .next()
+        .expect("the arm pod")
+        .name_any();
+    // the pod's own cgroup, in cgroup v2 names
+    let mut p = pods
+        .exec(
+            &arm,
+            vec![
+                "cat",
+                "/sys/fs/cgroup/cpu.stat",
+                "/sys/fs/cgroup/memory.current",
+            ],
+            &AttachParams::default(),
+        )
+        .await
+        .expect("exec");
+    let mut out = String::new();
+    let mut stdout = p.stdout().expect("stdout");
+    within("cat", 10, stdout.read_to_string(&mut out))
+        .await
+        .expect("read");
+    let usage: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .and_then(|n| n.parse().ok())
+        .expect("usage_usec");
+    let memory: u64 = out
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .expect("memory.current");
+    assert!(usage > 0 && memory > 0, "{out}");
+
+    // a terminal: resize first, then the command reads a line and reports its window
+    let mut p = pods
+        .exec(
+            &arm,
+            vec!["sh", "-c", "read x; stty size; tty"],
+            &AttachParams::interactive_tty(),
+        )
+        .await
+        .expect("exec -it");
+    let mut size = p.terminal_size().expect("a resize channel");
+    size.send(kube::api::TerminalSize {
+        width: 100,
+        height: 30,
+    })
+    .await
+    .expect("resize sent");
+    let mut stdin = p.stdin().expect("stdin");
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"go\n")
+        .await
+        .expect("stdin");
+    let mut out = String::new();
+    let mut stdout = p.stdout().expect("stdout");
+    within("the terminal's output", 10, stdout.read_to_string(&mut out))
+        .await
+        .expect("read");
+    assert!(out.contains("30 100"), "window size: {out:?}");
+    assert!(out.contains("/dev/pts/"), "a pseudo-terminal: {out:?}");
+
+    // follow the log while a request arrives
+    let lp = LogParams {
+        follow: true,
+        tail_lines: Some(0),
+        ..LogParams::default()
+    };
+    let mut lines =
+        futures::AsyncBufReadExt::lines(pods.log_stream(&arm, &lp).await.expect("follow"));
+    let pod_ip = v(&pods.get(&arm).await.expect("get"))["status"]["podIP"]
+        .as_str()
+        .expect("IP")
+        .to_string();
+    common::http_get(&format!("{pod_ip}:80"), "/followed").expect("request");
+    let line = within("the followed line", 10, lines.next())
+        .await
+        .expect("a line")
+        .expect("text");
+    assert!(line.contains("GET /followed"), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_over_v4_websocket_frames() {
+    if !common::require_nginx_pods() {
+        return;
+    }
+    let cluster = Cluster::start(Options::default()).expect("the stand-in starts");
+    let client = client(&cluster).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx", "ports": [{"containerPort": 80}]}]}}))
+    .expect("a pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("created");
+    poll("the pod to run", 30, || {
+        let pods = pods.clone();
+        async move { ready(&pods.get("p").await.expect("get")).then_some(()) }
+    })
+    .await;
+    // a client that offers only v4 (no close-stdin channel): frames as the kubelet sends them
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
+    let addr = cluster.url().trim_start_matches("http://").to_string();
+    let url = format!("ws://{addr}/api/v1/namespaces/default/pods/p/exec?command=sh&command=-c&command=echo+v4%3B+exit+2&stdout=true&stderr=true");
+    let mut req = url.into_client_request().expect("a request");
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "v4.channel.k8s.io".parse().expect("header"),
+    );
+    let stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let (mut ws, resp) = tokio_tungstenite::client_async(req, stream)
+        .await
+        .expect("upgrade");
+    assert_eq!(
+        resp.headers()["sec-websocket-protocol"],
+        "v4.channel.k8s.io"
+    );
+    let mut frames = Vec::new();
+    let close = within("the session", 10, async {
+        while let Some(m) = ws.next().await {
+            match m.expect("a frame") {
+                Message::Binary(b) => frames.push(b.to_vec()),
+                Message::Close(c) => return c,
+                _ => {}
+            }
+        }
+        None
+    })
+    .await;
+    assert_eq!(frames[0], vec![1u8], "stdout announced");
+    assert_eq!(frames[1], vec![2u8], "stderr announced");
+    assert!(frames.contains(&b"\x01v4\n".to_vec()), "{frames:?}");
+    let status: Value =
+        serde_json::from_slice(&frames.last().expect("a status")[1..]).expect("status JSON");
+    assert_eq!(
+        frames.last().expect("status")[0],
+        3,
+        "the status comes last, on channel 3"
+    );
+    assert_eq!(status["details"]["causes"][0]["message"], "2", "{status}");
+    assert_eq!(
+        u16::from(close.expect("a close frame").code),
+        1000,
+        "a normal close with a code"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_nginx_rejects_crash_loops_with_its_error() {
+    if !common::require_nginx_pods() {
+        return;
+    }
+    let cluster = Cluster::start(Options {
+        restart_backoff: Duration::from_millis(100),
+        ..Options::default()
+    })
+    .expect("the stand-in starts");
+    let client = client(&cluster).await;
+    namespace_and_config(&client).await;
+    let pp = PatchParams::apply("archbench").force();
+    Api::<ConfigMap>::namespaced(client.clone(), "nginx")
+        .patch(
+            "nginx-config",
+            &pp,
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "nginx-config", "namespace": "nginx"},
+                "data": {"nginx.conf": "events {}\nhttp { server { listen 80; no_such_directive on; } }\n"}})),
+        )
+        .await
+        .expect("bad config applied");
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "nginx");
+    deps.patch(
+        "nginx-intel-deployment",
+        &pp,
+        &Patch::Apply(deployment(
+            "nginx-intel-deployment",
+            "amd64",
+            "nginx",
+            json!({}),
+        )),
+    )
+    .await
+    .expect("applied");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "nginx");
+    let name = poll("CrashLoopBackOff", 30, || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&ListParams::default()).await.expect("list");
+            list.items.iter().find_map(|p| {
+                let w = v(p)
+                    .pointer("/status/containerStatuses/0/state/waiting/reason")
+                    .cloned()?;
+                (w == "CrashLoopBackOff").then(|| p.name_any())
+            })
+        }
+    })
+    .await;
+    let lp = LogParams {
+        previous: true,
+        ..LogParams::default()
+    };
+    let log = pods.logs(&name, &lp).await.expect("logs --previous");
+    assert!(
+        log.contains("[emerg]") && log.contains("unknown directive \"no_such_directive\""),
+        "{log}"
     );
 }
