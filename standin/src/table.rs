@@ -423,6 +423,42 @@ fn cells(res: Res, o: &Value) -> Vec<Value> {
             json!(im),
             json!(selector_text(o.pointer("/spec/selector"))),
         ]
+    } else if res.is(&resources::ENDPOINTS) {
+        let mut eps = Vec::new();
+        for sub in o
+            .get("subsets")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for a in sub
+                .get("addresses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                for p in sub
+                    .get("ports")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    eps.push(format!("{}:{}", s(a, "/ip"), i(p, "/port")));
+                }
+            }
+        }
+        vec![name, json!(none_if_empty(eps.join(","))), age]
+    } else if res.is(&resources::EVENTS) {
+        let kind = s(o, "/involvedObject/kind").to_lowercase();
+        vec![
+            json!(clock::age(
+                o.pointer("/lastTimestamp").and_then(Value::as_str)
+            )),
+            json!(s(o, "/type")),
+            json!(s(o, "/reason")),
+            json!(format!("{kind}/{}", s(o, "/involvedObject/name"))),
+            json!(s(o, "/message")),
+        ]
     } else if res.is(&resources::CONFIGMAPS) {
         let n = o
             .get("data")
