@@ -791,6 +791,34 @@ async fn services_terminals_cgroups_and_followed_logs() {
         .next()
         .expect("the arm pod")
         .name_any();
+    // Services' names resolve in pods (/etc/hosts, kept up to date)
+    let cluster_ip = s
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .expect("a ClusterIP")
+        .to_string();
+    let resolved = poll("the service's name in the pod", 10, || {
+        let pods = pods.clone();
+        let arm = arm.clone();
+        async move {
+            let cmd = vec![
+                "getent",
+                "hosts",
+                "nginx-multiarch-svc.nginx.svc.cluster.local",
+            ];
+            let mut p = pods
+                .exec(&arm, cmd, &AttachParams::default())
+                .await
+                .expect("exec");
+            let mut out = String::new();
+            let mut stdout = p.stdout().expect("stdout");
+            stdout.read_to_string(&mut out).await.expect("read");
+            (!out.is_empty()).then_some(out)
+        }
+    })
+    .await;
+    assert!(resolved.starts_with(&cluster_ip), "{resolved}");
+
     // the pod's own cgroup, in cgroup v2 names
     let mut p = pods
         .exec(
