@@ -32,10 +32,34 @@ pub struct Cluster {
 /// The token the kubeconfig carries (kube sends it; kubectl over plain http does not).
 pub const TOKEN: &str = "stand-in-token";
 
+/// Prefix of the clusters' temp dirs and cgroups: `archbench-standin-<pid>-<n>`.
+const PREFIX: &str = "archbench-standin-";
+
+/// Whether a temp dir or cgroup name belongs to a cluster whose process is gone.
+fn stale(name: &str) -> bool {
+    let Some(pid) = name.strip_prefix(PREFIX).and_then(|r| r.split('-').next()) else {
+        return false;
+    };
+    pid.parse::<u32>()
+        .is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// Removes what clusters of killed processes left behind (their Drop never ran).
+fn sweep_stale() {
+    if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in rd.flatten() {
+            if stale(&e.file_name().to_string_lossy()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    crate::kubelet::cgroup::sweep(stale);
+}
+
 fn temp_dir() -> io::Result<PathBuf> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
-        "archbench-standin-{}-{}",
+        "{PREFIX}{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
@@ -65,6 +89,7 @@ impl Cluster {
     /// and the default namespaces, and starts the controllers and the kubelet. Synchronous:
     /// the cluster runs on its own tokio runtime, so tests may call this from anywhere.
     pub fn start(opts: Options) -> io::Result<Cluster> {
+        sweep_stale();
         let dir = temp_dir()?;
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
         listener.set_nonblocking(true)?;

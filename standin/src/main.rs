@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         "export KUBECONFIG={} KUBECACHEDIR=$(mktemp -d)",
         cluster.kubeconfig().display()
     );
-    println!("Ctrl-C stops it (and every pod process).");
+    println!("Ctrl-C (or SIGTERM) stops it and every pod process.");
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -27,7 +27,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = rt.block_on(tokio::signal::ctrl_c()) {
+    let stopped = rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    });
+    if let Err(e) = stopped {
         eprintln!("archbench-standin: waiting for Ctrl-C: {e}");
     }
     drop(cluster);

@@ -130,6 +130,40 @@ fn columns(res: Res) -> Vec<Value> {
             col("Data", "integer", 0, "Number of data entries."),
             age,
         ]
+    } else if res.is(&resources::ENDPOINTS) {
+        vec![
+            name,
+            col(
+                "Endpoints",
+                "string",
+                0,
+                "Endpoints is the list of endpoints for the service.",
+            ),
+            age,
+        ]
+    } else if res.is(&resources::EVENTS) {
+        vec![
+            col(
+                "Last Seen",
+                "string",
+                0,
+                "Time when this Event was last observed.",
+            ),
+            col("Type", "string", 0, "Type of this event (Normal, Warning)."),
+            col("Reason", "string", 0, "Why the action was taken."),
+            col(
+                "Object",
+                "string",
+                0,
+                "The object that this event is about.",
+            ),
+            col(
+                "Message",
+                "string",
+                0,
+                "A human-readable description of the status of this operation.",
+            ),
+        ]
     } else {
         vec![name, age]
     }
@@ -423,6 +457,42 @@ fn cells(res: Res, o: &Value) -> Vec<Value> {
             json!(im),
             json!(selector_text(o.pointer("/spec/selector"))),
         ]
+    } else if res.is(&resources::ENDPOINTS) {
+        let mut eps = Vec::new();
+        for sub in o
+            .get("subsets")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for a in sub
+                .get("addresses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                for p in sub
+                    .get("ports")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    eps.push(format!("{}:{}", s(a, "/ip"), i(p, "/port")));
+                }
+            }
+        }
+        vec![name, json!(none_if_empty(eps.join(","))), age]
+    } else if res.is(&resources::EVENTS) {
+        let kind = s(o, "/involvedObject/kind").to_lowercase();
+        vec![
+            json!(clock::age(
+                o.pointer("/lastTimestamp").and_then(Value::as_str)
+            )),
+            json!(s(o, "/type")),
+            json!(s(o, "/reason")),
+            json!(format!("{kind}/{}", s(o, "/involvedObject/name"))),
+            json!(s(o, "/message")),
+        ]
     } else if res.is(&resources::CONFIGMAPS) {
         let n = o
             .get("data")
@@ -463,6 +533,25 @@ pub fn table(res: Res, objs: &[Obj], rv: u64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cells_match_columns() {
+        let objs = [
+            (&resources::PODS, json!({"metadata": {"name": "p"}})),
+            (&resources::DEPLOYMENTS, json!({"metadata": {"name": "d"}})),
+            (&resources::SERVICES, json!({"metadata": {"name": "s"}})),
+            (&resources::NODES, json!({"metadata": {"name": "n"}})),
+            (&resources::NAMESPACES, json!({"metadata": {"name": "n"}})),
+            (&resources::JOBS, json!({"metadata": {"name": "j"}})),
+            (&resources::CONFIGMAPS, json!({"metadata": {"name": "c"}})),
+            (&resources::ENDPOINTS, json!({"metadata": {"name": "e"}})),
+            (&resources::EVENTS, json!({"metadata": {"name": "e"}})),
+            (&resources::SECRETS, json!({"metadata": {"name": "s"}})),
+        ];
+        for (res, o) in objs {
+            assert_eq!(columns(res).len(), cells(res, &o).len(), "{}", res.plural);
+        }
+    }
 
     #[test]
     fn pod_status_column() {

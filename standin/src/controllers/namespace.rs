@@ -2,7 +2,11 @@
 //! contents are deleted (pods gracefully), and only then does it go away: `kubectl delete -f`
 //! deletes the namespace first and the rest after, which must find the objects still there.
 
+use std::time::{Duration, SystemTime};
+
 use serde_json::{json, Value};
+
+use crate::clock;
 
 use crate::ops::{self, DeleteOpts};
 use crate::resources;
@@ -24,6 +28,10 @@ pub fn create_defaults(sh: &Shared) -> std::io::Result<()> {
     Ok(())
 }
 
+/// How long a terminating namespace's objects stay before the controller deletes them
+/// (deletionTimestamp has second precision: 1–2 s).
+const CONTENT_DELAY: Duration = Duration::from_secs(1);
+
 pub fn sync(sh: &Shared) {
     let (namespaces, _) = sh.store.list(&resources::NAMESPACES, None);
     let terminating: Vec<_> = namespaces
@@ -35,6 +43,17 @@ pub fn sync(sh: &Shared) {
     }
     let all = sh.store.all();
     for ns in terminating {
+        // The real namespace controller takes a moment (discovery, then a pass per resource);
+        // `kubectl delete -f` relies on it, deleting the namespace first and its objects
+        // right after, each of which must still be there.
+        let since = ns
+            .pointer("/metadata/deletionTimestamp")
+            .and_then(Value::as_str)
+            .and_then(clock::parse)
+            .and_then(|t| SystemTime::now().duration_since(t).ok());
+        if since.is_none_or(|d| d < CONTENT_DELAY) {
+            continue;
+        }
         let name = store::name_of(ns);
         let contents: Vec<_> = all
             .iter()

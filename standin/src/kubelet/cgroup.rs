@@ -77,6 +77,47 @@ fn join(mount: &Path, cg: &str) -> PathBuf {
     mount.join(cg.trim_start_matches('/'))
 }
 
+/// The directories cluster cgroups are created in (one per hierarchy read).
+fn parents() -> Vec<PathBuf> {
+    let ms = mounts();
+    if let Some((_, _, mp)) = ms
+        .iter()
+        .find(|(t, _, mp)| t == "cgroup2" && mp == Path::new("/sys/fs/cgroup"))
+    {
+        return vec![join(mp, &own_path(""))];
+    }
+    ["cpuacct", "memory"]
+        .iter()
+        .filter_map(|c| {
+            ms.iter()
+                .find(|(t, o, _)| t == "cgroup" && o.split(',').any(|x| x == *c))
+                .map(|(_, _, mp)| join(mp, &own_path(c)))
+        })
+        .collect()
+}
+
+/// Removes the empty cgroups of clusters whose process is gone (killed before its Drop ran);
+/// `stale(name)` says whether a directory name belongs to such a cluster.
+pub fn sweep(stale: impl Fn(&str) -> bool) {
+    for parent in parents() {
+        let Ok(rd) = std::fs::read_dir(&parent) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !stale(&name) {
+                continue;
+            }
+            if let Ok(pods) = std::fs::read_dir(e.path()) {
+                for p in pods.flatten().filter(|p| p.path().is_dir()) {
+                    let _ = std::fs::remove_dir(p.path());
+                }
+            }
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 impl CgroupRoot {
     /// Creates `<own cgroup>/<name>` in the hierarchies the stand-in reads; None when this
     /// process may not (then pods run without a cgroup of their own, and report zero usage).

@@ -281,6 +281,19 @@ impl PodRuntime {
         }
     }
 
+    /// Rewrites the pod's /etc/hosts when Services came or went (in place: it is
+    /// bind-mounted, so the file must stay the same inode).
+    pub fn refresh_hosts(&self, sh: &Shared) {
+        let path = self.dir.join("hosts");
+        let Ok(old) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        let new = volumes::hosts(sh, &self.ip.to_string(), &self.hostname, &self.ns);
+        if new != old {
+            let _ = std::fs::write(&path, new);
+        }
+    }
+
     /// The log file of a container's current or previous run; the bool says whether that run
     /// is still going.
     pub fn log_path(
@@ -454,6 +467,7 @@ pub async fn run(sh: Arc<Shared>, rt: Arc<PodRuntime>, pod: Obj) {
         }
         if last_sample.elapsed() >= Duration::from_secs(1) {
             rt.refresh_usage();
+            rt.refresh_hosts(&sh);
             last_sample = Instant::now();
         }
         probe(&rt).await;

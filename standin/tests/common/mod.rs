@@ -51,6 +51,21 @@ pub fn require_nginx_pods() -> bool {
     false
 }
 
+/// Pods in namespaces of their own need root; false (with a visible note) otherwise, or a
+/// panic when ARCHBENCH_REQUIRE_NGINX=1 (CI runs as root).
+pub fn require_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var("ARCHBENCH_REQUIRE_NGINX").as_deref() != Ok("1"),
+        "pods need root but ARCHBENCH_REQUIRE_NGINX=1"
+    );
+    eprintln!("SKIPPED: pods need root (namespaces)");
+    false
+}
+
 /// Polls `f` every 100 ms until it gives a value; panics naming `what` after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
