@@ -32,11 +32,14 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         namespace: a.namespace.clone(),
     };
     let cluster = runtime.block_on(Cluster::connect(&opts))?;
-    match run(&runtime, &cluster, a, signals) {
+    let outcome = run(&runtime, &cluster, a, signals);
+    drop(cluster);
+    // A login's stdin reader sits in a blocking read of the terminal: do not wait for it.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match outcome {
         // Ctrl-C while waiting: said once, and the exit status of the signal.
         Err(e)
-            if e
-                .downcast_ref::<K8sError>()
+            if e.downcast_ref::<K8sError>()
                 .is_some_and(|k| matches!(k, K8sError::Interrupted(_))) =>
         {
             eprintln!("archbench: {e}");
@@ -53,14 +56,12 @@ fn run(
     signals: &StopSignals,
 ) -> anyhow::Result<i32> {
     let stop = &*signals.stop;
-    let (runtime, cluster) = (runtime, cluster);
     let code = match &a.command {
         K8sCommand::Manifests(_) => 0,
         K8sCommand::Up(s) => {
             let setup = setup(s, &a.namespace)?;
             let mut line = ProgressLine::new(true);
-            let report =
-                runtime.block_on(k8s::up(&cluster, &setup, &mut |l| line.message(l), stop));
+            let report = runtime.block_on(k8s::up(cluster, &setup, &mut |l| line.message(l), stop));
             line.finish();
             let report = report?;
             write_stdout(|out| {
@@ -76,7 +77,7 @@ fn run(
             0
         }
         K8sCommand::Status => {
-            let rows = runtime.block_on(k8s::status(&cluster))?;
+            let rows = runtime.block_on(k8s::status(cluster))?;
             write_stdout(|out| k8s::write_status(&rows, out))?;
             0
         }
@@ -84,7 +85,7 @@ fn run(
             let config = nginx_config(&c.config)?;
             let mut line = ProgressLine::new(true);
             let done = runtime.block_on(k8s::reconfigure(
-                &cluster,
+                cluster,
                 config,
                 c.wait_timeout,
                 &mut |l| line.message(l),
@@ -117,13 +118,13 @@ fn run(
                 }
             }
         }
-        K8sCommand::Curl(c) => curl(&runtime, &cluster, c)?,
+        K8sCommand::Curl(c) => curl(runtime, cluster, c)?,
         K8sCommand::Login(l) => {
-            runtime.block_on(k8s::login(&cluster, l.arch, l.pod.as_deref(), &l.command))?
+            runtime.block_on(k8s::login(cluster, l.arch, l.pod.as_deref(), &l.command))?
         }
-        K8sCommand::Top(t) => top(&runtime, &cluster, t.watch, stop)?,
+        K8sCommand::Top(t) => top(runtime, cluster, t.watch, stop)?,
         K8sCommand::Fingerprint => {
-            let rows = runtime.block_on(k8s::status(&cluster))?;
+            let rows = runtime.block_on(k8s::status(cluster))?;
             let mut archs: Vec<Arch> = rows
                 .iter()
                 .filter_map(|r| Arch::from_name(&r.arch))
@@ -131,15 +132,15 @@ fn run(
             archs.dedup();
             let mut prints = Vec::new();
             for arch in archs {
-                prints.push(runtime.block_on(k8s::fingerprint(&cluster, arch))?);
+                prints.push(runtime.block_on(k8s::fingerprint(cluster, arch))?);
             }
             write_stdout(|out| k8s::write_fingerprints(&prints, out))?;
             0
         }
-        K8sCommand::Load(l) => load(&runtime, &cluster, l, signals)?,
+        K8sCommand::Load(l) => load(runtime, cluster, l, signals)?,
         K8sCommand::Down(d) => {
             let deleted =
-                runtime.block_on(k8s::down(&cluster, d.keep_namespace, d.wait_timeout, stop))?;
+                runtime.block_on(k8s::down(cluster, d.keep_namespace, d.wait_timeout, stop))?;
             write_stdout(|out| {
                 for what in &deleted {
                     writeln!(out, "{what}: deleted")?;

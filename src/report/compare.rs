@@ -131,7 +131,13 @@ impl ComparisonReport {
             for (k, r) in t.runs.iter().enumerate() {
                 for s in &r.servers {
                     for e in &s.events {
-                        writeln!(out, "  During run {} of {} ({}): {e}", k + 1, t.name, s.label)?;
+                        writeln!(
+                            out,
+                            "  During run {} of {} ({}): {e}",
+                            k + 1,
+                            t.name,
+                            s.label
+                        )?;
                     }
                     if let Some(st) = &s.sampling_stopped {
                         writeln!(

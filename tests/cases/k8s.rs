@@ -384,3 +384,160 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn a_pod_restarted_during_a_load_is_followed_and_reported() {
+    let Some(c) = cluster(Options::default()) else {
+        return;
+    };
+    ok(&k8s(&c, &["up", "--arch", "arm", "--wait-timeout", "60s"]));
+    let pod = pod_names(&ok(&k8s(&c, &["status"])))[0].clone();
+    // exec not allowed: `top` falls back to the metrics API, and says so.
+    c.faults().forbid("create", "pods/exec");
+    let top = ok(&k8s(&c, &["top"]));
+    assert!(top.contains("metrics API"), "{top}");
+    c.faults().allow_all();
+    // A load whose pod's nginx is killed a moment in: the run is kept, the restart told.
+    let dir = tempfile::tempdir().unwrap();
+    let child = bin()
+        .args(["k8s", "--kubeconfig"])
+        .arg(c.kubeconfig())
+        .args(["load", "arm", "-d", "4s", "-c", "2", "--out-dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The load has begun once the pod's cgroup stream (an exec) is open.
+    let exec_path = format!("/api/v1/namespaces/nginx/pods/{pod}/exec");
+    crate::util::wait_until("the cgroup stream of the pod", PROMPTLY, || {
+        c.requests()
+            .iter()
+            .any(|r| r.path.starts_with(&exec_path) && r.path.contains("while"))
+    });
+    c.faults().kill_pod_process("nginx", &pod).unwrap();
+    let o = finish_within(child, PROMPTLY * 2);
+    let text = ok(&o);
+    assert!(text.contains("During run 1 of arm"), "{text}");
+    let json = std::fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("k8s-load.json");
+    let doc = read_json(&json);
+    let server = &doc["targets"][0]["runs"][0]["servers"][0];
+    let events = server["events"].as_array().unwrap();
+    assert!(!events.is_empty(), "{server}");
+    assert!(
+        doc["targets"][0]["runs"][0]["totals"]["requests"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn ctrl_c_while_waiting_says_what_stays_and_exits_130() {
+    let Some(c) = cluster(Options::default()) else {
+        return;
+    };
+    // No LoadBalancer address will come: up waits until interrupted.
+    c.faults().withhold_loadbalancer_addresses(true);
+    let mut child = bin()
+        .args(["k8s", "--kubeconfig"])
+        .arg(c.kubeconfig())
+        .args(["up", "--arch", "intel", "--wait-timeout", "5m"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    err.wait_for("waiting:", PROMPTLY);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(130));
+    let rest = err.rest(PROMPTLY);
+    assert!(rest.contains("interrupted while waiting"), "{rest}");
+    assert!(rest.contains("archbench k8s down removes it"), "{rest}");
+}
+
+/// Output of a tmux pane, as a user sees it.
+fn capture(session: &str) -> String {
+    let o = std::process::Command::new("tmux")
+        .args(["capture-pane", "-p", "-t", session])
+        .output()
+        .unwrap();
+    stdout(&o)
+}
+
+fn tmux(args: &[&str]) {
+    let o = std::process::Command::new("tmux")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "tmux {args:?}: {}", stderr(&o));
+}
+
+#[test]
+fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
+    let Some(tmux_bin) = crate::util::require_tool("tmux") else {
+        return;
+    };
+    let Some(c) = cluster(Options::default()) else {
+        return;
+    };
+    ok(&k8s(&c, &["up", "--arch", "arm", "--wait-timeout", "60s"]));
+    let session = format!("archbench-login-{}", std::process::id());
+    let script = format!(
+        "{} k8s --kubeconfig {} login arm; echo EXIT=$?; stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | sed 's/^/MODE /'",
+        env!("CARGO_BIN_EXE_archbench"),
+        c.kubeconfig().display()
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    tmux(&["set-option", "-t", &session, "remain-on-exit", "on"]);
+    // A shell in the pod: it answers, and sees the pane's size.
+    crate::util::wait_until("the pod's shell prompt", PROMPTLY, || {
+        capture(&session).contains('#')
+    });
+    tmux(&[
+        "send-keys",
+        "-t",
+        &session,
+        "echo $((6*7)); stty size",
+        "Enter",
+    ]);
+    crate::util::wait_until("the shell's answer", PROMPTLY, || {
+        let screen = capture(&session);
+        screen.contains("\n42") && screen.contains("30 100")
+    });
+    tmux(&["send-keys", "-t", &session, "exit 5", "Enter"]);
+    crate::util::wait_until(
+        "the exit status and the restored terminal",
+        PROMPTLY,
+        || capture(&session).contains("EXIT=5"),
+    );
+    // Raw mode is gone: the local terminal is canonical and echoes again.
+    crate::util::wait_until("stty's report", PROMPTLY, || {
+        let screen = capture(&session);
+        screen.lines().any(|l| l.trim() == "MODE icanon")
+            && screen.lines().any(|l| l.trim() == "MODE echo")
+    });
+    let _ = std::process::Command::new(tmux_bin)
+        .args(["kill-session", "-t", &session])
+        .output();
+}
