@@ -317,7 +317,9 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
     let crash = dir.path().join("crash.conf");
     std::fs::write(
         &crash,
-        "pid /proc/archbench-none/nginx.pid;\nevents {}\nhttp { server { listen 80; } }\n",
+        // Refused as nginx reads it, before it binds a port: never ready even for a moment
+        // (`up` runs no nginx -t; `config` would refuse it first).
+        "events {}\nhttp { archbench_no_such_directive on; server { listen 80; } }\n",
     )
     .unwrap();
     let o = k8s(
@@ -336,7 +338,7 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
     let err = stderr(&o);
     assert!(err.contains("keeps crashing"), "{err}");
     assert!(
-        err.contains("archbench-none"),
+        err.contains("archbench_no_such_directive"),
         "nginx's log is quoted: {err}"
     );
     // Forbidden by RBAC: the verb and the resource are named.
