@@ -39,8 +39,13 @@ pub enum Command {
     /// Merge results of several processes or machines (e.g. `run --part I/N`) into one.
     Merge(MergeArgs),
     /// The multi-arch nginx workflow on a Kubernetes cluster: up, status, config, curl, login,
-    /// top, load, fingerprint, down.
-    K8s(K8sArgs),
+    /// top, load, fingerprint, down (`archbench k8s --help`).
+    #[command(disable_help_flag = true)]
+    K8s {
+        /// The k8s subcommand and its arguments (run by archbench-k8s).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -320,6 +325,18 @@ pub struct MergeArgs {
     /// Report format on stdout.
     #[arg(short = 'o', long, value_enum, default_value_t = ReportFormat::Text)]
     pub output: ReportFormat,
+}
+
+/// `archbench k8s`'s own command line (parsed by the archbench-k8s executable).
+#[derive(Debug, Parser)]
+#[command(
+    name = "archbench k8s",
+    version,
+    about = "The multi-arch nginx workflow on a Kubernetes cluster"
+)]
+pub struct K8sCli {
+    #[command(flatten)]
+    pub args: K8sArgs,
 }
 
 #[derive(Debug, Args)]
