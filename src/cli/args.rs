@@ -331,6 +331,7 @@ pub struct MergeArgs {
 #[derive(Debug, Parser)]
 #[command(
     name = "archbench k8s",
+    bin_name = "archbench k8s",
     version,
     about = "The multi-arch nginx workflow on a Kubernetes cluster"
 )]

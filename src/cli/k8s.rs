@@ -21,6 +21,13 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         write_stdout(|out| k8s::write_yaml(&k8s::manifests(&setup), out))?;
         return Ok(0);
     }
+    // Bad input is a usage error before any cluster is asked.
+    match &a.command {
+        K8sCommand::Up(s) => drop(setup(s, &a.namespace)?),
+        K8sCommand::Config(c) => drop(nginx_config(&c.config)?),
+        K8sCommand::Load(l) => drop(super::plan::runs(l.runs)?),
+        _ => {}
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

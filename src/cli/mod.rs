@@ -132,6 +132,10 @@ fn run_k8s_executable(args: &[OsString]) -> anyhow::Result<i32> {
 pub fn k8s_main(args: impl IntoIterator<Item = OsString>) -> i32 {
     let cli = match args::K8sCli::try_parse_from(args) {
         Ok(c) => c,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprintln!("archbench: a k8s command is missing (up, manifests, status, config, curl, login, top, load, fingerprint, down); see `archbench k8s --help`");
+            return EXIT_USAGE;
+        }
         Err(e) if e.use_stderr() => {
             eprintln!("archbench: {}", one_line_usage_error(&e, Some("k8s")));
             return EXIT_USAGE;

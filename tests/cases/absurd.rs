@@ -84,6 +84,29 @@ fn absurd_values_are_usage_errors_with_one_line() {
             vec!["merge", "/nonexistent/a.json"],
             "cannot read /nonexistent/a.json",
         ),
+        (vec!["k8s"], "a k8s command is missing"),
+        (vec!["k8s", "bogus"], "unrecognized subcommand 'bogus'"),
+        (
+            vec!["k8s", "manifests", "--arch", "sparc"],
+            "invalid value 'sparc'",
+        ),
+        (
+            vec!["k8s", "manifests", "--config", "/nonexistent.conf"],
+            "--config /nonexistent.conf",
+        ),
+        // Checked before any cluster is asked (none is reachable here).
+        (
+            vec!["k8s", "up", "--wait-timeout", "0"],
+            "--wait-timeout must be above zero",
+        ),
+        (
+            vec!["k8s", "load", "both", "--runs", "0"],
+            "--runs must be at least 1",
+        ),
+        (
+            vec!["k8s", "config", "/nonexistent.conf"],
+            "--config /nonexistent.conf",
+        ),
     ];
     for (args, needle) in &cases {
         let o = archbench(args);
