@@ -438,6 +438,32 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
             .unwrap()
             > 0
     );
+    // top --watch refreshes until Ctrl-C, on the pod as it is now.
+    let mut child = bin()
+        .args(["k8s", "--kubeconfig"])
+        .arg(c.kubeconfig())
+        .args(["top", "--watch"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = crate::util::LineReader::new(child.stdout.take().unwrap());
+    for _ in 0..2 {
+        out.wait_for("cgroup (exec)", PROMPTLY);
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    // down --keep-namespace: ours go, the namespace stays.
+    let down = ok(&k8s(&c, &["down", "--keep-namespace"]));
+    assert!(
+        down.contains("Deployment nginx-arm-deployment: deleted"),
+        "{down}"
+    );
+    assert!(!down.contains("Namespace"), "{down}");
+    let again = ok(&k8s(&c, &["down"]));
+    assert!(again.contains("Namespace nginx: deleted"), "{again}");
 }
 
 #[test]
