@@ -38,6 +38,9 @@ pub enum Command {
     Demo(DemoArgs),
     /// Merge results of several processes or machines (e.g. `run --part I/N`) into one.
     Merge(MergeArgs),
+    /// The worker of `k8s load --in-cluster`: `run`'s flags, but it starts only when told the
+    /// start instant on its control endpoint, then prints its result as one line.
+    Agent(AgentArgs),
     /// The multi-arch nginx workflow on a Kubernetes cluster: up, status, config, curl, login,
     /// top, load, fingerprint, down (`archbench k8s --help`).
     #[command(disable_help_flag = true)]
@@ -466,7 +469,32 @@ pub struct K8sLoadArgs {
     /// Results go to DIR/<timestamp>/ (k8s-load.json, k8s-load.md).
     #[arg(long, default_value = "archbench-results")]
     pub out_dir: PathBuf,
+    /// Load from inside the cluster: an Indexed Job of archbench pods per target, started
+    /// together and merged into one run (the services' in-cluster names; nothing crosses
+    /// the internet).
+    #[arg(long)]
+    pub in_cluster: bool,
+    /// In-cluster: load pods per target; each takes its share of -c and --rate, and -t
+    /// threads of its own.
+    #[arg(long, requires = "in_cluster", value_parser = super::values::count)]
+    pub workers: Option<u64>,
+    /// In-cluster: the load pods' image (see the README's Dockerfile).
+    #[arg(long, requires = "in_cluster", default_value = DEFAULT_LOAD_IMAGE)]
+    pub image: String,
+    /// In-cluster: run load pods only on nodes with this label (KEY=VALUE); without it, pod
+    /// anti-affinity keeps them off nginx's nodes.
+    #[arg(long, requires = "in_cluster", value_parser = super::values::label)]
+    pub node_selector: Option<(String, String)>,
+    /// In-cluster: print each worker's figures, so a slow worker is visible.
+    #[arg(long, requires = "in_cluster")]
+    pub per_worker: bool,
+    /// In-cluster: how long the load pods may take to be scheduled and ready.
+    #[arg(long, default_value = "5m", value_parser = super::values::duration)]
+    pub wait_timeout: std::time::Duration,
 }
+
+/// The image `k8s load --in-cluster` runs unless told otherwise: this version's.
+pub const DEFAULT_LOAD_IMAGE: &str = concat!("archbench:", env!("CARGO_PKG_VERSION"));
 
 #[derive(Debug, Args)]
 pub struct K8sSetupArgs {
@@ -499,4 +527,17 @@ pub struct K8sDownArgs {
     /// How long to wait for everything to be gone.
     #[arg(long, default_value = "5m", value_parser = super::values::duration)]
     pub wait_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Where the control endpoint listens: GET /ready, POST /start (body: the start instant,
+    /// RFC 3339), GET /result.
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    pub control: String,
+    /// How long to wait for the start instant before giving up.
+    #[arg(long, default_value = "10m", value_parser = super::values::duration)]
+    pub start_timeout: std::time::Duration,
 }

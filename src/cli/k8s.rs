@@ -12,6 +12,7 @@ use super::{write_markdown, write_stdout, ProgressLine, StopSignals};
 use crate::compare::{ComparePlan, ComparisonResult, Contender, Schedule};
 use crate::k8s::{self, Arch, Cluster, ClusterOptions, K8sError, NginxConfig, Reconfigured, Setup};
 use crate::report::{ComparisonReport, WrkReport};
+use crate::stats::LimiterSide;
 use crate::timefmt;
 
 pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
@@ -25,7 +26,10 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     match &a.command {
         K8sCommand::Up(s) => drop(setup(s, &a.namespace)?),
         K8sCommand::Config(c) => drop(nginx_config(&c.config)?),
-        K8sCommand::Load(l) => drop(super::plan::runs(l.runs)?),
+        K8sCommand::Load(l) => {
+            super::plan::runs(l.runs)?;
+            in_cluster(l)?;
+        }
         _ => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -225,7 +229,12 @@ fn curl(
     cluster: &Cluster,
     c: &super::args::K8sCurlArgs,
 ) -> anyhow::Result<i32> {
-    let targets = runtime.block_on(k8s::targets(cluster, c.target, runtime.handle()))?;
+    let targets = runtime.block_on(k8s::targets(
+        cluster,
+        c.target,
+        k8s::Vantage::Outside,
+        runtime.handle(),
+    ))?;
     let rows = runtime.block_on(k8s::status(cluster))?;
     let arch_of = rows
         .iter()
@@ -331,11 +340,17 @@ fn load(
     signals: &StopSignals,
 ) -> anyhow::Result<i32> {
     let runs = super::plan::runs(l.runs)?;
-    let targets = runtime.block_on(k8s::targets(cluster, l.target, runtime.handle()))?;
+    let how = in_cluster(l)?;
+    let vantage = match how {
+        Some(_) => k8s::Vantage::InCluster,
+        None => k8s::Vantage::Outside,
+    };
+    let targets = runtime.block_on(k8s::targets(cluster, l.target, vantage, runtime.handle()))?;
     let mut contenders = Vec::new();
     for t in &targets {
         let plan = super::plan::service_plan(
             &t.url,
+            t.cluster_address,
             l.connections,
             l.threads,
             l.duration,
@@ -351,6 +366,7 @@ fn load(
     let commands: Vec<String> = contenders
         .iter()
         .map(|c| match l.layout {
+            _ if how.is_some() => in_cluster_command(l, &c.name),
             K8sLayout::Wrk => format!(
                 "wrk -t{} -c{} -d{} {}",
                 c.plan.threads,
@@ -380,7 +396,47 @@ fn load(
             eprintln!("{cmd}");
         }
     }
-    let run_one = |c: &Contender| super::measure_sources(&c.plan, &c.watch, &signals.stop, |_| {});
+    let whole = k8s::WholeLoad {
+        connections: l.connections,
+        threads: l.threads,
+        duration: l.duration,
+        rate: l.rate,
+        timeout: l.timeout,
+    };
+    let say = |line: &str| {
+        if l.layout == K8sLayout::Text {
+            eprintln!("  {line}");
+        }
+    };
+    let run_one = |c: &Contender| -> anyhow::Result<crate::stats::RunResult> {
+        let Some(how) = &how else {
+            return super::measure_sources(&c.plan, &c.watch, &signals.stop, |_| {});
+        };
+        let target = targets
+            .iter()
+            .find(|t| t.name == c.name)
+            .context("a target went missing; this is a bug in archbench")?;
+        let d = k8s::distributed::run(runtime, cluster, target, how, &whole, &say, &signals.stop)?;
+        if let Some(why) = &d.leftover {
+            eprintln!("archbench k8s load: {why}");
+        }
+        // Each worker's own result, histograms included: `archbench merge` merges them again.
+        let workers_dir = dir.join("workers").join(&d.job);
+        std::fs::create_dir_all(&workers_dir)
+            .with_context(|| format!("cannot create {}", workers_dir.display()))?;
+        for (i, r) in &d.workers {
+            let file = workers_dir.join(format!("worker-{i}.json"));
+            crate::report::save_json_value(r, &file)
+                .with_context(|| format!("cannot write {}", file.display()))?;
+        }
+        for lost in &d.merged.lost_sources {
+            eprintln!(
+                "archbench k8s load: {}: {} lost ({}); the figures lack its {} connections",
+                c.name, lost.name, lost.reason, lost.connections
+            );
+        }
+        Ok(d.merged)
+    };
     let mut on_run = |name: &str, n: usize, measured: bool| {
         if l.layout == K8sLayout::Text {
             eprintln!(
@@ -408,7 +464,13 @@ fn load(
     save(&result)?;
     write_markdown(&result, &md)?;
     match l.layout {
-        K8sLayout::Text => write_stdout(|out| ComparisonReport.write(&result, out))?,
+        K8sLayout::Text => write_stdout(|out| {
+            ComparisonReport.write(&result, out)?;
+            if how.is_some() {
+                write_workers(&result, l.per_worker, out)?;
+            }
+            Ok(())
+        })?,
         K8sLayout::Wrk => write_stdout(|out| {
             for (t, c) in result.targets.iter().zip(&plan.contenders) {
                 writeln!(out, "{} RESULTS:", t.name.to_uppercase())?;
@@ -416,6 +478,9 @@ fn load(
                     WrkReport::preamble(&c.plan.summary(), out)?;
                     WrkReport { latency: false }.write_body(run, out)?;
                 }
+            }
+            if how.is_some() {
+                write_workers(&result, l.per_worker, out)?;
             }
             let done = match result.targets.len() {
                 1 => "Test completed",
@@ -430,9 +495,135 @@ fn load(
         json.display(),
         md.display()
     );
+    if how.is_some() {
+        eprintln!(
+            "archbench k8s load: each worker's own result is in {}",
+            dir.join("workers").display()
+        );
+    }
     Ok(if result.interrupted {
         signals.exit_code()
     } else {
         0
     })
+}
+
+/// The in-cluster settings of `k8s load`, checked before any cluster is asked.
+fn in_cluster(l: &K8sLoadArgs) -> Result<Option<k8s::InCluster>, super::PlanError> {
+    if !l.in_cluster {
+        return Ok(None);
+    }
+    let workers = l.workers.unwrap_or(1);
+    if workers == 0 || workers > k8s::MAX_WORKERS {
+        return Err(super::PlanError::Invalid(format!(
+            "--workers {workers}: give 1 to {} load pods per target",
+            k8s::MAX_WORKERS
+        )));
+    }
+    if workers > l.connections {
+        return Err(super::PlanError::Invalid(format!(
+            "--workers {workers} is more than -c {}: every worker needs a connection",
+            l.connections
+        )));
+    }
+    Ok(Some(k8s::InCluster {
+        workers: workers as u32,
+        image: l.image.clone(),
+        node_selector: l.node_selector.clone(),
+        ready_timeout: l.wait_timeout,
+    }))
+}
+
+/// The command line that repeats an in-cluster load of one target.
+fn in_cluster_command(l: &K8sLoadArgs, target: &str) -> String {
+    let mut words = vec![
+        "archbench k8s load".to_string(),
+        target.to_string(),
+        "--in-cluster".into(),
+        format!("--workers {}", l.workers.unwrap_or(1)),
+        format!("-c {}", l.connections),
+        format!("-t {}", l.threads),
+        format!("-d {}ms", l.duration.as_millis()),
+        format!("--timeout {}ms", l.timeout.as_millis()),
+        format!("--image {}", l.image),
+    ];
+    if let Some(r) = l.rate {
+        words.push(format!("--rate {r}"));
+    }
+    if let Some((k, v)) = &l.node_selector {
+        words.push(format!("--node-selector {k}={v}"));
+    }
+    words.join(" ")
+}
+
+/// How each target's workers did: how many merged, how far apart they started, which were
+/// lost; with `--per-worker`, each one's own figures, so a slow one stands out.
+fn write_workers(
+    result: &ComparisonResult,
+    per_worker: bool,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    for t in &result.targets {
+        for (n, run) in t.runs.iter().enumerate() {
+            let skew = run
+                .start_skew_s
+                .map(|d| format!(", first sends {:.3} ms apart", d * 1e3))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "{} run {}: {} workers merged{skew}{}",
+                t.name,
+                n + 1,
+                run.sources.len(),
+                match run.lost_sources.len() {
+                    0 => String::new(),
+                    k => format!(", {k} lost"),
+                }
+            )?;
+            if per_worker {
+                let first = run
+                    .sources
+                    .iter()
+                    .filter_map(|s| s.first_send_at.as_deref().and_then(timefmt::parse_rfc3339))
+                    .min();
+                let w = run.sources.iter().map(|s| s.file.len()).max().unwrap_or(6);
+                writeln!(
+                    out,
+                    "  {:<w$} {:>10} {:>11} {:>7} {:>11} {:>8}  client-bound",
+                    "worker", "requests", "req/s", "errors", "first send", "busiest"
+                )?;
+                for s in &run.sources {
+                    let offset = s
+                        .first_send_at
+                        .as_deref()
+                        .and_then(timefmt::parse_rfc3339)
+                        .zip(first)
+                        .and_then(|(f, lo)| f.duration_since(lo).ok())
+                        .map_or("-".to_string(), |d| {
+                            format!("+{:.3}ms", d.as_secs_f64() * 1e3)
+                        });
+                    let bound = matches!(s.limiter.side, LimiterSide::Client | LimiterSide::Both);
+                    writeln!(
+                        out,
+                        "  {:<w$} {:>10} {:>11.1} {:>7} {:>11} {:>7.0}%  {}",
+                        s.file,
+                        s.totals.requests,
+                        s.totals.requests_per_sec,
+                        s.totals.errors,
+                        offset,
+                        s.client.busiest_worker_percent,
+                        if bound { "yes" } else { "no" }
+                    )?;
+                }
+            }
+            for l in &run.lost_sources {
+                writeln!(
+                    out,
+                    "  lost {}: {} (its {} connections are missing)",
+                    l.name, l.reason, l.connections
+                )?;
+            }
+        }
+    }
+    Ok(())
 }

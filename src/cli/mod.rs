@@ -1,6 +1,7 @@
 //! The edge: parse the command line, build a plan, run it, report. Maps every failure to a
 //! one-line message and an exit status (0 ok, 1 failure, 2 usage, 130/143 interrupted).
 
+mod agent;
 mod args;
 mod demo;
 mod k8s;
@@ -59,7 +60,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         .and_then(|a| a.to_str())
         .filter(|a| {
             [
-                "run", "wrk", "ab", "compare", "report", "serve", "demo", "merge", "k8s",
+                "run", "wrk", "ab", "compare", "report", "serve", "demo", "merge", "k8s", "agent",
             ]
             .contains(a)
         })
@@ -96,6 +97,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Demo(a) => cmd_demo(&a, &signals),
         Command::Merge(a) => cmd_merge(&a),
         Command::K8s { args } => run_k8s_executable(&args),
+        Command::Agent(a) => agent::cmd_agent(&a, &signals),
     };
     match outcome {
         Ok(code) => code,
@@ -161,12 +163,25 @@ pub fn k8s_main(args: impl IntoIterator<Item = OsString>) -> i32 {
 /// clap's message without its usage block: the first line, and where to read more.
 fn one_line_usage_error(e: &clap::Error, subcommand: Option<&str>) -> String {
     let rendered = e.to_string();
-    let first = rendered
-        .lines()
-        .find(|l| !l.trim().is_empty())
+    let mut lines = rendered.lines().skip_while(|l| l.trim().is_empty());
+    let head = lines
+        .next()
         .unwrap_or("invalid command line")
-        .trim_start_matches("error: ")
-        .trim_end_matches('.');
+        .trim_start_matches("error: ");
+    // "… were not provided:" lists what on the lines below, up to a blank line.
+    let listed: Vec<&str> = if head.ends_with(':') {
+        lines
+            .take_while(|l| !l.trim().is_empty())
+            .map(str::trim)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let first = if listed.is_empty() {
+        head.trim_end_matches('.').to_string()
+    } else {
+        format!("{} {}", head, listed.join(", "))
+    };
     let help = match subcommand {
         Some(sub) => format!("archbench {sub} --help"),
         None => "archbench --help".to_string(),

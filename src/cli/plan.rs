@@ -435,13 +435,14 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
 /// The plan of one service of `k8s load`: GET with archbench's headers, a duration.
 pub fn service_plan(
     url: &str,
+    known: Option<std::net::SocketAddr>,
     connections: u64,
     threads: u64,
     duration: Duration,
     rate: Option<f64>,
     timeout: Duration,
 ) -> Result<Plan, PlanError> {
-    Ok(build(PlanInput {
+    let unresolved = build(PlanInput {
         url,
         method: "GET".into(),
         headers: Vec::new(),
@@ -458,8 +459,12 @@ pub fn service_plan(
         insecure: false,
         part: Part::WHOLE,
         start_at: None,
-    })?
-    .resolve()?)
+    })?;
+    Ok(match known {
+        // An in-cluster name only the cluster's DNS knows: its address came from the API.
+        Some(addr) => unresolved.at(crate::http::Addresses::one(addr)),
+        None => unresolved.resolve()?,
+    })
 }
 
 /// A word for a POSIX shell: bare when it is safe, else in single quotes.

@@ -104,6 +104,28 @@ pub fn header(text: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), value.trim().to_string()))
 }
 
+/// A Kubernetes label as `KEY=VALUE` (a node selector).
+pub fn label(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("invalid label {text:?}; use KEY=VALUE, e.g. agentpool=load"))?;
+    let key_ok = !key.is_empty()
+        && key.len() <= 317
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b));
+    let value_ok = value.len() <= 63
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if !key_ok || !value_ok {
+        return Err(format!(
+            "invalid label {text:?}: keys take letters, digits, '-', '_', '.', '/'; values up to 63 of letters, digits, '-', '_', '.'"
+        ));
+    }
+    Ok((key.to_string(), value.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +142,20 @@ mod tests {
         assert!(duration("10x").is_err());
         assert!(duration("").is_err());
         assert!(duration("-1s").is_err());
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(
+            label("kubernetes.io/arch=amd64").unwrap(),
+            ("kubernetes.io/arch".into(), "amd64".into())
+        );
+        assert_eq!(label("pool=").unwrap(), ("pool".into(), String::new()));
+        assert!(label("pool").is_err());
+        assert!(label("=x").is_err());
+        assert!(label("a b=c").is_err());
+        assert!(label("a=b c").is_err());
+        assert!(label(&format!("a={}", "v".repeat(64))).is_err());
     }
 
     #[test]

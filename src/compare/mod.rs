@@ -284,7 +284,16 @@ impl ComparisonResult {
                 let values: Vec<Vec<f64>> = self
                     .targets
                     .iter()
-                    .map(|t| t.runs.iter().filter_map(|r| (m.read)(r)).collect())
+                    .map(|t| {
+                        // Complete runs only, unless none completed: then what the cut-short
+                        // run measured is all there is, and the report says it was cut short.
+                        let complete = t.runs.iter().any(|r| !r.interrupted);
+                        t.runs
+                            .iter()
+                            .filter(|r| !(complete && r.interrupted))
+                            .filter_map(|r| (m.read)(r))
+                            .collect()
+                    })
                     .collect();
                 if values.iter().all(Vec::is_empty) {
                     return None;
@@ -427,7 +436,9 @@ where
             if run.interrupted {
                 result.interrupted = true;
             }
-            if measured && !run.interrupted {
+            // A run cut short is kept (marked) for what it measured; medians and verdicts
+            // use complete runs.
+            if measured {
                 measured_so_far[i] += 1;
                 result.targets[i].runs.push(run);
             }

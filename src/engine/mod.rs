@@ -88,7 +88,13 @@ impl Plan<Unresolved> {
     /// Looks the target's host up: the one step between a validated plan and a runnable one.
     pub fn resolve(self) -> Result<Plan, TargetError> {
         let addrs = self.target.resolve()?;
-        Ok(Plan {
+        Ok(self.at(addrs))
+    }
+
+    /// The plan with addresses known without a lookup here: a Kubernetes Service's ClusterIP,
+    /// which only the cluster's own DNS resolves the name to.
+    pub fn at(self, addrs: Addresses) -> Plan {
+        Plan {
             target: self.target,
             addrs,
             request: self.request,
@@ -101,7 +107,7 @@ impl Plan<Unresolved> {
             insecure: self.insecure,
             part: self.part,
             start_at: self.start_at,
-        })
+        }
     }
 }
 

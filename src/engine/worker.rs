@@ -298,7 +298,12 @@ impl<'a> Worker<'a> {
         }
         for i in 0..self.conns.len() {
             match self.spec.pacing {
-                Pacing::Closed => self.start_request(i, start, start, None),
+                // When the send really begins (the wake-up from the start's sleep is late by
+                // a little): first sends and the start skew of parts are measured, not assumed.
+                Pacing::Closed => {
+                    let now = Instant::now();
+                    self.start_request(i, now, now, None)
+                }
                 Pacing::Open { rate } => {
                     // Spread first sends evenly: global connection g starts at g / rate.
                     let g = self.spec.schedule.first + self.spec.schedule.stride * i;

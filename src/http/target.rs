@@ -34,6 +34,14 @@ pub struct Addresses {
 }
 
 impl Addresses {
+    /// One address, known without a lookup.
+    pub fn one(first: SocketAddr) -> Addresses {
+        Addresses {
+            first,
+            rest: Vec::new(),
+        }
+    }
+
     /// The address connections use.
     pub fn first(&self) -> SocketAddr {
         self.first

@@ -35,16 +35,28 @@ pub struct LoadTarget {
     /// The architecture behind it (None for multi-arch).
     pub arch: Option<Arch>,
     pub service: String,
-    /// `http://ADDRESS/`.
+    /// `http://ADDRESS/`; in-cluster, the service's DNS name.
     pub url: String,
+    /// In-cluster: the ClusterIP and port the name stands for (no DNS outside the cluster).
+    pub cluster_address: Option<std::net::SocketAddr>,
     /// The pods to watch while loading.
     pub watch: Vec<Arc<dyn WatchSource>>,
+}
+
+/// Where the load comes from, which decides the address a target is loaded at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vantage {
+    /// This machine: the service's external address (LoadBalancer or NodePort).
+    Outside,
+    /// Pods in the cluster: the service's DNS name, so nothing leaves the cluster.
+    InCluster,
 }
 
 /// Resolves a selection into services with addresses, and the pods behind each.
 pub async fn targets(
     cluster: &Cluster,
     selection: LoadSelection,
+    vantage: Vantage,
     runtime: &tokio::runtime::Handle,
 ) -> Result<Vec<LoadTarget>, K8sError> {
     let services: Vec<Service> =
@@ -90,10 +102,16 @@ pub async fn targets(
                     .unwrap_or_default()
             ),
         })?;
-        let address = service_address(svc, &nodes).ok_or_else(|| K8sError::Api {
-            what: format!("address of {service}"),
-            message: "its LoadBalancer address is still pending; wait, or use --service-type NodePort with `archbench k8s up`".into(),
-        })?;
+        let (url, cluster_address) = match vantage {
+            Vantage::Outside => {
+                let address = service_address(svc, &nodes).ok_or_else(|| K8sError::Api {
+                    what: format!("address of {service}"),
+                    message: "its LoadBalancer address is still pending; wait, or use --service-type NodePort with `archbench k8s up`".into(),
+                })?;
+                (format!("http://{address}/"), None)
+            }
+            Vantage::InCluster => in_cluster_address(svc, &service, &cluster.namespace)?,
+        };
         let archs: Vec<Arch> = match arch {
             Some(a) => vec![a],
             None => deployed.clone(),
@@ -117,9 +135,39 @@ pub async fn targets(
             name,
             arch,
             service,
-            url: format!("http://{address}/"),
+            url,
+            cluster_address,
             watch,
         });
     }
     Ok(out)
+}
+
+/// A service's in-cluster URL (its DNS name) and the ClusterIP:port behind the name.
+fn in_cluster_address(
+    svc: &Service,
+    service: &str,
+    namespace: &str,
+) -> Result<(String, Option<std::net::SocketAddr>), K8sError> {
+    let spec = svc.spec.as_ref();
+    let ip = spec
+        .and_then(|s| s.cluster_ip.as_deref())
+        .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+        .ok_or_else(|| K8sError::Api {
+            what: format!("ClusterIP of {service}"),
+            message:
+                "it has none (a headless service?); load it from outside, without --in-cluster"
+                    .into(),
+        })?;
+    let port = spec
+        .and_then(|s| s.ports.as_ref()?.first())
+        .map_or(80, |p| p.port);
+    let port = u16::try_from(port).unwrap_or(80);
+    let host = format!("{service}.{namespace}.svc.cluster.local");
+    let url = if port == 80 {
+        format!("http://{host}/")
+    } else {
+        format!("http://{host}:{port}/")
+    };
+    Ok((url, Some(std::net::SocketAddr::new(ip, port))))
 }

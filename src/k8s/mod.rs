@@ -10,6 +10,7 @@
 
 mod client;
 mod curl;
+pub mod distributed;
 mod inspect;
 mod load;
 mod login;
@@ -27,8 +28,11 @@ use thiserror::Error;
 
 pub use client::{Cluster, ClusterOptions};
 pub use curl::{fetch, split, Fetched};
+pub use distributed::{
+    Distributed, InCluster, WholeLoad, CONTROL_PORT, JOB_LABEL, MAX_WORKERS, RESULT_PREFIX,
+};
 pub use inspect::{fingerprint, write_fingerprints, ArchFingerprint};
-pub use load::{targets, LoadSelection, LoadTarget};
+pub use load::{targets, LoadSelection, LoadTarget, Vantage};
 pub use login::login;
 pub use manifests::{manifests, write_yaml, Manifest, TUNED_NGINX_CONF};
 pub use pods::{exec, pods_of, ExecOutput};

@@ -115,8 +115,10 @@ pub async fn check_in_pod(
         return Ok(Ok("not checked: no pod to run nginx -t in".into()));
     };
     let name = pod.name_any();
-    // Beside the real nginx.conf, so relative includes resolve as they will.
-    let script = "f=/etc/nginx/archbench-check.conf; cat > $f 2>/dev/null || { f=/tmp/archbench-check.conf; cat > $f; }; nginx -t -c $f 2>&1; s=$?; rm -f $f; exit $s";
+    // Beside the real nginx.conf, so relative includes resolve as they will; named by the
+    // pod and the shell, so two checks at once (two users, or pods sharing a filesystem) never
+    // read or remove each other's file.
+    let script = "f=/etc/nginx/archbench-check-$(hostname)-$$.conf; cat > $f 2>/dev/null || { f=/tmp/archbench-check-$(hostname)-$$.conf; cat > $f; }; nginx -t -c $f 2>&1; s=$?; rm -f $f; exit $s";
     match exec(cluster, &name, &["sh", "-c", script], Some(text.as_bytes())).await {
         Ok(out) if out.exit_code == 0 => Ok(Ok(format!("nginx -t in {name}: ok"))),
         Ok(out) => Ok(Err(out.stdout_text().trim().replace('\n', " | "))),

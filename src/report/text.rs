@@ -208,8 +208,9 @@ impl Report for TextReport {
             writeln!(out, "  Limiter    {}", r.limiter.reason)?;
         }
         if !r.sources.is_empty() {
-            let skew = crate::stats::start_skew(r)
-                .map(|d| format!(", first sends {:.3} ms apart", d.as_secs_f64() * 1000.0))
+            let skew = r
+                .start_skew_s
+                .map(|d| format!(", first sends {:.3} ms apart", d * 1000.0))
                 .unwrap_or_default();
             writeln!(out, "  Sources    {} merged{skew}", r.sources.len())?;
             for src in &r.sources {

@@ -129,6 +129,7 @@ pub fn merge_results(sources: Vec<NamedResult>) -> Result<RunResult, MergeError>
     result.client = client;
     result.servers = servers;
     result.sources = views;
+    result.start_skew_s = start_skew(&result).map(|d| d.as_secs_f64());
     Ok(result)
 }
 

@@ -20,7 +20,7 @@ pub use recorder::{
 };
 pub use result::{
     ClientUsage, Environment, ErrorCounts, Histograms, LatencySummaries, Limiter, LimiterSide,
-    PacingSummary, PartSummary, PlanSummary, ResponseInfo, RunResult, RunTimes, SourceRun, Totals,
-    READABLE_RESULT_VERSIONS, RESULT_KIND, RESULT_SCHEMA_VERSION,
+    LostSource, PacingSummary, PartSummary, PlanSummary, ResponseInfo, RunResult, RunTimes,
+    SourceRun, Totals, READABLE_RESULT_VERSIONS, RESULT_KIND, RESULT_SCHEMA_VERSION,
 };
 pub use server::{CounterValue, SamplingStopped, ServerFingerprint, ServerUsage};

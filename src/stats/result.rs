@@ -66,6 +66,27 @@ pub struct RunResult {
     /// order given. Empty for a single run.
     #[serde(default)]
     pub sources: Vec<SourceRun>,
+    /// Sources of a distributed run that produced no result (a worker that failed or was
+    /// evicted): the figures above lack their share.
+    #[serde(default)]
+    pub lost_sources: Vec<LostSource>,
+    /// Merged: the latest source's first send minus the earliest's, in seconds (how
+    /// together the sources started), when every source sent.
+    #[serde(default)]
+    pub start_skew_s: Option<f64>,
+}
+
+/// A worker of a distributed run whose result never came.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LostSource {
+    /// Which worker ("worker 2 (pod archbench-load-arm-…-2-x7k)").
+    pub name: String,
+    /// What happened to it.
+    pub reason: String,
+    /// Its share of the connections.
+    pub connections: u64,
+    /// Its share of the open-loop rate.
+    pub rate: Option<f64>,
 }
 
 fn one() -> u32 {
@@ -450,6 +471,8 @@ impl RunResult {
                 reason: String::new(),
             },
             sources: Vec::new(),
+            lost_sources: Vec::new(),
+            start_skew_s: None,
         }
     }
 

@@ -4,7 +4,19 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cluster = match archbench_standin::Cluster::start(Default::default()) {
+    // ARCHBENCH_BINARY=PATH: archbench images run it, and a third node (agentpool=load)
+    // takes `k8s load --in-cluster` workers.
+    let mut opts = archbench_standin::Options::default();
+    if let Some(bin) = std::env::var_os("ARCHBENCH_BINARY") {
+        opts.archbench_binary = Some(bin.into());
+        opts.nodes.push(archbench_standin::NodeSpec::new(
+            "aks-load-0",
+            "amd64",
+            "load",
+            "Standard_D8s_v5",
+        ));
+    }
+    let cluster = match archbench_standin::Cluster::start(opts) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("archbench-standin: cannot start the cluster: {e}");

@@ -569,3 +569,370 @@ fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
         .args(["kill-session", "-t", &session])
         .output();
 }
+
+/// GET on the stand-in's API (HTTP/1.0: one plain body), as JSON.
+fn api_get(c: &Cluster, path: &str) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let addr = c
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(PROMPTLY)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The load worker pods now: (name, node, phase).
+fn load_pods(c: &Cluster) -> Vec<(String, String, String)> {
+    let list = api_get(
+        c,
+        "/api/v1/namespaces/nginx/pods?labelSelector=app.kubernetes.io%2Fname%3Darchbench-load",
+    );
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+            (
+                s(&p["metadata"]["name"]),
+                s(&p["spec"]["nodeName"]),
+                s(&p["status"]["phase"]),
+            )
+        })
+        .collect()
+}
+
+/// A cluster with a third node for load pods, whose archbench images run this build.
+fn cluster_with_load_node() -> Option<Cluster> {
+    let mut opts = Options {
+        archbench_binary: Some(env!("CARGO_BIN_EXE_archbench").into()),
+        ..Options::default()
+    };
+    opts.nodes.push(NodeSpec::new(
+        "aks-load-0",
+        "amd64",
+        "load",
+        "Standard_D8s_v5",
+    ));
+    cluster(opts)
+}
+
+fn the_run_dir(out: &std::path::Path) -> std::path::PathBuf {
+    let mut dirs: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs.remove(0)
+}
+
+#[test]
+fn an_in_cluster_load_of_three_workers_is_one_run_merged_exactly() {
+    let Some(c) = cluster_with_load_node() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // nginx on the intel and arm pools only (the load node is amd64 too).
+    ok(&k8s(
+        &c,
+        &["up", "--pools-by", "agentpool", "--wait-timeout", "60s"],
+    ));
+    let conf = dir.path().join("counted.conf");
+    std::fs::write(&conf, counted_conf()).unwrap();
+    ok(&k8s(
+        &c,
+        &["config", conf.to_str().unwrap(), "--wait-timeout", "60s"],
+    ));
+    let pods = pod_names(&ok(&k8s(&c, &["status"])));
+    let served_before = access_lines(&c, &pods);
+    let out = dir.path().join("results");
+    // Open loop, 3 workers per target, 7 connections: shares 3, 2, 2.
+    let child = bin()
+        .args(["k8s", "--kubeconfig"])
+        .arg(c.kubeconfig())
+        .args([
+            "load",
+            "both",
+            "--in-cluster",
+            "--workers",
+            "3",
+            "-c",
+            "7",
+            "--rate",
+            "300",
+            "-d",
+            "3s",
+            "--per-worker",
+            "--wait-timeout",
+            "60s",
+            "--out-dir",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While it runs: six workers, all on the node without nginx (pod anti-affinity).
+    crate::util::wait_until("six load pods running", PROMPTLY, || {
+        let p = load_pods(&c);
+        p.len() == 6 && p.iter().all(|(_, _, phase)| phase == "Running")
+    });
+    for (name, node, _) in load_pods(&c) {
+        assert_eq!(node, "aks-load-0", "{name}");
+    }
+    let o = finish_within(child, PROMPTLY * 2);
+    let text = ok(&o);
+    let err = stderr(&o);
+    assert!(err.contains("3/3 load workers ready"), "{err}");
+    for t in ["intel", "arm"] {
+        assert!(
+            text.contains(&format!("{t} run 1: 3 workers merged, first sends")),
+            "{text}"
+        );
+    }
+    assert!(text.contains("worker 2 (pod archbench-load-arm-"), "{text}");
+    let run_dir = the_run_dir(&out);
+    let doc = read_json(run_dir.join("k8s-load.json"));
+    crate::util::schema::assert_valid(&doc);
+    let mut counted = 0;
+    for t in doc["targets"].as_array().unwrap() {
+        let run = &t["runs"][0];
+        counted += run["totals"]["requests"].as_u64().unwrap();
+        assert_eq!(run["plan"]["connections"], 7, "{}", run["plan"]);
+        assert_eq!(run["sources"].as_array().unwrap().len(), 3);
+        let shares: Vec<u64> = run["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["plan"]["connections"].as_u64().unwrap())
+            .collect();
+        assert_eq!(shares, [3, 2, 2]);
+        assert!(run["lost_sources"].as_array().unwrap().is_empty());
+        // Started together: the first sends lie within the start's grace.
+        let skew = run["start_skew_s"].as_f64().unwrap();
+        assert!((0.0..1.0).contains(&skew), "skew {skew}");
+        // The nginx pod behind it was watched.
+        assert!(
+            run["servers"][0]["cpu_s"].as_f64().unwrap() > 0.0,
+            "{}",
+            run["servers"]
+        );
+        // Percentiles equal those of one histogram of every worker's own recording.
+        let workers: Vec<serde_json::Value> = std::fs::read_dir(run_dir.join("workers"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .contains(&format!("-{}-", t["name"].as_str().unwrap()))
+            })
+            .flat_map(|job| std::fs::read_dir(job).unwrap())
+            .map(|e| read_json(e.unwrap().path()))
+            .collect();
+        assert_eq!(workers.len(), 3);
+        let mut all = archbench::stats::latency_histogram();
+        let mut requests = 0;
+        for w in &workers {
+            requests += w["totals"]["requests"].as_u64().unwrap();
+            let h: archbench::stats::SerializedHistogram =
+                serde_json::from_value(w["histograms"]["total"].clone()).unwrap();
+            all.add(&h.0).unwrap();
+        }
+        assert_eq!(requests, run["totals"]["requests"].as_u64().unwrap());
+        for (q, key) in [(0.5, "p50_us"), (0.99, "p99_us")] {
+            assert_eq!(
+                all.value_at_quantile(q),
+                run["latency"]["total"][key].as_u64().unwrap(),
+                "{key}"
+            );
+        }
+    }
+    // 300 req/s for 3 s on each target: every request counted was answered by nginx, and
+    // nginx answered at most one more per connection (in flight at the deadline).
+    assert!(counted > 1_500, "{counted}");
+    let served = access_lines(&c, &pods) - served_before;
+    assert!(
+        served as u64 >= counted && served as u64 <= counted + 14,
+        "nginx logged {served}, archbench counted {counted}"
+    );
+    // The Jobs are gone with their pods.
+    crate::util::wait_until("the load pods gone", PROMPTLY, || load_pods(&c).is_empty());
+}
+
+#[test]
+fn a_load_worker_killed_mid_run_is_reported_lost_and_the_rest_kept() {
+    let Some(c) = cluster_with_load_node() else {
+        return;
+    };
+    ok(&k8s(&c, &["up", "--arch", "arm", "--wait-timeout", "60s"]));
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("counted.conf");
+    std::fs::write(&conf, counted_conf()).unwrap();
+    ok(&k8s(
+        &c,
+        &["config", conf.to_str().unwrap(), "--wait-timeout", "60s"],
+    ));
+    let child = bin()
+        .args(["k8s", "--kubeconfig"])
+        .arg(c.kubeconfig())
+        .args([
+            "load",
+            "arm",
+            "--in-cluster",
+            "--workers",
+            "3",
+            "-c",
+            "6",
+            "-d",
+            "4s",
+            "--node-selector",
+            "agentpool=load",
+            "--out-dir",
+        ])
+        .arg(dir.path().join("killed"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once every worker has been given its start, kill worker 1's process.
+    crate::util::wait_until("three starts through the pod proxy", PROMPTLY, || {
+        c.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with(":9090/proxy/start"))
+            .count()
+            == 3
+    });
+    let victim = load_pods(&c)
+        .into_iter()
+        .find(|(name, _, _)| name.contains("-1-"))
+        .unwrap();
+    assert_eq!(victim.1, "aks-load-0", "--node-selector agentpool=load");
+    c.faults().kill_pod_process("nginx", &victim.0).unwrap();
+    let o = finish_within(child, PROMPTLY * 2);
+    let text = ok(&o);
+    assert!(text.contains("arm run 1: 2 workers merged"), "{text}");
+    assert!(
+        text.contains(&format!("lost worker 1 (pod {})", victim.0)),
+        "{text}"
+    );
+    assert!(
+        stderr(&o).contains("the figures lack its 2 connections"),
+        "{}",
+        stderr(&o)
+    );
+    let doc = read_json(the_run_dir(&dir.path().join("killed")).join("k8s-load.json"));
+    let run = &doc["targets"][0]["runs"][0];
+    assert_eq!(run["sources"].as_array().unwrap().len(), 2);
+    let lost = &run["lost_sources"][0];
+    assert_eq!(lost["connections"], 2);
+    assert!(
+        lost["reason"].as_str().unwrap().contains("exit 137"),
+        "{lost}"
+    );
+    assert!(run["totals"]["requests"].as_u64().unwrap() > 0);
+    assert!(
+        run["limiter"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("1 worker(s) lost"),
+        "{}",
+        run["limiter"]
+    );
+    crate::util::wait_until("the load pods gone", PROMPTLY, || load_pods(&c).is_empty());
+    // Ctrl-C mid-run: the workers stop, what they measured is merged and saved, the Job goes.
+    let out = dir.path().join("interrupted");
+    let child = bin()
+        .args(["k8s", "--kubeconfig"])
+        .arg(c.kubeconfig())
+        .args([
+            "load",
+            "arm",
+            "--in-cluster",
+            "--workers",
+            "2",
+            "-c",
+            "2",
+            "-d",
+            "50s",
+            "--out-dir",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::util::wait_until("two more starts", PROMPTLY, || {
+        c.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with(":9090/proxy/start"))
+            .count()
+            == 5
+    });
+    let pods = pod_names(&ok(&k8s(&c, &["status"])));
+    let before = access_lines(&c, &pods);
+    crate::util::wait_until("requests of this run reaching nginx", PROMPTLY, || {
+        access_lines(&c, &pods) > before
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
+    assert_eq!(doc["interrupted"], true, "{doc}");
+    let run = &doc["targets"][0]["runs"][0];
+    assert_eq!(run["sources"].as_array().unwrap().len(), 2, "{run}");
+    assert!(run["totals"]["requests"].as_u64().unwrap() > 0);
+    assert!(run["totals"]["elapsed_s"].as_f64().unwrap() < 40.0);
+    crate::util::wait_until("the load pods gone", PROMPTLY, || load_pods(&c).is_empty());
+}
+
+#[test]
+fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
+    for (args, says) in [
+        (&["load", "both", "--workers", "3"][..], "--in-cluster"),
+        (
+            &["load", "both", "--in-cluster", "--workers", "0"][..],
+            "--workers 0: give 1 to 1000",
+        ),
+        (
+            &["load", "both", "--in-cluster", "--workers", "1001"][..],
+            "--workers 1001: give 1 to 1000",
+        ),
+        (
+            &["load", "arm", "--in-cluster", "--workers", "9", "-c", "4"][..],
+            "every worker needs a connection",
+        ),
+        (
+            &["load", "arm", "--in-cluster", "--node-selector", "pool"][..],
+            "use KEY=VALUE",
+        ),
+    ] {
+        // No cluster exists at this address: a usage error must come first.
+        let o = bin()
+            .args(["k8s", "--kubeconfig", "/nonexistent/kubeconfig"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    }
+    // The worker's own command: a control address that is none.
+    let o = bin()
+        .args(["agent", "http://127.0.0.1:1/", "--control", "nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--control nowhere"), "{}", stderr(&o));
+}
