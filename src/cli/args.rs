@@ -364,8 +364,8 @@ pub enum K8sCommand {
     /// Deploy nginx per architecture (server-side apply), wait for the rollouts and the
     /// services' addresses, and show where everything runs. A second `up` changes nothing.
     Up(K8sSetupArgs),
-    /// Print the YAML that `up` applies.
-    Manifests(K8sSetupArgs),
+    /// Print the YAML that `up` applies (and with --load-job, the Jobs of `load --in-cluster`).
+    Manifests(K8sManifestsArgs),
     /// Where each pod runs, its node's architecture and instance type, its service's address.
     Status,
     /// Check a new nginx.conf in a pod (nginx -t), push it, roll the pods, and put the old one
@@ -517,6 +517,21 @@ pub struct K8sSetupArgs {
     /// How long to wait for rollouts and addresses.
     #[arg(long, default_value = "5m", value_parser = super::values::duration)]
     pub wait_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sManifestsArgs {
+    #[command(flatten)]
+    pub setup: K8sSetupArgs,
+    /// Also print the Job `load --in-cluster` creates for each architecture's service.
+    #[arg(long)]
+    pub load_job: bool,
+    /// With --load-job: its load pods.
+    #[arg(long, default_value = "3", requires = "load_job", value_parser = super::values::count)]
+    pub workers: u64,
+    /// With --load-job: its image.
+    #[arg(long, default_value = DEFAULT_LOAD_IMAGE, requires = "load_job")]
+    pub load_image: String,
 }
 
 #[derive(Debug, Args)]

@@ -16,10 +16,34 @@ use crate::stats::LimiterSide;
 use crate::timefmt;
 
 pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
-    if let K8sCommand::Manifests(s) = &a.command {
+    if let K8sCommand::Manifests(m) = &a.command {
         // No cluster needed: the YAML `up` would apply.
-        let setup = setup(s, &a.namespace)?;
-        write_stdout(|out| k8s::write_yaml(&k8s::manifests(&setup), out))?;
+        let setup = setup(&m.setup, &a.namespace)?;
+        let jobs = if m.load_job {
+            let workers = u32::try_from(m.workers)
+                .ok()
+                .filter(|w| (1..=k8s::MAX_WORKERS).contains(&u64::from(*w)))
+                .ok_or_else(|| {
+                    super::PlanError::Invalid(format!(
+                        "--workers {}: give 1 to {} load pods per target",
+                        m.workers,
+                        k8s::MAX_WORKERS
+                    ))
+                })?;
+            let how = k8s::InCluster {
+                workers,
+                image: m.load_image.clone(),
+                node_selector: None,
+                ready_timeout: Duration::from_secs(300),
+            };
+            k8s::distributed::preview_jobs(&setup, &how)
+        } else {
+            Vec::new()
+        };
+        write_stdout(|out| {
+            k8s::write_yaml(&k8s::manifests(&setup), out)?;
+            k8s::distributed::write_jobs_yaml(&jobs, out)
+        })?;
         return Ok(0);
     }
     // Bad input is a usage error before any cluster is asked.
@@ -424,9 +448,9 @@ fn load(
         let workers_dir = dir.join("workers").join(&d.job);
         std::fs::create_dir_all(&workers_dir)
             .with_context(|| format!("cannot create {}", workers_dir.display()))?;
-        for (i, r) in &d.workers {
+        for (i, text) in &d.workers {
             let file = workers_dir.join(format!("worker-{i}.json"));
-            crate::report::save_json_value(r, &file)
+            std::fs::write(&file, text)
                 .with_context(|| format!("cannot write {}", file.display()))?;
         }
         for lost in &d.merged.lost_sources {

@@ -77,9 +77,9 @@ pub struct Distributed {
     pub merged: RunResult,
     /// The Job that ran the workers.
     pub job: String,
-    /// Each worker's result as it printed it (with its histograms), by index: what
-    /// `archbench merge` can merge again.
-    pub workers: Vec<(u32, RunResult)>,
+    /// Each worker's result document as it printed it (JSON, with its histograms), by
+    /// index: what `archbench merge` can merge again.
+    pub workers: Vec<(u32, String)>,
     /// Why the Job could not be deleted, when it could not.
     pub leftover: Option<String>,
 }
@@ -97,7 +97,13 @@ fn labels(job: &str, target: &str) -> BTreeMap<String, String> {
 }
 
 /// The Indexed Job of `target`'s workers.
-pub fn job(target: &LoadTarget, name: &str, how: &InCluster, load: &WholeLoad) -> Job {
+pub fn job(
+    target: &LoadTarget,
+    namespace: &str,
+    name: &str,
+    how: &InCluster,
+    load: &WholeLoad,
+) -> Job {
     // The ClusterIP itself, with the service's name as Host: the static image has no
     // resolver libraries, and nothing depends on the cluster's DNS mid-run.
     let (url, host) = match target.cluster_address {
@@ -163,6 +169,7 @@ pub fn job(target: &LoadTarget, name: &str, how: &InCluster, load: &WholeLoad) -
     Job {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
+            namespace: Some(namespace.to_string()),
             labels: Some(labels.clone()),
             ..ObjectMeta::default()
         },
@@ -217,6 +224,47 @@ fn index_of(p: &Pod) -> Option<u32> {
     p.annotations()
         .get("batch.kubernetes.io/job-completion-index")
         .and_then(|i| i.parse().ok())
+}
+
+/// The Jobs `load --in-cluster` would create for each architecture's service of `setup`
+/// (`k8s manifests --load-job`), with the whole load's defaults of `k8s load`, addressed by
+/// the services' DNS names (their ClusterIPs exist only once applied).
+pub fn preview_jobs(setup: &super::Setup, how: &InCluster) -> Vec<Job> {
+    let load = WholeLoad {
+        connections: 50.max(u64::from(how.workers)),
+        threads: 1,
+        duration: Duration::from_secs(30),
+        rate: None,
+        timeout: Duration::from_secs(10),
+    };
+    setup
+        .archs
+        .iter()
+        .map(|a| {
+            let target = LoadTarget {
+                name: a.name().to_string(),
+                arch: Some(*a),
+                service: a.service(),
+                url: format!(
+                    "http://{}.{}.svc.cluster.local/",
+                    a.service(),
+                    setup.namespace
+                ),
+                cluster_address: None,
+                watch: Vec::new(),
+            };
+            let name = format!("archbench-load-{}", a.name());
+            job(&target, &setup.namespace, &name, how, &load)
+        })
+        .collect()
+}
+
+/// Jobs as YAML documents, as `k8s manifests` prints.
+pub fn write_jobs_yaml(jobs: &[Job], out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    for j in jobs {
+        super::manifests::write_doc(&format!("Job {}", j.name_any()), j, out)?;
+    }
+    Ok(())
 }
 
 /// GET or POST through the API server's proxy to a worker's control endpoint.
@@ -314,7 +362,7 @@ pub fn run(
         crate::timefmt::compact(SystemTime::now()).to_ascii_lowercase(),
         JOB_SEQUENCE.fetch_add(1, Ordering::Relaxed)
     );
-    let job = job(target, &name, how, load);
+    let job = job(target, &cluster.namespace, &name, how, load);
     runtime
         .block_on(jobs_api.create(&PostParams::default(), &job))
         .map_err(|e| api_error(e, "create", "jobs.batch"))?;
@@ -448,14 +496,24 @@ fn run_job(
         }
         .share(load.connections);
         let log = runtime.block_on(pods_api.logs(pod, &LogParams::default()));
-        let parsed = log.as_ref().ok().and_then(|log| {
+        // Checked and its start noted now; merged below from the text again, one worker's
+        // histograms in memory at a time.
+        let line = log.as_ref().ok().and_then(|log| {
             log.lines()
                 .find_map(|l| l.strip_prefix(RESULT_PREFIX))
-                .map(serde_json::from_str::<RunResult>)
+                .map(str::to_string)
+        });
+        let parsed = line.map(|l| {
+            serde_json::from_str::<RunResult>(&l)
+                .map_err(|e| e.to_string())
+                .and_then(|r| {
+                    crate::stats::started_at(pod, &r.started_at).map_err(|e| e.to_string())
+                })
+                .map(|at| (l, at))
         });
         let reason = match (parsed, finals.get(&i)) {
-            (Some(Ok(r)), _) => {
-                results.push((i, pod.clone(), r));
+            (Some(Ok((text, at))), _) => {
+                results.push((i, pod.clone(), text, at));
                 continue;
             }
             (Some(Err(e)), _) => format!("its result does not parse: {e}"),
@@ -486,17 +544,27 @@ fn run_job(
             ),
         });
     }
-    let sources = results
-        .iter()
-        .map(|(i, pod, r)| NamedResult {
-            file: worker_name(*i, pod),
-            result: r.clone(),
-        })
-        .collect();
-    let mut merged = crate::stats::merge_results(sources).map_err(|e| K8sError::Api {
+    let merge_error = |message: String| K8sError::Api {
         what: format!("merge the load workers of {label}"),
-        message: e.to_string(),
-    })?;
+        message,
+    };
+    let earliest = results
+        .iter()
+        .map(|r| r.3)
+        .min()
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut merger = crate::stats::Merger::new(earliest);
+    for (i, pod, text, _) in &results {
+        let result =
+            serde_json::from_str::<RunResult>(text).map_err(|e| merge_error(e.to_string()))?;
+        merger
+            .add(NamedResult {
+                file: worker_name(*i, pod),
+                result,
+            })
+            .map_err(|e| merge_error(e.to_string()))?;
+    }
+    let mut merged = merger.finish().map_err(|e| merge_error(e.to_string()))?;
     merged.servers = usage;
     let answered = merged.totals.requests;
     for s in &mut merged.servers {
@@ -511,7 +579,10 @@ fn run_job(
     Ok(Distributed {
         merged,
         job: name.to_string(),
-        workers: results.into_iter().map(|(i, _, r)| (i, r)).collect(),
+        workers: results
+            .into_iter()
+            .map(|(i, _, text, _)| (i, text))
+            .collect(),
         leftover: None,
     })
 }
@@ -617,7 +688,7 @@ mod tests {
 
     #[test]
     fn the_job_is_indexed_each_worker_takes_its_part_and_stays_off_nginx_nodes() {
-        let job = serde_json::to_value(job(&target(), "j", &how(None), &LOAD)).unwrap();
+        let job = serde_json::to_value(job(&target(), "nginx", "j", &how(None), &LOAD)).unwrap();
         let spec = &job["spec"];
         assert_eq!(spec["completionMode"], "Indexed");
         assert_eq!(spec["completions"], 4);
@@ -678,7 +749,7 @@ mod tests {
     #[test]
     fn a_node_selector_replaces_the_anti_affinity() {
         let sel = Some(("agentpool".to_string(), "load".to_string()));
-        let job = serde_json::to_value(job(&target(), "j", &how(sel), &LOAD)).unwrap();
+        let job = serde_json::to_value(job(&target(), "nginx", "j", &how(sel), &LOAD)).unwrap();
         let pod = &job["spec"]["template"]["spec"];
         assert_eq!(pod["nodeSelector"]["agentpool"], "load");
         assert!(pod.get("affinity").is_none());

@@ -287,18 +287,29 @@ pub fn manifests(setup: &Setup) -> Vec<Manifest> {
 /// Writes the manifests as one YAML stream (documents separated by `---`).
 pub fn write_yaml(manifests: &[Manifest], out: &mut dyn Write) -> io::Result<()> {
     for m in manifests {
-        let doc = match m {
-            Manifest::Namespace(o) => serde_saphyr::to_string(o.as_ref()),
-            Manifest::ConfigMap(o) => serde_saphyr::to_string(o.as_ref()),
-            Manifest::Deployment(o) => serde_saphyr::to_string(o.as_ref()),
-            Manifest::Service(o) => serde_saphyr::to_string(o.as_ref()),
+        let what = m.describe();
+        match m {
+            Manifest::Namespace(o) => write_doc(&what, o.as_ref(), out)?,
+            Manifest::ConfigMap(o) => write_doc(&what, o.as_ref(), out)?,
+            Manifest::Deployment(o) => write_doc(&what, o.as_ref(), out)?,
+            Manifest::Service(o) => write_doc(&what, o.as_ref(), out)?,
         }
-        .map_err(|e| io::Error::other(format!("YAML of {}: {e}", m.describe())))?;
-        writeln!(out, "---")?;
-        out.write_all(doc.as_bytes())?;
-        if !doc.ends_with('\n') {
-            writeln!(out)?;
-        }
+    }
+    Ok(())
+}
+
+/// One YAML document, `---` first.
+pub(super) fn write_doc(
+    what: &str,
+    object: &impl serde::Serialize,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let doc = serde_saphyr::to_string(object)
+        .map_err(|e| io::Error::other(format!("YAML of {what}: {e}")))?;
+    writeln!(out, "---")?;
+    out.write_all(doc.as_bytes())?;
+    if !doc.ends_with('\n') {
+        writeln!(out)?;
     }
     Ok(())
 }

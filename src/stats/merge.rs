@@ -34,103 +34,159 @@ pub struct NamedResult {
 }
 
 /// Merges the results in `sources` into one, each source's own view kept in `sources`. The
-/// caller judges the limiter of the whole (it needs the monitors' rules).
+/// caller judges the limiter of the whole (it needs the monitors' rules). Holds every source
+/// at once: for many, feed a [`Merger`] one at a time.
 pub fn merge_results(sources: Vec<NamedResult>) -> Result<RunResult, MergeError> {
-    let first = sources.first().ok_or(MergeError::Empty)?;
     let mut starts = Vec::with_capacity(sources.len());
     for s in &sources {
-        let at =
-            timefmt::parse_rfc3339(&s.result.started_at).ok_or_else(|| MergeError::StartedAt {
-                file: s.file.clone(),
-                value: s.result.started_at.clone(),
-            })?;
-        starts.push(at);
+        starts.push(started_at(&s.file, &s.result.started_at)?);
     }
-    let earliest = starts
-        .iter()
-        .copied()
-        .min()
-        .unwrap_or(SystemTime::UNIX_EPOCH);
-    let mut merged = Recorder::new(None);
-    let mut end_s: f64 = 0.0;
-    let mut plan = first.result.plan.clone();
-    plan.part = None;
-    plan.start_at = None;
-    let (mut connections, mut threads) = (0, 0);
-    let (mut requests, mut rate): (Option<u64>, Option<f64>) = (None, None);
-    let mut client = ClientUsage::default();
-    let mut first_send: Option<SystemTime> = None;
-    let mut interrupted = false;
-    let mut servers = Vec::new();
-    let mut views = Vec::with_capacity(sources.len());
-    for (s, start) in sources.iter().zip(&starts) {
-        let r = &s.result;
-        let offset = start.duration_since(earliest).unwrap_or_default();
+    let earliest = starts.iter().copied().min().ok_or(MergeError::Empty)?;
+    let mut merger = Merger::new(earliest);
+    for s in sources {
+        merger.add(s)?;
+    }
+    merger.finish()
+}
+
+/// A source's `started_at`, parsed.
+pub fn started_at(file: &str, value: &str) -> Result<SystemTime, MergeError> {
+    timefmt::parse_rfc3339(value).ok_or_else(|| MergeError::StartedAt {
+        file: file.to_string(),
+        value: value.to_string(),
+    })
+}
+
+/// A merge fed one source at a time, so memory holds one source's histograms, not all of
+/// them (a source's decoded histograms take about 0.9 MiB; its summary stays, a few KiB).
+/// The earliest start of all sources must be known first: series line up on it.
+pub struct Merger {
+    earliest: SystemTime,
+    merged: Recorder,
+    end_s: f64,
+    first: Option<(PlanSummary, super::result::Environment)>,
+    connections: u64,
+    threads: u64,
+    requests: Option<u64>,
+    rate: Option<f64>,
+    duration_s: Option<f64>,
+    client: ClientUsage,
+    first_send: Option<SystemTime>,
+    interrupted: bool,
+    servers: Vec<super::server::ServerUsage>,
+    views: Vec<SourceRun>,
+}
+
+impl Merger {
+    /// A merge of sources none of which started before `earliest`.
+    pub fn new(earliest: SystemTime) -> Merger {
+        Merger {
+            earliest,
+            merged: Recorder::new(None),
+            end_s: 0.0,
+            first: None,
+            connections: 0,
+            threads: 0,
+            requests: None,
+            rate: None,
+            duration_s: None,
+            client: ClientUsage::default(),
+            first_send: None,
+            interrupted: false,
+            servers: Vec::new(),
+            views: Vec::new(),
+        }
+    }
+
+    /// Adds one source; its histograms are dropped once merged.
+    pub fn add(&mut self, s: NamedResult) -> Result<(), MergeError> {
+        let NamedResult { file, result: r } = s;
+        let start = started_at(&file, &r.started_at)?;
+        let offset = start
+            .duration_since(self.earliest)
+            .map_err(|_| MergeError::Inconsistent {
+                file: file.clone(),
+                why: "it started before the earliest start given to the merge".into(),
+            })?;
         let rec = r.recording().map_err(|why| MergeError::Inconsistent {
-            file: s.file.clone(),
+            file: file.clone(),
             why,
         })?;
-        merged
+        self.merged
             .merge(&rec, offset.as_secs_f64().round() as u32)
             .map_err(|source| MergeError::Histograms {
-                file: s.file.clone(),
+                file: file.clone(),
                 source,
             })?;
-        end_s = end_s.max(offset.as_secs_f64() + r.totals.elapsed_s);
-        connections += r.plan.connections;
-        threads += r.plan.threads;
-        requests = add(requests, r.plan.requests);
-        rate = add(rate, r.plan.rate);
-        plan.duration_s = max(plan.duration_s, r.plan.duration_s);
-        client.cpu_user_s += r.client.cpu_user_s;
-        client.cpu_system_s += r.client.cpu_system_s;
-        client.cpu_s += r.client.cpu_s;
-        client.busiest_worker_percent = client
+        drop(rec);
+        self.end_s = self.end_s.max(offset.as_secs_f64() + r.totals.elapsed_s);
+        self.connections += r.plan.connections;
+        self.threads += r.plan.threads;
+        self.requests = add(self.requests, r.plan.requests);
+        self.rate = add(self.rate, r.plan.rate);
+        self.duration_s = max(self.duration_s, r.plan.duration_s);
+        self.client.cpu_user_s += r.client.cpu_user_s;
+        self.client.cpu_system_s += r.client.cpu_system_s;
+        self.client.cpu_s += r.client.cpu_s;
+        self.client.busiest_worker_percent = self
+            .client
             .busiest_worker_percent
             .max(r.client.busiest_worker_percent);
         if let Some(f) = r.first_send_at.as_deref().and_then(timefmt::parse_rfc3339) {
-            first_send = Some(first_send.map_or(f, |g| g.min(f)));
+            self.first_send = Some(self.first_send.map_or(f, |g| g.min(f)));
         }
-        interrupted |= r.interrupted;
-        servers.extend(r.servers.iter().cloned());
-        views.push(SourceRun {
-            file: s.file.clone(),
-            started_at: r.started_at.clone(),
-            first_send_at: r.first_send_at.clone(),
+        self.interrupted |= r.interrupted;
+        if self.first.is_none() {
+            self.first = Some((r.plan.clone(), r.environment.clone()));
+        }
+        self.servers.extend(r.servers);
+        self.views.push(SourceRun {
+            file,
+            started_at: r.started_at,
+            first_send_at: r.first_send_at,
             start_offset_s: offset.as_secs_f64(),
-            plan: r.plan.clone(),
-            environment: r.environment.clone(),
-            totals: r.totals.clone(),
+            plan: r.plan,
+            environment: r.environment,
+            totals: r.totals,
             interrupted: r.interrupted,
-            client: r.client.clone(),
-            limiter: r.limiter.clone(),
-            pacing: r.pacing.clone(),
+            client: r.client,
+            limiter: r.limiter,
+            pacing: r.pacing,
         });
+        Ok(())
     }
-    plan.connections = connections;
-    plan.threads = threads;
-    plan.requests = requests;
-    plan.rate = rate;
-    let environment = first.result.environment.clone();
-    let mut result = RunResult::from_recording(
-        merged,
-        plan,
-        environment,
-        RunTimes {
-            started_at: earliest,
-            first_send_at: first_send,
-            elapsed_s: end_s,
-            interrupted,
-        },
-    );
-    if client.cpu_s > 0.0 {
-        client.requests_per_cpu_s = result.totals.requests as f64 / client.cpu_s;
+
+    /// The merged result.
+    pub fn finish(self) -> Result<RunResult, MergeError> {
+        let (mut plan, environment) = self.first.ok_or(MergeError::Empty)?;
+        plan.part = None;
+        plan.start_at = None;
+        plan.connections = self.connections;
+        plan.threads = self.threads;
+        plan.requests = self.requests;
+        plan.rate = self.rate;
+        plan.duration_s = max(plan.duration_s, self.duration_s);
+        let mut result = RunResult::from_recording(
+            self.merged,
+            plan,
+            environment,
+            RunTimes {
+                started_at: self.earliest,
+                first_send_at: self.first_send,
+                elapsed_s: self.end_s,
+                interrupted: self.interrupted,
+            },
+        );
+        let mut client = self.client;
+        if client.cpu_s > 0.0 {
+            client.requests_per_cpu_s = result.totals.requests as f64 / client.cpu_s;
+        }
+        result.client = client;
+        result.servers = self.servers;
+        result.sources = self.views;
+        result.start_skew_s = start_skew(&result).map(|d| d.as_secs_f64());
+        Ok(result)
     }
-    result.client = client;
-    result.servers = servers;
-    result.sources = views;
-    result.start_skew_s = start_skew(&result).map(|d| d.as_secs_f64());
-    Ok(result)
 }
 
 /// Start skew of the sources: latest first send minus earliest, when all of them sent.

@@ -14,7 +14,9 @@ pub use histogram::{
     latency_histogram, within_one_stdev as histogram_within_stdev, LatencySummary,
     SerializedHistogram,
 };
-pub use merge::{merge_results, same_load, start_skew, MergeError, NamedResult};
+pub use merge::{
+    merge_results, same_load, start_skew, started_at, MergeError, Merger, NamedResult,
+};
 pub use recorder::{
     ErrorKind, IncompatibleHistograms, Recorder, ResponseTimes, SecondSample, MAX_SERIES,
 };

@@ -276,7 +276,7 @@ pub struct Environment {
     pub lse_atomics: Option<bool>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Totals {
     /// Responses received in full (any status).
     pub requests: u64,

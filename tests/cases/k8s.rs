@@ -572,6 +572,16 @@ fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
 
 /// GET on the stand-in's API (HTTP/1.0: one plain body), as JSON.
 fn api_get(c: &Cluster, path: &str) -> serde_json::Value {
+    api(c, "GET", path, None)
+}
+
+/// A request to the stand-in's API, its answer as JSON.
+fn api(
+    c: &Cluster,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> serde_json::Value {
     use std::io::{Read, Write};
     let addr = c
         .url()
@@ -580,9 +590,11 @@ fn api_get(c: &Cluster, path: &str) -> serde_json::Value {
         .to_string();
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(PROMPTLY)).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
     write!(
         s,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut text = String::new();
@@ -895,6 +907,29 @@ fn a_load_worker_killed_mid_run_is_reported_lost_and_the_rest_kept() {
     assert!(run["totals"]["requests"].as_u64().unwrap() > 0);
     assert!(run["totals"]["elapsed_s"].as_f64().unwrap() < 40.0);
     crate::util::wait_until("the load pods gone", PROMPTLY, || load_pods(&c).is_empty());
+    // A load Job left over (say, by a controller that was killed): `down` removes it.
+    let leftover = serde_json::json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "archbench-load-arm-leftover",
+            "labels": {"app.kubernetes.io/managed-by": "archbench"}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "archbench", "image": "archbench:0.1.0", "args": ["--version"]}]}}}
+    });
+    let created = api(
+        &c,
+        "POST",
+        "/apis/batch/v1/namespaces/nginx/jobs",
+        Some(&leftover),
+    );
+    assert_eq!(
+        created["metadata"]["name"], "archbench-load-arm-leftover",
+        "{created}"
+    );
+    let down = ok(&k8s(&c, &["down"]));
+    assert!(
+        down.contains("Job archbench-load-arm-leftover: deleted"),
+        "{down}"
+    );
 }
 
 #[test]

@@ -226,3 +226,57 @@ fn merge_refuses_what_it_cannot_merge_exactly() {
         doc["latency"]["total"]["p99_us"]
     );
 }
+
+/// What a 1,000-pod distributed run hands `merge`: the merged run is exact (counts, the
+/// percentiles of one histogram of every latency recorded, the start skew) and names every
+/// source. Time and memory at this scale are measured by bench/merge-scale.sh.
+#[test]
+fn a_thousand_worker_results_merge_exactly() {
+    use crate::util::synthetic::{latencies, worker_result};
+    const WORKERS: u32 = 1_000;
+    const REQUESTS: u64 = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for i in 0..WORKERS {
+        // Worker i sent first i µs after the earliest.
+        let r = worker_result(i, WORKERS, REQUESTS, 30, u64::from(i));
+        let f = dir.path().join(format!("worker-{i}.json"));
+        std::fs::write(&f, serde_json::to_vec(&r).unwrap()).unwrap();
+        files.push(f);
+    }
+    let merged = dir.path().join("merged.json");
+    let o = crate::util::bin()
+        .arg("merge")
+        .args(&files)
+        .arg("--json")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
+    let m = read_json(&merged);
+    assert_eq!(m["totals"]["requests"], u64::from(WORKERS) * REQUESTS);
+    assert_eq!(m["plan"]["connections"], 4 * u64::from(WORKERS));
+    assert_eq!(m["sources"].as_array().unwrap().len(), WORKERS as usize);
+    let skew = m["start_skew_s"].as_f64().unwrap();
+    assert!((skew - 999e-6).abs() < 1e-9, "skew {skew}");
+    // One histogram of every latency the workers recorded, built here from the raw values.
+    let mut all = archbench::stats::latency_histogram();
+    for i in 0..WORKERS {
+        for us in latencies(i, REQUESTS) {
+            all.record(us).unwrap();
+        }
+    }
+    for (q, field) in [
+        (0.5, "p50_us"),
+        (0.99, "p99_us"),
+        (0.999, "p99_9_us"),
+        (1.0, "max_us"),
+    ] {
+        assert_eq!(
+            m["latency"]["total"][field],
+            all.value_at_quantile(q),
+            "{field}"
+        );
+    }
+    assert_eq!(histogram(&m, "total").len(), all.len());
+}

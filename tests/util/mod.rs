@@ -6,6 +6,7 @@ pub mod faulty;
 pub mod nginx;
 pub mod schema;
 pub mod stalling;
+pub mod synthetic;
 
 use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
