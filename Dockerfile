@@ -34,6 +34,8 @@ RUN docker/build-static.sh "$(cat /triple)" && cp "target/$(cat /triple)/release
 
 FROM scratch
 COPY --from=build /archbench /archbench
+# For https:// targets: the build image's CA roots.
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 # Not root: the control endpoint listens on 9090.
 USER 65534:65534
 EXPOSE 9090

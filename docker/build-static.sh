@@ -9,10 +9,11 @@ target="${1:-$(rustc -vV | sed -n 's/^host: //p')}"
 RUSTFLAGS="-C target-feature=+crt-static -C strip=symbols" \
   cargo build --release --locked --target "$target" --bin archbench
 out="target/$target/release/archbench"
-# The image holds nothing else: any shared library would be missing at run time.
-if ldd "$out" 2>/dev/null | grep -q "=>"; then
-  echo "build-static: $out links shared libraries:" >&2
-  ldd "$out" >&2
+# The image holds nothing else: a program interpreter (the dynamic loader) would be missing
+# at run time. readelf reads binaries of any architecture, so cross builds are checked too.
+if readelf -lW "$out" | grep -q INTERP; then
+  echo "build-static: $out is dynamically linked:" >&2
+  readelf -dW "$out" | grep NEEDED >&2 || true
   exit 1
 fi
 echo "$out"

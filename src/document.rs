@@ -109,13 +109,31 @@ pub enum DocumentError {
 
 /// Reads the document at `path`.
 pub fn read(path: &Path) -> Result<Document, DocumentError> {
-    read_checked(path, None)
+    read_checked(path, &read_text(path)?, None)
 }
 
 /// Reads a run result, refusing other kinds (before reading them further) with `wanted` as
 /// the advice.
 pub fn read_result(path: &Path, wanted: &'static str) -> Result<RunResult, DocumentError> {
-    match read_checked(path, Some((DocumentKind::Result, wanted)))? {
+    let text = read_text(path)?;
+    read_result_text(path, &text, wanted)
+}
+
+/// The text of the document at `path`.
+pub fn read_text(path: &Path) -> Result<String, DocumentError> {
+    std::fs::read_to_string(path).map_err(|source| DocumentError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// A run result from its text (read from `path`), as [`read_result`].
+pub fn read_result_text(
+    path: &Path,
+    text: &str,
+    wanted: &'static str,
+) -> Result<RunResult, DocumentError> {
+    match read_checked(path, text, Some((DocumentKind::Result, wanted)))? {
         Document::Result(r) => Ok(*r),
         other => Err(DocumentError::WrongKind {
             path: path.to_path_buf(),
@@ -129,14 +147,11 @@ pub fn read_result(path: &Path, wanted: &'static str) -> Result<RunResult, Docum
 /// the kind is the one `expected`) the whole of it.
 fn read_checked(
     path: &Path,
+    text: &str,
     expected: Option<(DocumentKind, &'static str)>,
 ) -> Result<Document, DocumentError> {
-    let text = std::fs::read_to_string(path).map_err(|source| DocumentError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|source| DocumentError::NotJson {
+        serde_json::from_str(text).map_err(|source| DocumentError::NotJson {
             path: path.to_path_buf(),
             source,
         })?;

@@ -38,28 +38,47 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     };
     let addr = control_address(&a.control).ok_or_else(|| bad("not an ADDRESS:PORT".into()))?;
     let listener = TcpListener::bind(addr).map_err(|e| bad(e.to_string()))?;
+    // Port 0 binds a free one: say which.
+    let bound = listener
+        .local_addr()
+        .map_or_else(|_| a.control.clone(), |l| l.to_string());
     let shared = Arc::new(Mutex::new(Shared::default()));
     let (start_tx, start_rx) = mpsc::channel::<SystemTime>();
     let part = plan.part;
-    let for_server = shared.clone();
-    let stop = signals.stop.clone();
+    let endpoint = Endpoint {
+        shared: shared.clone(),
+        start: start_tx,
+        stop: signals.stop.clone(),
+        part,
+        token: a.control_token.clone().filter(|t| !t.is_empty()),
+    };
     std::thread::Builder::new()
         .name("archbench-control".into())
         .spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let _ = serve(conn, &for_server, &start_tx, &stop, part);
+            for conn in listener.incoming() {
+                match conn {
+                    Ok(conn) => {
+                        let _ = endpoint.serve(conn);
+                    }
+                    // Out of descriptors, say: let it pass rather than spin on it.
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
             }
         })
         .context("cannot start the control endpoint")?;
     eprintln!(
-        "archbench agent: part {}/{} waiting for its start on {}",
-        part.index, part.count, a.control
+        "archbench agent: part {}/{} waiting for its start on {bound}",
+        part.index, part.count
     );
     // Wait for the start instant, or a signal, or the deadline.
     let deadline = Instant::now() + a.start_timeout;
     let start = loop {
         if signals.stop.load(Ordering::Relaxed) {
-            return Ok(signals.exit_code());
+            if signals.which.load(Ordering::Relaxed) != 0 {
+                return Ok(signals.exit_code());
+            }
+            eprintln!("archbench agent: stopped before its start (POST /stop); nothing was sent");
+            return Ok(0);
         }
         match start_rx.recv_timeout(Duration::from_millis(50)) {
             Ok(at) => break at,
@@ -101,83 +120,121 @@ fn control_address(text: &str) -> Option<SocketAddr> {
     })
 }
 
-/// One request on the control endpoint.
-fn serve(
-    mut conn: TcpStream,
-    shared: &Mutex<Shared>,
-    start: &mpsc::Sender<SystemTime>,
-    stop: &AtomicBool,
+/// The control endpoint's side of the worker.
+struct Endpoint {
+    shared: Arc<Mutex<Shared>>,
+    start: mpsc::Sender<SystemTime>,
+    stop: Arc<AtomicBool>,
     part: crate::engine::Part,
-) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let mut length = 0usize;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                length = v.trim().parse().unwrap_or(0).min(4096);
+    /// When set, POSTs must carry it (`x-archbench-token`): any pod can reach the port.
+    token: Option<String>,
+}
+
+/// The most a control request's head may take, and how long the whole request may take: a
+/// client that trickles cannot hold the (one-at-a-time) endpoint.
+const MAX_HEAD: u64 = 8 * 1024;
+const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+
+impl Endpoint {
+    /// One request on the control endpoint.
+    fn serve(&self, mut conn: TcpStream) -> std::io::Result<()> {
+        let deadline = Instant::now() + REQUEST_DEADLINE;
+        conn.set_read_timeout(Some(REQUEST_DEADLINE))?;
+        let mut reader = BufReader::new(conn.try_clone()?.take(MAX_HEAD + 4096));
+        let line = |reader: &mut BufReader<std::io::Take<TcpStream>>| {
+            let mut l = String::new();
+            if Instant::now() >= deadline {
+                return Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
             }
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body)?;
-    let mut words = request_line.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let (status, text) = match (method, path) {
-        ("GET", "/ready") => (200, format!("ready {}/{}\n", part.index, part.count)),
-        ("POST", "/start") => {
-            let text = String::from_utf8_lossy(&body).trim().to_string();
-            match crate::timefmt::parse_rfc3339(&text) {
-                Some(at) => {
-                    let mut s = shared
-                        .lock()
-                        .map_err(|_| std::io::Error::other("poisoned"))?;
-                    if s.started.is_none() {
-                        s.started = Some(at);
-                        let _ = start.send(at);
-                    }
-                    (
-                        200,
-                        format!("starting at {}\n", crate::timefmt::rfc3339_micros(at)),
-                    )
+            reader.read_line(&mut l).map(|_| l)
+        };
+        let request_line = line(&mut reader)?;
+        let (mut length, mut token) = (0usize, None);
+        loop {
+            let h = line(&mut reader)?;
+            if h.is_empty() || h == "\r\n" || h == "\n" {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse().unwrap_or(0).min(4096);
+                } else if k.eq_ignore_ascii_case(crate::k8s::TOKEN_HEADER) {
+                    token = Some(v.trim().to_string());
                 }
-                None => (400, format!("not an RFC 3339 time: {text:?}\n")),
             }
         }
-        ("POST", "/stop") => {
-            stop.store(true, Ordering::Relaxed);
-            (200, "stopping\n".into())
+        let mut body = vec![0u8; length];
+        reader.read_exact(&mut body)?;
+        let (status, text) = self.answer(&request_line, token.as_deref(), &body)?;
+        let reason = match status {
+            200 => "OK",
+            400 => "Bad Request",
+            403 => "Forbidden",
+            503 => "Service Unavailable",
+            _ => "Not Found",
+        };
+        write!(
+            conn,
+            "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        )?;
+        conn.flush()
+    }
+
+    fn answer(
+        &self,
+        request_line: &str,
+        token: Option<&str>,
+        body: &[u8],
+    ) -> std::io::Result<(u16, String)> {
+        let mut words = request_line.split_whitespace();
+        let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        if method == "POST" && self.token.is_some() && token != self.token.as_deref() {
+            return Ok((403, "wrong or missing x-archbench-token\n".into()));
         }
-        ("GET", "/result") => {
-            let s = shared
-                .lock()
-                .map_err(|_| std::io::Error::other("poisoned"))?;
-            match &s.result {
-                Some(r) => (200, format!("{r}\n")),
-                None => (503, "running\n".into()),
+        let part = self.part;
+        Ok(match (method, path) {
+            ("GET", "/ready") => (200, format!("ready {}/{}\n", part.index, part.count)),
+            ("POST", "/start") => {
+                let text = String::from_utf8_lossy(body).trim().to_string();
+                match crate::timefmt::parse_rfc3339(&text) {
+                    Some(at) => {
+                        let mut s = self
+                            .shared
+                            .lock()
+                            .map_err(|_| std::io::Error::other("poisoned"))?;
+                        // The first start counts; a second is answered with it.
+                        if s.started.is_none() {
+                            s.started = Some(at);
+                            let _ = self.start.send(at);
+                        }
+                        let at = s.started.unwrap_or(at);
+                        (
+                            200,
+                            format!("starting at {}\n", crate::timefmt::rfc3339_micros(at)),
+                        )
+                    }
+                    None => (400, format!("not an RFC 3339 time: {text:?}\n")),
+                }
             }
-        }
-        _ => (
-            404,
-            "GET /ready, POST /start, POST /stop, GET /result\n".into(),
-        ),
-    };
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        503 => "Service Unavailable",
-        _ => "Not Found",
-    };
-    write!(
-        conn,
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    )?;
-    conn.flush()
+            ("POST", "/stop") => {
+                self.stop.store(true, Ordering::Relaxed);
+                (200, "stopping\n".into())
+            }
+            ("GET", "/result") => {
+                let s = self
+                    .shared
+                    .lock()
+                    .map_err(|_| std::io::Error::other("poisoned"))?;
+                match &s.result {
+                    Some(r) => (200, format!("{r}\n")),
+                    None => (503, "running\n".into()),
+                }
+            }
+            _ => (
+                404,
+                "GET /ready, POST /start, POST /stop, GET /result\n".into(),
+            ),
+        })
+    }
 }

@@ -555,4 +555,8 @@ pub struct AgentArgs {
     /// How long to wait for the start instant before giving up.
     #[arg(long, default_value = "10m", value_parser = super::values::duration)]
     pub start_timeout: std::time::Duration,
+    /// POST /start and /stop must carry this in `x-archbench-token` (other pods can reach
+    /// the port too).
+    #[arg(long, env = crate::k8s::TOKEN_ENV, hide_env_values = true)]
+    pub control_token: Option<String>,
 }

@@ -390,7 +390,7 @@ fn load(
     let commands: Vec<String> = contenders
         .iter()
         .map(|c| match l.layout {
-            _ if how.is_some() => in_cluster_command(l, &c.name),
+            _ if how.is_some() => in_cluster_command(l, &cluster.namespace, &c.name),
             K8sLayout::Wrk => format!(
                 "wrk -t{} -c{} -d{} {}",
                 c.plan.threads,
@@ -445,13 +445,18 @@ fn load(
             eprintln!("archbench k8s load: {why}");
         }
         // Each worker's own result, histograms included: `archbench merge` merges them again.
+        // A file that cannot be written costs that file, not the merged run.
         let workers_dir = dir.join("workers").join(&d.job);
-        std::fs::create_dir_all(&workers_dir)
-            .with_context(|| format!("cannot create {}", workers_dir.display()))?;
-        for (i, text) in &d.workers {
-            let file = workers_dir.join(format!("worker-{i}.json"));
-            std::fs::write(&file, text)
-                .with_context(|| format!("cannot write {}", file.display()))?;
+        let saved = std::fs::create_dir_all(&workers_dir).and_then(|()| {
+            d.workers.iter().try_for_each(|(i, text)| {
+                std::fs::write(workers_dir.join(format!("worker-{i}.json")), text)
+            })
+        });
+        if let Err(e) = saved {
+            eprintln!(
+                "archbench k8s load: cannot save the workers' results under {}: {e}",
+                workers_dir.display()
+            );
         }
         for lost in &d.merged.lost_sources {
             eprintln!(
@@ -559,9 +564,9 @@ fn in_cluster(l: &K8sLoadArgs) -> Result<Option<k8s::InCluster>, super::PlanErro
 }
 
 /// The command line that repeats an in-cluster load of one target.
-fn in_cluster_command(l: &K8sLoadArgs, target: &str) -> String {
+fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String {
     let mut words = vec![
-        "archbench k8s load".to_string(),
+        format!("archbench k8s -n {namespace} load"),
         target.to_string(),
         "--in-cluster".into(),
         format!("--workers {}", l.workers.unwrap_or(1)),
@@ -576,6 +581,12 @@ fn in_cluster_command(l: &K8sLoadArgs, target: &str) -> String {
     }
     if let Some((k, v)) = &l.node_selector {
         words.push(format!("--node-selector {k}={v}"));
+    }
+    if l.runs > 1 {
+        words.push(format!("--runs {}", l.runs));
+    }
+    if l.warmup {
+        words.push("--warmup".into());
     }
     words.join(" ")
 }
@@ -605,10 +616,12 @@ fn write_workers(
                 }
             )?;
             if per_worker {
+                // First sends less their place in the open-loop schedule: how late each
+                // worker began, not when it was due.
                 let first = run
                     .sources
                     .iter()
-                    .filter_map(|s| s.first_send_at.as_deref().and_then(timefmt::parse_rfc3339))
+                    .filter_map(crate::stats::first_send_vs_schedule)
                     .min();
                 let w = run.sources.iter().map(|s| s.file.len()).max().unwrap_or(6);
                 writeln!(
@@ -617,10 +630,7 @@ fn write_workers(
                     "worker", "requests", "req/s", "errors", "first send", "busiest"
                 )?;
                 for s in &run.sources {
-                    let offset = s
-                        .first_send_at
-                        .as_deref()
-                        .and_then(timefmt::parse_rfc3339)
+                    let offset = crate::stats::first_send_vs_schedule(s)
                         .zip(first)
                         .and_then(|(f, lo)| f.duration_since(lo).ok())
                         .map_or("-".to_string(), |d| {
@@ -650,4 +660,62 @@ fn write_workers(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser as _;
+
+    use crate::k8s::{self, InCluster, LoadTarget, WholeLoad};
+
+    #[test]
+    fn a_load_jobs_arguments_are_the_agents_own_command_line() {
+        let target = LoadTarget {
+            name: "arm".into(),
+            arch: Some(k8s::Arch::Arm),
+            service: "nginx-arm-svc".into(),
+            url: "http://nginx-arm-svc.nginx.svc.cluster.local/".into(),
+            cluster_address: Some("10.0.4.7:80".parse().unwrap()),
+            watch: Vec::new(),
+        };
+        let how = InCluster {
+            workers: 4,
+            image: "archbench:1".into(),
+            node_selector: None,
+            ready_timeout: Duration::from_secs(300),
+        };
+        let load = WholeLoad {
+            connections: 10,
+            threads: 2,
+            duration: Duration::from_secs(30),
+            rate: Some(1000.0),
+            timeout: Duration::from_secs(2),
+        };
+        let job = k8s::distributed::job(&target, "nginx", "j", &how, &load, "t0k");
+        let container = &job.spec.unwrap().template.spec.unwrap().containers[0];
+        // As the kubelet expands them for worker 3 at 10.0.0.7.
+        let words = std::iter::once("archbench".to_string()).chain(
+            container.args.iter().flatten().map(|a| {
+                a.replace("$(JOB_COMPLETION_INDEX)", "3")
+                    .replace("$(POD_IP)", "10.0.0.7")
+            }),
+        );
+        let cli = crate::cli::Cli::try_parse_from(words).unwrap();
+        let crate::cli::Command::Agent(agent) = cli.command else {
+            panic!("not the agent: {cli:?}");
+        };
+        assert_eq!(agent.control, "10.0.0.7:9090");
+        assert_eq!(agent.run.part.map(|p| (p.index, p.count)), Some((3, 4)));
+        assert_eq!(agent.run.url, "http://10.0.4.7:80/");
+        assert_eq!(agent.run.load.connections, 10);
+        assert_eq!(agent.run.load.rate, Some(1000.0));
+        // It waits for its start longer than archbench waits for all workers to be ready.
+        assert!(
+            agent.start_timeout > how.ready_timeout,
+            "{:?}",
+            agent.start_timeout
+        );
+    }
 }

@@ -593,18 +593,27 @@ fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
     const WANTED: &str = "merge takes run results (the --json of run, wrk, ab or merge)";
     // Two passes, so memory holds one source's histograms at a time: every file is read and
     // checked first (a refusal comes before any merging) and its start noted; then each is
-    // read again and merged.
+    // read again and merged. What cannot be read twice (a pipe, `<(ssh … cat r.json)`) is
+    // kept as text from the first pass.
     let mut earliest = None;
+    let mut kept: Vec<Option<String>> = Vec::with_capacity(a.files.len());
     for f in &a.files {
-        let r = crate::document::read_result(f, WANTED)?;
+        let text = crate::document::read_text(f)?;
+        let r = crate::document::read_result_text(f, &text, WANTED)?;
         let at = crate::stats::started_at(&f.display().to_string(), &r.started_at)?;
         earliest = Some(earliest.map_or(at, |e: SystemTime| e.min(at)));
+        let regular = std::fs::metadata(f).is_ok_and(|m| m.is_file());
+        kept.push((!regular).then_some(text));
     }
     let mut merger = Merger::new(earliest.context("no file to merge")?);
-    for f in &a.files {
+    for (f, text) in a.files.iter().zip(kept) {
+        let text = match text {
+            Some(t) => t,
+            None => crate::document::read_text(f)?,
+        };
         merger.add(NamedResult {
             file: f.display().to_string(),
-            result: crate::document::read_result(f, WANTED)?,
+            result: crate::document::read_result_text(f, &text, WANTED)?,
         })?;
     }
     let mut merged = merger.finish()?;

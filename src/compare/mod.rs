@@ -285,12 +285,14 @@ impl ComparisonResult {
                     .targets
                     .iter()
                     .map(|t| {
-                        // Complete runs only, unless none completed: then what the cut-short
-                        // run measured is all there is, and the report says it was cut short.
-                        let complete = t.runs.iter().any(|r| !r.interrupted);
+                        // Complete runs only (not cut short, no worker lost), unless none
+                        // completed: then what was measured is all there is, and the report
+                        // says why it is short.
+                        let whole = |r: &&RunResult| !r.interrupted && r.lost_sources.is_empty();
+                        let any_whole = t.runs.iter().any(|r| whole(&r));
                         t.runs
                             .iter()
-                            .filter(|r| !(complete && r.interrupted))
+                            .filter(|r| !any_whole || whole(r))
                             .filter_map(|r| (m.read)(r))
                             .collect()
                     })
@@ -431,8 +433,21 @@ where
                     .collect()
             })
         };
+        let mut failure = None;
         for (&i, outcome) in who.iter().zip(outcomes) {
-            let run = outcome?;
+            let run = match outcome {
+                Ok(run) => run,
+                // A run that failed because it was told to stop (Ctrl-C while a cluster was
+                // still getting ready, say) ends the comparison; what the others measured stays.
+                Err(_) if stop.load(Ordering::Relaxed) => {
+                    result.interrupted = true;
+                    continue;
+                }
+                Err(e) => {
+                    failure.get_or_insert(e);
+                    continue;
+                }
+            };
             if run.interrupted {
                 result.interrupted = true;
             }
@@ -443,9 +458,15 @@ where
                 result.targets[i].runs.push(run);
             }
         }
+        if let Some(e) = failure {
+            return Err(e);
+        }
         if measured {
             result.summarize();
             after_run(&result)?;
+        }
+        if result.interrupted {
+            break;
         }
     }
     result.summarize();

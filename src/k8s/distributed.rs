@@ -3,7 +3,7 @@
 //! every N-th connection and its place in the open-loop schedule (`--part $(JOB_COMPLETION_
 //! INDEX)/N`), waits on its control endpoint, and is given the same start instant through the
 //! API server's pod proxy (no API access inside the pods); its result comes back in its log
-//! and the N results are merged exactly (`stats::merge_results`, the `archbench merge` path).
+//! and the N results are merged exactly (`stats::Merger`, the `archbench merge` path).
 //!
 //! Runs on the calling thread with the runtime's `block_on` for each API step, so the pod
 //! monitors (which block on the same runtime) can run beside it.
@@ -15,8 +15,9 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, EnvVar, EnvVarSource, ObjectFieldSelector, Pod,
-    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, ResourceRequirements,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -32,15 +33,35 @@ use crate::stats::{LostSource, NamedResult, RunResult, ServerUsage};
 pub const RESULT_PREFIX: &str = "archbench-result: ";
 /// The port of the workers' control endpoint (on the pod's own address).
 pub const CONTROL_PORT: u16 = 9090;
-/// The most load pods per target: the start goes to each through the API server, and the
-/// merge holds every worker's histograms (ARCHITECTURE.md has the figures).
+/// The most load pods per target: the start goes to each through the API server, and
+/// their result texts are held until saved (ARCHITECTURE.md has the merge's figures).
 pub const MAX_WORKERS: u64 = 1_000;
 /// The label naming a load Job's pods (and the Job).
 pub const JOB_LABEL: &str = "archbench.dev/job";
 /// How often the workers' pods are looked at.
 const POLL: Duration = Duration::from_millis(250);
+/// How many starts go out at once.
+const START_FANOUT: usize = 32;
 /// Time for a worker to print its result and end after its run's last timeout.
 const FINISH_GRACE: Duration = Duration::from_secs(30);
+
+/// The environment variable (and header) carrying a Job's control token.
+pub const TOKEN_ENV: &str = "ARCHBENCH_CONTROL_TOKEN";
+/// The header the controller sends the token in.
+pub const TOKEN_HEADER: &str = "x-archbench-token";
+/// How long one API call may take.
+const API_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long a load Job may live at most: the wait for its workers, the start, the run and
+/// the finish, with a minute to spare.
+fn job_deadline(how: &InCluster, load: &WholeLoad) -> Duration {
+    how.ready_timeout
+        .saturating_add(start_ahead(how.workers))
+        .saturating_add(load.duration)
+        .saturating_add(load.timeout)
+        .saturating_add(FINISH_GRACE)
+        .saturating_add(Duration::from_secs(60))
+}
 
 /// How far ahead of "all ready" the common start instant is set: room for the start to reach
 /// every worker through the API server, one request each.
@@ -59,7 +80,8 @@ pub struct InCluster {
     pub ready_timeout: Duration,
 }
 
-/// The load each target gets, all workers together (the plan's whole-load figures).
+/// The load each target gets: connections, rate and duration of all workers together;
+/// threads per worker.
 #[derive(Debug, Clone)]
 pub struct WholeLoad {
     pub connections: u64,
@@ -103,6 +125,7 @@ pub fn job(
     name: &str,
     how: &InCluster,
     load: &WholeLoad,
+    token: &str,
 ) -> Job {
     // The ClusterIP itself, with the service's name as Host: the static image has no
     // resolver libraries, and nothing depends on the cluster's DNS mid-run.
@@ -133,6 +156,12 @@ pub fn job(
         // cannot all bind 0.0.0.0 at one port.
         "--control".into(),
         format!("$(POD_IP):{CONTROL_PORT}"),
+        // Outlives the wait for every worker, so an early one is still there at the start.
+        "--start-timeout".into(),
+        format!(
+            "{}s",
+            (how.ready_timeout + start_ahead(how.workers)).as_secs() + 60
+        ),
     ];
     if let Some(r) = load.rate {
         args.extend(["--rate".into(), r.to_string()]);
@@ -177,9 +206,15 @@ pub fn job(
             completion_mode: Some("Indexed".into()),
             completions: Some(how.workers as i32),
             parallelism: Some(how.workers as i32),
-            // A failed worker's share is reported lost, not retried: a late replacement would
-            // never get the start instant.
-            backoff_limit: Some(how.workers as i32),
+            // A failed worker's share is reported lost, not retried (a replacement would never
+            // get the start instant), and its failure leaves the other indexes running.
+            backoff_limit_per_index: Some(0),
+            max_failed_indexes: Some(how.workers as i32),
+            // Bounded even if archbench is killed before it deletes the Job.
+            active_deadline_seconds: Some(
+                i64::try_from(job_deadline(how, load).as_secs()).unwrap_or(i64::MAX),
+            ),
+            ttl_seconds_after_finished: Some(600),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels),
@@ -193,17 +228,35 @@ pub fn job(
                         name: "archbench".into(),
                         image: Some(how.image.clone()),
                         args: Some(args),
-                        env: Some(vec![EnvVar {
-                            name: "POD_IP".into(),
-                            value_from: Some(EnvVarSource {
-                                field_ref: Some(ObjectFieldSelector {
-                                    field_path: "status.podIP".into(),
-                                    ..ObjectFieldSelector::default()
+                        env: Some(vec![
+                            EnvVar {
+                                name: "POD_IP".into(),
+                                value_from: Some(EnvVarSource {
+                                    field_ref: Some(ObjectFieldSelector {
+                                        field_path: "status.podIP".into(),
+                                        ..ObjectFieldSelector::default()
+                                    }),
+                                    ..EnvVarSource::default()
                                 }),
-                                ..EnvVarSource::default()
-                            }),
-                            ..EnvVar::default()
-                        }]),
+                                ..EnvVar::default()
+                            },
+                            // Only who knows it (through the API server) starts or stops a
+                            // worker; other pods of the cluster can reach its port too.
+                            EnvVar {
+                                name: TOKEN_ENV.into(),
+                                value: Some(token.to_string()),
+                                ..EnvVar::default()
+                            },
+                        ]),
+                        // Requested, so the scheduler spreads the workers by the CPU they
+                        // use rather than packing them onto one node.
+                        resources: Some(ResourceRequirements {
+                            requests: Some(BTreeMap::from([
+                                ("cpu".to_string(), Quantity(load.threads.to_string())),
+                                ("memory".to_string(), Quantity("64Mi".into())),
+                            ])),
+                            ..ResourceRequirements::default()
+                        }),
                         ports: Some(vec![ContainerPort {
                             container_port: i32::from(CONTROL_PORT),
                             name: Some("control".into()),
@@ -254,7 +307,14 @@ pub fn preview_jobs(setup: &super::Setup, how: &InCluster) -> Vec<Job> {
                 watch: Vec::new(),
             };
             let name = format!("archbench-load-{}", a.name());
-            job(&target, &setup.namespace, &name, how, &load)
+            job(
+                &target,
+                &setup.namespace,
+                &name,
+                how,
+                &load,
+                "generated-per-run",
+            )
         })
         .collect()
 }
@@ -271,18 +331,23 @@ pub fn write_jobs_yaml(jobs: &[Job], out: &mut dyn std::io::Write) -> std::io::R
 async fn control(
     cluster: &Cluster,
     pod: &str,
-    post: Option<String>,
+    post: Option<(&str, &str)>,
     path: &str,
 ) -> Result<String, K8sError> {
     let uri = format!(
         "/api/v1/namespaces/{}/pods/{pod}:{CONTROL_PORT}/proxy{path}",
         cluster.namespace
     );
-    let req = match post {
-        Some(body) => ::http::Request::post(&uri).body(body.into_bytes()),
-        None => ::http::Request::get(&uri).body(Vec::new()),
-    }
-    .map_err(|e| K8sError::Api {
+    let (verb, req) = match post {
+        Some((token, body)) => (
+            "create",
+            ::http::Request::post(&uri)
+                .header(TOKEN_HEADER, token)
+                .body(body.as_bytes().to_vec()),
+        ),
+        None => ("get", ::http::Request::get(&uri).body(Vec::new())),
+    };
+    let req = req.map_err(|e| K8sError::Api {
         what: format!("request to {pod}"),
         message: e.to_string(),
     })?;
@@ -290,7 +355,41 @@ async fn control(
         .client
         .request_text(req)
         .await
-        .map_err(|e| api_error(e, "get", "pods/proxy"))
+        .map_err(|e| api_error(e, verb, "pods/proxy"))
+}
+
+/// One API call on the runtime, bounded: a client without a read timeout would otherwise
+/// wait on a silent API server for ever.
+fn call<T>(
+    runtime: &tokio::runtime::Runtime,
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, K8sError>>,
+) -> Result<T, K8sError> {
+    runtime
+        .block_on(async { tokio::time::timeout(API_DEADLINE, fut).await })
+        .unwrap_or_else(|_| {
+            Err(K8sError::Timeout {
+                seconds: API_DEADLINE.as_secs(),
+                what: what.to_string(),
+                advice: "the API server did not answer; check `kubectl get --raw /readyz`".into(),
+            })
+        })
+}
+
+/// A control token nobody can guess: 128 bits from the kernel.
+fn new_token() -> String {
+    let mut bytes = [0u8; 16];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+    if random.is_err() {
+        // No /dev/urandom: the time and the process, which at least differ per run.
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        bytes = (nanos ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every pod of a job with its completion index (a failed worker's replacement too).
@@ -362,21 +461,48 @@ pub fn run(
         crate::timefmt::compact(SystemTime::now()).to_ascii_lowercase(),
         JOB_SEQUENCE.fetch_add(1, Ordering::Relaxed)
     );
-    let job = job(target, &cluster.namespace, &name, how, load);
-    runtime
-        .block_on(jobs_api.create(&PostParams::default(), &job))
-        .map_err(|e| api_error(e, "create", "jobs.batch"))?;
-    let outcome = run_job(runtime, cluster, target, &name, how, load, progress, stop);
+    let token = new_token();
+    let job = job(target, &cluster.namespace, &name, how, load, &token);
+    call(runtime, "creating the load Job", async {
+        jobs_api
+            .create(&PostParams::default(), &job)
+            .await
+            .map_err(|e| api_error(e, "create", "jobs.batch"))
+    })?;
+    let job = RunningJob {
+        name: &name,
+        token: &token,
+    };
+    let outcome = run_job(runtime, cluster, target, &job, how, load, progress, stop);
     // The Job is ours and done with: a failed worker's replacement would wait for a start
     // that never comes. Background propagation removes its pods too.
-    let deleted = runtime.block_on(jobs_api.delete(&name, &DeleteParams::background()));
-    let mut distributed = outcome?;
-    if let Err(e) = deleted {
-        distributed.leftover = Some(format!(
-            "could not delete Job {name} ({e}); `archbench k8s down` removes it"
-        ));
+    let deleted = call(runtime, "deleting the load Job", async {
+        jobs_api
+            .delete(&name, &DeleteParams::background())
+            .await
+            .map_err(|e| api_error(e, "delete", "jobs.batch"))
+    });
+    let leftover = deleted
+        .err()
+        .map(|e| format!("could not delete Job {name} ({e}); `archbench k8s down` removes it"));
+    match (outcome, leftover) {
+        (Ok(mut d), leftover) => {
+            d.leftover = leftover;
+            Ok(d)
+        }
+        (Err(e), None) => Err(e),
+        // Said on every path: a Job left behind may still be loading nginx.
+        (Err(e), Some(left)) => Err(K8sError::Api {
+            what: e.to_string(),
+            message: left,
+        }),
     }
-    Ok(distributed)
+}
+
+/// The Job of a run: its name and the token its workers take orders with.
+struct RunningJob<'a> {
+    name: &'a str,
+    token: &'a str,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -384,26 +510,38 @@ fn run_job(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
     target: &LoadTarget,
-    name: &str,
+    job: &RunningJob,
     how: &InCluster,
     load: &WholeLoad,
     progress: &(dyn Fn(&str) + Sync),
     stop: &AtomicBool,
 ) -> Result<Distributed, K8sError> {
+    let (name, token) = (job.name, job.token);
     let n = how.workers as usize;
     let label = &target.name;
     // 1. Every worker running and answering on its control endpoint: no one sends before all
-    //    are ready.
+    //    are ready. A list that fails is tried again until the deadline.
     let deadline = Instant::now() + how.ready_timeout;
     let mut ready: BTreeMap<u32, String> = BTreeMap::new();
     let mut told = 0;
+    let mut last_error = None;
     loop {
         if stop.load(Ordering::Relaxed) {
             return Err(K8sError::Interrupted(format!(
                 "waiting for the load workers of {label} (their Job is deleted)"
             )));
         }
-        for (i, p) in runtime.block_on(job_pods(cluster, name))? {
+        let pods = match call(runtime, "listing the load pods", job_pods(cluster, name)) {
+            Ok(pods) => pods,
+            Err(e) => {
+                last_error = Some(e.to_string());
+                Vec::new()
+            }
+        };
+        for (i, p) in pods {
+            if p.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
             if let Some(why) = blocked(&p) {
                 return Err(K8sError::Api {
                     what: format!("load worker {i} of {label} (pod {})", p.name_any()),
@@ -418,10 +556,13 @@ fn run_job(
             }
             let pod = p.name_any();
             if phase(&p) == "Running" && ready.get(&i) != Some(&pod) {
-                if let Ok(text) = runtime.block_on(control(cluster, &pod, None, "/ready")) {
-                    if text.starts_with("ready") {
-                        ready.insert(i, pod);
-                    }
+                let answer = call(
+                    runtime,
+                    "asking a worker",
+                    control(cluster, &pod, None, "/ready"),
+                );
+                if answer.is_ok_and(|text| text.starts_with("ready")) {
+                    ready.insert(i, pod);
                 }
             }
         }
@@ -436,7 +577,11 @@ fn run_job(
             return Err(K8sError::Timeout {
                 seconds: how.ready_timeout.as_secs(),
                 what: format!("the load workers of {label} ({} of {n} ready)", ready.len()),
-                advice: format!("see `kubectl get pods -n {} -l {JOB_LABEL}={name}`; fewer --workers or a --node-selector may help", cluster.namespace),
+                advice: format!(
+                    "see `kubectl get pods -n {} -l {JOB_LABEL}={name}`{}; fewer --workers or a --node-selector may help",
+                    cluster.namespace,
+                    last_error.map(|e| format!(" (last API error: {e})")).unwrap_or_default()
+                ),
             });
         }
         std::thread::sleep(POLL);
@@ -454,48 +599,118 @@ fn run_job(
             what: format!("watch the nginx pods of {label}"),
             message: e.to_string(),
         })?;
-    // 3. One start instant for all.
+    let mut monitors = Some(monitors);
+    // 3. One start instant for all, sent to many workers at once (one at a time, a thousand
+    //    would take longer than the lead). A worker the start does not reach is lost.
     let at = crate::timefmt::rfc3339_micros(start_wall);
-    for pod in ready.values() {
-        runtime.block_on(control(cluster, pod, Some(at.clone()), "/start"))?;
+    let answers: Vec<(u32, Result<String, K8sError>)> = runtime.block_on(async {
+        use futures::StreamExt as _;
+        futures::stream::iter(ready.iter())
+            .map(|(&i, pod)| {
+                let at = at.as_str();
+                async move {
+                    let sent = tokio::time::timeout(
+                        API_DEADLINE,
+                        control(cluster, pod, Some((token, at)), "/start"),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(K8sError::Api {
+                            what: "the start".into(),
+                            message: "no answer".into(),
+                        })
+                    });
+                    (i, sent)
+                }
+            })
+            .buffer_unordered(START_FANOUT)
+            .collect()
+            .await
+    });
+    let mut lost = Vec::new();
+    for (i, answer) in answers {
+        if let Err(e) = answer {
+            if let Some(pod) = ready.remove(&i) {
+                lost.push(lost_worker(
+                    i,
+                    &pod,
+                    format!("the start did not reach it: {e}"),
+                    how,
+                    load,
+                ));
+            }
+        }
     }
-    progress(&format!("{label}: {n} load workers start at {at}"));
+    if ready.is_empty() {
+        return Err(K8sError::Api {
+            what: format!("starting the load workers of {label}"),
+            message: lost
+                .iter()
+                .map(|l| l.reason.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    if Instant::now() > start + crate::engine::START_GRACE {
+        progress(&format!(
+            "{label}: the start reached the last workers after it had passed; they started out of phase"
+        ));
+    }
+    progress(&format!(
+        "{label}: {} load workers start at {at}",
+        ready.len()
+    ));
     // 4. Until every started worker has ended, bounded; Ctrl-C stops them, and what they
-    //    measured is still collected.
-    let mut end = start + load.duration + load.timeout + FINISH_GRACE;
+    //    measured is still collected. The nginx pods' figures cover the run, not the wait
+    //    for stragglers.
+    let load_end = start.max(Instant::now()) + load.duration;
+    let mut end = load_end + load.timeout + FINISH_GRACE;
     let mut interrupted = false;
     let mut finals: BTreeMap<u32, Pod> = BTreeMap::new();
+    let mut usage: Vec<ServerUsage> = Vec::new();
     loop {
         if stop.load(Ordering::Relaxed) && !interrupted {
             interrupted = true;
             for pod in ready.values() {
-                let _ = runtime.block_on(control(cluster, pod, Some(String::new()), "/stop"));
+                let _ = call(
+                    runtime,
+                    "stopping a worker",
+                    control(cluster, pod, Some((token, "")), "/stop"),
+                );
             }
             end = end.min(Instant::now() + load.timeout + FINISH_GRACE);
         }
-        for (i, p) in runtime.block_on(job_pods(cluster, name))? {
-            // Only the pod that was started counts: a replacement never got the start.
-            if ready.get(&i) == Some(&p.name_any()) && matches!(phase(&p), "Succeeded" | "Failed") {
-                finals.insert(i, p);
+        if let Ok(pods) = call(runtime, "listing the load pods", job_pods(cluster, name)) {
+            for (i, p) in pods {
+                // Only the pod that was started counts: a replacement never got the start.
+                if ready.get(&i) == Some(&p.name_any())
+                    && matches!(phase(&p), "Succeeded" | "Failed")
+                {
+                    finals.insert(i, p);
+                }
             }
         }
-        if finals.len() == n || Instant::now() >= end {
+        let done = finals.len() == ready.len() || Instant::now() >= end;
+        if done || interrupted || Instant::now() >= load_end {
+            if let Some(ms) = monitors.take() {
+                usage = ms.into_iter().map(Monitor::finish).collect();
+            }
+        }
+        if done {
             break;
         }
         std::thread::sleep(POLL);
     }
-    let usage: Vec<ServerUsage> = monitors.into_iter().map(Monitor::finish).collect();
     // 5. Each worker's result from its log; the missing ones named with their share.
     let pods_api: Api<Pod> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
     let mut results = Vec::new();
-    let mut lost = Vec::new();
     for (&i, pod) in &ready {
-        let share = Part {
-            index: i,
-            count: how.workers,
-        }
-        .share(load.connections);
-        let log = runtime.block_on(pods_api.logs(pod, &LogParams::default()));
+        let log = call(runtime, "reading a worker's log", async {
+            pods_api
+                .logs(pod, &LogParams::default())
+                .await
+                .map_err(|e| api_error(e, "get", "pods/log"))
+        });
         // Checked and its start noted now; merged below from the text again, one worker's
         // histograms in memory at a time.
         let line = log.as_ref().ok().and_then(|log| {
@@ -523,14 +738,7 @@ fn run_job(
                 Ok(_) => "it did not end in time".into(),
             },
         };
-        lost.push(LostSource {
-            name: worker_name(i, pod),
-            reason,
-            connections: share,
-            rate: load
-                .rate
-                .map(|r| r * share as f64 / load.connections.max(1) as f64),
-        });
+        lost.push(lost_worker(i, pod, reason, how, load));
     }
     if results.is_empty() {
         return Err(K8sError::Api {
@@ -585,6 +793,29 @@ fn run_job(
             .collect(),
         leftover: None,
     })
+}
+
+/// A worker whose result never came, with its share of the load.
+fn lost_worker(
+    index: u32,
+    pod: &str,
+    reason: String,
+    how: &InCluster,
+    load: &WholeLoad,
+) -> LostSource {
+    let share = Part {
+        index,
+        count: how.workers,
+    }
+    .share(load.connections);
+    LostSource {
+        name: worker_name(index, pod),
+        reason,
+        connections: share,
+        rate: load
+            .rate
+            .map(|r| r * share as f64 / load.connections.max(1) as f64),
+    }
 }
 
 fn worker_name(index: u32, pod: &str) -> String {
@@ -688,9 +919,18 @@ mod tests {
 
     #[test]
     fn the_job_is_indexed_each_worker_takes_its_part_and_stays_off_nginx_nodes() {
-        let job = serde_json::to_value(job(&target(), "nginx", "j", &how(None), &LOAD)).unwrap();
+        let job =
+            serde_json::to_value(job(&target(), "nginx", "j", &how(None), &LOAD, "t0k")).unwrap();
         let spec = &job["spec"];
         assert_eq!(spec["completionMode"], "Indexed");
+        // A failed worker is not replaced, and the Job ends by itself even if archbench dies.
+        assert_eq!(spec["backoffLimitPerIndex"], 0);
+        assert_eq!(spec["maxFailedIndexes"], 4);
+        let deadline = spec["activeDeadlineSeconds"].as_u64().unwrap();
+        assert!(
+            (60 + 30 + 2..60 + 30 + 2 + 200).contains(&deadline),
+            "{deadline}"
+        );
         assert_eq!(spec["completions"], 4);
         assert_eq!(spec["parallelism"], 4);
         let pod = &spec["template"]["spec"];
@@ -722,15 +962,9 @@ mod tests {
             c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
             "status.podIP"
         );
-        // The arguments parse as the agent's own command line.
-        let words: Vec<String> = std::iter::once("archbench".to_string())
-            .chain(args.iter().map(|a| {
-                a.replace("$(JOB_COMPLETION_INDEX)", "3")
-                    .replace("$(POD_IP)", "10.0.0.7")
-            }))
-            .collect();
-        let parsed = <crate::cli::Cli as clap::Parser>::try_parse_from(words);
-        assert!(parsed.is_ok(), "{parsed:?}");
+        assert_eq!(c["env"][1]["name"], TOKEN_ENV);
+        assert_eq!(c["env"][1]["value"], "t0k");
+        assert_eq!(c["resources"]["requests"]["cpu"], "2");
         let term = &pod["affinity"]["podAntiAffinity"]
             ["requiredDuringSchedulingIgnoredDuringExecution"][0];
         assert_eq!(
@@ -749,7 +983,8 @@ mod tests {
     #[test]
     fn a_node_selector_replaces_the_anti_affinity() {
         let sel = Some(("agentpool".to_string(), "load".to_string()));
-        let job = serde_json::to_value(job(&target(), "nginx", "j", &how(sel), &LOAD)).unwrap();
+        let job =
+            serde_json::to_value(job(&target(), "nginx", "j", &how(sel), &LOAD, "t0k")).unwrap();
         let pod = &job["spec"]["template"]["spec"];
         assert_eq!(pod["nodeSelector"]["agentpool"], "load");
         assert!(pod.get("affinity").is_none());

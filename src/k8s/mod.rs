@@ -30,6 +30,7 @@ pub use client::{Cluster, ClusterOptions};
 pub use curl::{fetch, split, Fetched};
 pub use distributed::{
     Distributed, InCluster, WholeLoad, CONTROL_PORT, JOB_LABEL, MAX_WORKERS, RESULT_PREFIX,
+    TOKEN_ENV, TOKEN_HEADER,
 };
 pub use inspect::{fingerprint, write_fingerprints, ArchFingerprint};
 pub use load::{targets, LoadSelection, LoadTarget, Vantage};

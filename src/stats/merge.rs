@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use thiserror::Error;
 
 use super::recorder::{IncompatibleHistograms, Recorder};
-use super::result::{ClientUsage, PlanSummary, RunResult, RunTimes, SourceRun};
+use super::result::{ClientUsage, PartSummary, PlanSummary, RunResult, RunTimes, SourceRun};
 use crate::timefmt;
 
 #[derive(Debug, Error)]
@@ -189,15 +189,36 @@ impl Merger {
     }
 }
 
-/// Start skew of the sources: latest first send minus earliest, when all of them sent.
+/// Start skew of the sources: latest first send minus earliest, each less its place in the
+/// open-loop schedule (part I's first request is due I/rate after the start), when all of
+/// them sent.
 pub fn start_skew(r: &RunResult) -> Option<Duration> {
     let sends: Vec<SystemTime> = r
         .sources
         .iter()
-        .map(|s| s.first_send_at.as_deref().and_then(timefmt::parse_rfc3339))
+        .map(first_send_vs_schedule)
         .collect::<Option<_>>()?;
     let (lo, hi) = (sends.iter().min()?, sends.iter().max()?);
     hi.duration_since(*lo).ok()
+}
+
+/// A source's first send, less when the schedule had it due after the start (open loop).
+pub fn first_send_vs_schedule(s: &SourceRun) -> Option<SystemTime> {
+    let sent = s
+        .first_send_at
+        .as_deref()
+        .and_then(timefmt::parse_rfc3339)?;
+    let due = match &s.plan.part {
+        Some(PartSummary {
+            index,
+            rate: Some(rate),
+            ..
+        }) if *rate > 0.0 => {
+            Duration::try_from_secs_f64(f64::from(*index) / rate).unwrap_or_default()
+        }
+        _ => Duration::ZERO,
+    };
+    Some(sent.checked_sub(due).unwrap_or(sent))
 }
 
 fn add<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {

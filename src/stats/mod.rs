@@ -15,7 +15,8 @@ pub use histogram::{
     SerializedHistogram,
 };
 pub use merge::{
-    merge_results, same_load, start_skew, started_at, MergeError, Merger, NamedResult,
+    first_send_vs_schedule, merge_results, same_load, start_skew, started_at, MergeError, Merger,
+    NamedResult,
 };
 pub use recorder::{
     ErrorKind, IncompatibleHistograms, Recorder, ResponseTimes, SecondSample, MAX_SERIES,

@@ -971,3 +971,76 @@ fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--control nowhere"), "{}", stderr(&o));
 }
+
+/// One HTTP/1.1 request to a worker's control endpoint: the status code and body.
+fn control_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PROMPTLY)).unwrap();
+    let token = token
+        .map(|t| format!("X-Archbench-Token: {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{token}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (
+        status,
+        text.split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string(),
+    )
+}
+
+#[test]
+fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
+    let server = crate::util::ServeChild::start(&[]);
+    let mut child = bin()
+        .args(["agent", &server.url, "-c", "2", "-d", "1s", "--part", "1/2"])
+        .args(["--control", "127.0.0.1:0"])
+        .env("ARCHBENCH_CONTROL_TOKEN", "s3cret")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    let line = err.wait_for("waiting for its start on ", PROMPTLY);
+    let addr = line.rsplit(' ').next().unwrap().trim().to_string();
+    assert_eq!(
+        control_request(&addr, "GET", "/ready", None, ""),
+        (200, "ready 1/2\n".into())
+    );
+    // Without the token (any pod can reach the port), or with another, nothing starts.
+    let soon = archbench::timefmt::rfc3339_micros(std::time::SystemTime::now());
+    assert_eq!(control_request(&addr, "POST", "/start", None, &soon).0, 403);
+    assert_eq!(
+        control_request(&addr, "POST", "/start", Some("guess"), &soon).0,
+        403
+    );
+    assert_eq!(control_request(&addr, "GET", "/result", None, "").0, 503);
+    let (status, text) = control_request(&addr, "POST", "/start", Some("s3cret"), &soon);
+    assert_eq!(status, 200, "{text}");
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let json = out
+        .lines()
+        .find_map(|l| l.strip_prefix(archbench::k8s::RESULT_PREFIX))
+        .unwrap_or_else(|| panic!("no result line in {out}"));
+    let r: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert!(r["totals"]["requests"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["plan"]["part"]["index"], 1);
+    assert_eq!(r["plan"]["connections"], 1);
+    assert_eq!(r["started_at"], soon.as_str());
+}

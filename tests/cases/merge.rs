@@ -280,3 +280,32 @@ fn a_thousand_worker_results_merge_exactly() {
     }
     assert_eq!(histogram(&m, "total").len(), all.len());
 }
+
+/// `merge` reads its sources twice (to hold one source's histograms at a time); what cannot
+/// be read twice — a pipe, as `<(ssh host cat r.json)` gives — is kept from the first read.
+#[test]
+fn results_from_pipes_merge_like_files() {
+    use crate::util::synthetic::worker_result;
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..2 {
+        let r = worker_result(i, 2, 50, 5, 0);
+        std::fs::write(
+            dir.path().join(format!("w{i}.json")),
+            serde_json::to_vec(&r).unwrap(),
+        )
+        .unwrap();
+    }
+    let o = std::process::Command::new("bash")
+        .current_dir(dir.path())
+        .arg("-c")
+        .arg(format!(
+            "{} merge <(cat w0.json) <(cat w1.json) -o json",
+            env!("CARGO_BIN_EXE_archbench")
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(m["totals"]["requests"], 100);
+    assert_eq!(m["sources"].as_array().unwrap().len(), 2);
+}
