@@ -15,5 +15,6 @@ pub mod nginx;
 pub mod os;
 pub mod report;
 pub mod serve;
+pub mod slo;
 pub mod stats;
 pub mod timefmt;

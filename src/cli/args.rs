@@ -92,6 +92,11 @@ pub struct LoadArgs {
     /// context-switches, page-faults, cpu-migrations, rHEX).
     #[arg(long, value_delimiter = ',')]
     pub perf: Vec<crate::monitor::perf::PerfEvent>,
+    /// Objectives to judge the run by, comma-separated: p50/p90/p99/p99.9/max/mean < TIME,
+    /// errors < N or N%, rps >= N (e.g. 'p99<10ms,errors<0.1%'); one failed makes the exit
+    /// status 1 (for compare: judged on each target's medians).
+    #[arg(long, value_parser = super::values::slo)]
+    pub slo: Option<crate::slo::Slo>,
 }
 
 #[derive(Debug, Args)]

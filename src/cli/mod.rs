@@ -411,7 +411,10 @@ fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let mut progress = ProgressLine::new(!a.quiet && a.output == OutputFormat::Text);
     let result = execute(&plan, &watch, &signals.stop, |p| progress.update(p));
     progress.finish();
-    let result = result?;
+    let mut result = result?;
+    if let Some(slo) = &a.load.slo {
+        result.slo = Some(slo.judge_run(&result));
+    }
     if let Some(at) = plan.start_at {
         // Within the grace the part keeps --start-at as its clock (its first sends are late,
         // and send lateness shows it); beyond it, it started late and out of phase.
@@ -437,7 +440,36 @@ fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         );
         return Ok(EXIT_FAILURE);
     }
+    if !result.interrupted && slo_failed(std::slice::from_ref(&("run", result.slo.as_ref()))) {
+        return Ok(EXIT_FAILURE);
+    }
     Ok(finish_code(&result, signals))
+}
+
+/// Says on stderr which objectives failed, per target; true when any did.
+fn slo_failed(outcomes: &[(&str, Option<&crate::stats::SloOutcome>)]) -> bool {
+    let mut failed = false;
+    for (name, outcome) in outcomes {
+        let Some(o) = outcome.filter(|o| !o.passed) else {
+            continue;
+        };
+        failed = true;
+        let which: Vec<String> = o
+            .conditions
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| match c.measured {
+                Some(v) => format!(
+                    "{} (measured {})",
+                    c.condition,
+                    crate::report::slo_figure(v, &c.unit)
+                ),
+                None => format!("{} (nothing to measure)", c.condition),
+            })
+            .collect();
+        eprintln!("archbench: {name}: SLO not met: {}", which.join(", "));
+    }
+    failed
 }
 
 fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
@@ -536,7 +568,7 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
         Ok(())
     };
-    let result = crate::compare::run(
+    let mut result = crate::compare::run(
         &plan,
         commands,
         &signals.stop,
@@ -544,13 +576,24 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         &mut on_run,
         &mut save_so_far,
     )?;
+    if let Some(slo) = &a.load.slo {
+        result.slo = result.judge_slo(slo);
+    }
     save_so_far(&result)?;
     if let Some(p) = &a.markdown {
         write_markdown(&result, p)?;
     }
     write_stdout(|out| crate::report::ComparisonReport.write(&result, out))?;
-    Ok(if result.interrupted {
-        signals.exit_code()
+    if result.interrupted {
+        return Ok(signals.exit_code());
+    }
+    let outcomes: Vec<(&str, Option<&crate::stats::SloOutcome>)> = result
+        .slo
+        .iter()
+        .map(|t| (t.name.as_str(), Some(&t.outcome)))
+        .collect();
+    Ok(if slo_failed(&outcomes) {
+        EXIT_FAILURE
     } else {
         0
     })

@@ -81,6 +81,16 @@ pub struct ComparisonResult {
     pub targets: Vec<TargetRuns>,
     /// Per metric: medians, spreads and verdicts against the baseline (the first target).
     pub metrics: Vec<MetricComparison>,
+    /// Per target, how its medians fared against `--slo`, when one was given.
+    #[serde(default)]
+    pub slo: Vec<TargetSlo>,
+}
+
+/// One target's objectives, judged on the medians of its complete runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetSlo {
+    pub name: String,
+    pub outcome: crate::stats::SloOutcome,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -130,6 +140,33 @@ pub struct Delta {
     /// Why there is no verdict: one run, or too few runs to ever reach ALPHA.
     #[serde(default)]
     pub no_verdict: Option<String>,
+}
+
+impl TargetRuns {
+    /// The runs medians and verdicts are taken over: complete ones (not cut short, no worker
+    /// lost), unless none completed: then what was measured is all there is, and the report
+    /// says why it is short.
+    pub fn judged(&self) -> impl Iterator<Item = &RunResult> {
+        let whole = |r: &RunResult| !r.interrupted && r.lost_sources.is_empty();
+        let any_whole = self.runs.iter().any(&whole);
+        self.runs.iter().filter(move |r| !any_whole || whole(r))
+    }
+}
+
+impl ComparisonResult {
+    /// Each target's objectives, judged on the medians of its judged runs.
+    pub fn judge_slo(&self, slo: &crate::slo::Slo) -> Vec<TargetSlo> {
+        self.targets
+            .iter()
+            .map(|t| TargetSlo {
+                name: t.name.clone(),
+                outcome: slo.judge(|metric| {
+                    let values: Vec<f64> = t.judged().filter_map(|r| metric.measure(r)).collect();
+                    (!values.is_empty()).then(|| stats::median(&values))
+                }),
+            })
+            .collect()
+    }
 }
 
 /// Runs needed on each side for Mann-Whitney U to be able to reach ALPHA.
@@ -257,6 +294,7 @@ impl ComparisonResult {
                 })
                 .collect(),
             metrics: Vec::new(),
+            slo: Vec::new(),
         }
     }
 
@@ -284,18 +322,7 @@ impl ComparisonResult {
                 let values: Vec<Vec<f64>> = self
                     .targets
                     .iter()
-                    .map(|t| {
-                        // Complete runs only (not cut short, no worker lost), unless none
-                        // completed: then what was measured is all there is, and the report
-                        // says why it is short.
-                        let whole = |r: &&RunResult| !r.interrupted && r.lost_sources.is_empty();
-                        let any_whole = t.runs.iter().any(|r| whole(&r));
-                        t.runs
-                            .iter()
-                            .filter(|r| !any_whole || whole(r))
-                            .filter_map(|r| (m.read)(r))
-                            .collect()
-                    })
+                    .map(|t| t.judged().filter_map(|r| (m.read)(r)).collect())
                     .collect();
                 if values.iter().all(Vec::is_empty) {
                     return None;

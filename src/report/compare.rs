@@ -106,6 +106,9 @@ impl ComparisonReport {
         for why in c.no_verdict_reasons() {
             writeln!(out, "  No verdict: {why}.")?;
         }
+        for t in &c.slo {
+            super::write_slo(&format!("SLO {}", t.name), &t.outcome, out)?;
+        }
         if let Some(env) = c
             .targets
             .first()

@@ -15,7 +15,7 @@ pub use ab::AbReport;
 pub use compare::ComparisonReport;
 pub use markdown::MarkdownReport;
 pub use text::{ports_note, TextReport};
-pub use units::bytes_iec;
+pub use units::{bytes_iec, slo_figure};
 pub use wrk::WrkReport;
 
 use crate::stats::RunResult;
@@ -56,4 +56,24 @@ pub fn save_json_value<T: serde::Serialize>(doc: &T, path: &std::path::Path) -> 
         f.get_ref().sync_all()?;
     }
     std::fs::rename(&tmp, path)
+}
+
+/// One line per objective: the condition, the figure measured, pass or FAIL.
+pub fn write_slo(
+    label: &str,
+    o: &crate::stats::SloOutcome,
+    out: &mut dyn io::Write,
+) -> io::Result<()> {
+    for c in &o.conditions {
+        let measured = c
+            .measured
+            .map_or("nothing to measure".to_string(), |v| slo_figure(v, &c.unit));
+        let verdict = if c.passed { "pass" } else { "FAIL" };
+        writeln!(
+            out,
+            "  {label:<10} {:<16} {measured:>14}  {verdict}",
+            c.condition
+        )?;
+    }
+    Ok(())
 }

@@ -207,6 +207,9 @@ impl Report for TextReport {
         if !r.limiter.reason.is_empty() {
             writeln!(out, "  Limiter    {}", r.limiter.reason)?;
         }
+        if let Some(slo) = &r.slo {
+            super::write_slo("SLO", slo, out)?;
+        }
         if !r.sources.is_empty() {
             let skew = r
                 .start_skew_s

@@ -106,6 +106,17 @@ pub fn bytes_iec(n: f64) -> String {
     }
 }
 
+/// A figure judged by an objective, in its unit: latencies as wrk prints them (8.21ms),
+/// rates with two decimals, counts grouped.
+pub fn slo_figure(v: f64, unit: &str) -> String {
+    match unit {
+        "µs" => wrk_time_us(v),
+        "%" => format!("{v:.3}%"),
+        "req/s" => format!("{} req/s", grouped(v.round() as u64)),
+        _ => format!("{} {unit}", grouped(v.round() as u64)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

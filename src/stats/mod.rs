@@ -22,8 +22,9 @@ pub use recorder::{
     ErrorKind, IncompatibleHistograms, Recorder, ResponseTimes, SecondSample, MAX_SERIES,
 };
 pub use result::{
-    ClientUsage, Environment, ErrorCounts, Histograms, LatencySummaries, Limiter, LimiterSide,
-    LostSource, PacingSummary, PartSummary, PlanSummary, ResponseInfo, RunResult, RunTimes,
-    SourceRun, Totals, READABLE_RESULT_VERSIONS, RESULT_KIND, RESULT_SCHEMA_VERSION,
+    ClientUsage, ConditionOutcome, Environment, ErrorCounts, Histograms, LatencySummaries, Limiter,
+    LimiterSide, LostSource, PacingSummary, PartSummary, PlanSummary, ResponseInfo, RunResult,
+    RunTimes, SloOutcome, SourceRun, Totals, READABLE_RESULT_VERSIONS, RESULT_KIND,
+    RESULT_SCHEMA_VERSION,
 };
 pub use server::{CounterValue, SamplingStopped, ServerFingerprint, ServerUsage};

@@ -74,6 +74,26 @@ pub struct RunResult {
     /// together the sources started), when every source sent.
     #[serde(default)]
     pub start_skew_s: Option<f64>,
+    /// How the run fared against `--slo`, when one was given.
+    #[serde(default)]
+    pub slo: Option<SloOutcome>,
+}
+
+/// How one condition fared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConditionOutcome {
+    pub condition: String,
+    /// The figure judged, in `unit`; None when the run has none (no request answered).
+    pub measured: Option<f64>,
+    pub unit: String,
+    pub passed: bool,
+}
+
+/// How a run (or a target's runs) fared against every condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloOutcome {
+    pub passed: bool,
+    pub conditions: Vec<ConditionOutcome>,
 }
 
 /// A worker of a distributed run whose result never came.
@@ -473,6 +493,7 @@ impl RunResult {
             sources: Vec::new(),
             lost_sources: Vec::new(),
             start_skew_s: None,
+            slo: None,
         }
     }
 

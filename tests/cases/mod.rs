@@ -8,3 +8,4 @@ mod layouts;
 mod merge;
 mod nginx;
 mod open_loop;
+mod slo;

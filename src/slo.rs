@@ -1,0 +1,204 @@
+//! Service-level objectives (`--slo 'p99<10ms,errors<0.1%'`, k6's thresholds): conditions on
+//! latency percentiles, the error rate and throughput, judged on a run's figures (or, in a
+//! comparison, on each target's medians), so a CI job can gate on them: any condition failed
+//! makes the exit status 1.
+
+use crate::stats::{ConditionOutcome, RunResult, SloOutcome};
+
+/// What a condition is on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SloMetric {
+    /// A percentile of the total latency (µs): 50, 90, 99, 99.9, 99.99, or 100 for the max.
+    Percentile(f64),
+    /// The mean latency (µs).
+    Mean,
+    /// Failed requests (transport failures plus answers outside 2xx/3xx), in % of attempted.
+    ErrorRate,
+    /// Failed requests, counted.
+    Errors,
+    /// Answered requests per second.
+    Throughput,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    Below,
+    AtMost,
+    Above,
+    AtLeast,
+}
+
+impl Comparison {
+    pub fn holds(self, measured: f64, threshold: f64) -> bool {
+        match self {
+            Comparison::Below => measured < threshold,
+            Comparison::AtMost => measured <= threshold,
+            Comparison::Above => measured > threshold,
+            Comparison::AtLeast => measured >= threshold,
+        }
+    }
+}
+
+/// One condition as typed, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// As the user wrote it (`p99<10ms`).
+    pub text: String,
+    pub metric: SloMetric,
+    pub comparison: Comparison,
+    /// In the metric's own unit: µs, %, a count, or requests per second.
+    pub threshold: f64,
+}
+
+/// Every condition of one `--slo`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Slo {
+    pub conditions: Vec<Condition>,
+}
+
+impl SloMetric {
+    /// This metric's figure in `r`, in the metric's unit.
+    pub fn measure(self, r: &RunResult) -> Option<f64> {
+        let t = &r.latency.total;
+        let answered = r.totals.requests > 0;
+        let failed = r.totals.errors + r.totals.non_2xx_3xx;
+        Some(match self {
+            SloMetric::Percentile(p) if answered => {
+                (match p {
+                    p if p >= 100.0 => t.max_us,
+                    p if p >= 99.99 => t.p99_99_us,
+                    p if p >= 99.9 => t.p99_9_us,
+                    p if p >= 99.0 => t.p99_us,
+                    p if p >= 90.0 => t.p90_us,
+                    p if p >= 75.0 => t.p75_us,
+                    _ => t.p50_us,
+                }) as f64
+            }
+            SloMetric::Mean if answered => t.mean_us,
+            SloMetric::Percentile(_) | SloMetric::Mean => return None,
+            SloMetric::ErrorRate if r.totals.attempted == 0 => return None,
+            SloMetric::ErrorRate => failed as f64 * 100.0 / r.totals.attempted as f64,
+            SloMetric::Errors => failed as f64,
+            SloMetric::Throughput => r.totals.requests_per_sec,
+        })
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            SloMetric::Percentile(_) | SloMetric::Mean => "µs",
+            SloMetric::ErrorRate => "%",
+            SloMetric::Errors => "errors",
+            SloMetric::Throughput => "req/s",
+        }
+    }
+}
+
+/// The percentiles a condition may name (those every result stores), and their names.
+pub const PERCENTILES: [(&str, f64); 7] = [
+    ("p50", 50.0),
+    ("p75", 75.0),
+    ("p90", 90.0),
+    ("p99", 99.0),
+    ("p99.9", 99.9),
+    ("p99.99", 99.99),
+    ("max", 100.0),
+];
+
+impl Slo {
+    /// Judges every condition on the figure `measure` gives for it.
+    pub fn judge(&self, measure: impl Fn(SloMetric) -> Option<f64>) -> SloOutcome {
+        let conditions: Vec<ConditionOutcome> = self
+            .conditions
+            .iter()
+            .map(|c| {
+                let measured = measure(c.metric).filter(|v| v.is_finite());
+                ConditionOutcome {
+                    condition: c.text.clone(),
+                    measured,
+                    unit: c.metric.unit().to_string(),
+                    // Nothing to judge (no request answered) fails: an SLO is a promise.
+                    passed: measured.is_some_and(|v| c.comparison.holds(v, c.threshold)),
+                }
+            })
+            .collect();
+        SloOutcome {
+            passed: conditions.iter().all(|c| c.passed),
+            conditions,
+        }
+    }
+
+    /// Judges one run.
+    pub fn judge_run(&self, r: &RunResult) -> SloOutcome {
+        self.judge(|m| m.measure(r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(p99_us: u64, requests: u64, errors: u64, non_2xx: u64, rps: f64) -> RunResult {
+        let mut r = RunResult::from_recording(
+            crate::stats::Recorder::new(None),
+            crate::stats::PlanSummary::default(),
+            crate::stats::Environment::default(),
+            crate::stats::RunTimes {
+                started_at: std::time::SystemTime::UNIX_EPOCH,
+                first_send_at: None,
+                elapsed_s: 1.0,
+                interrupted: false,
+            },
+        );
+        r.latency.total.p99_us = p99_us;
+        r.totals.requests = requests;
+        r.totals.errors = errors;
+        r.totals.non_2xx_3xx = non_2xx;
+        r.totals.attempted = requests + errors;
+        r.totals.requests_per_sec = rps;
+        r
+    }
+
+    #[test]
+    fn a_run_passes_only_when_every_condition_holds() {
+        let c = |text: &str, metric, comparison, threshold| Condition {
+            text: text.into(),
+            metric,
+            comparison,
+            threshold,
+        };
+        let slo = Slo {
+            conditions: vec![
+                c(
+                    "p99<10ms",
+                    SloMetric::Percentile(99.0),
+                    Comparison::Below,
+                    10_000.0,
+                ),
+                c("errors<1%", SloMetric::ErrorRate, Comparison::Below, 1.0),
+                c(
+                    "rps>=900",
+                    SloMetric::Throughput,
+                    Comparison::AtLeast,
+                    900.0,
+                ),
+            ],
+        };
+        let good = slo.judge_run(&run(9_999, 1000, 0, 5, 1000.0));
+        assert!(good.passed, "{good:?}");
+        assert_eq!(good.conditions[1].measured, Some(0.5));
+        // 10 ms is not below 10 ms.
+        let slow = slo.judge_run(&run(10_000, 1000, 0, 0, 1000.0));
+        assert!(!slow.passed);
+        assert_eq!(
+            slow.conditions.iter().map(|c| c.passed).collect::<Vec<_>>(),
+            [false, true, true]
+        );
+        // 5 transport failures and 6 answers of 500 of 1,005 attempted: 1.09%.
+        let failing = slo.judge_run(&run(100, 1000, 5, 6, 1000.0));
+        assert!(!failing.conditions[1].passed, "{failing:?}");
+        // Nothing answered: no latency to judge, which fails.
+        let none = slo.judge_run(&run(0, 0, 10, 0, 0.0));
+        assert_eq!(none.conditions[0].measured, None);
+        assert!(!none.passed);
+    }
+}
