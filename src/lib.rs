@@ -17,4 +17,5 @@ pub mod report;
 pub mod serve;
 pub mod slo;
 pub mod stats;
+pub mod sweep;
 pub mod timefmt;
