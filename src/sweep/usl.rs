@@ -145,8 +145,9 @@ fn gauss(mut m: Vec<Vec<f64>>, mut v: Vec<f64>) -> Option<Vec<f64>> {
         v.swap(col, pivot);
         for row in col + 1..k {
             let f = m[row][col] / m[col][col];
-            for j in col..k {
-                m[row][j] -= f * m[col][j];
+            let (upper, lower) = m.split_at_mut(row);
+            for (x, p) in lower[0][col..].iter_mut().zip(&upper[col][col..]) {
+                *x -= f * p;
             }
             v[row] -= f * v[col];
         }
