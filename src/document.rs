@@ -10,6 +10,7 @@ use crate::compare::{
     ComparisonResult, COMPARISON_KIND, COMPARISON_SCHEMA_VERSION, READABLE_COMPARISON_VERSIONS,
 };
 use crate::stats::{RunResult, READABLE_RESULT_VERSIONS, RESULT_KIND, RESULT_SCHEMA_VERSION};
+use crate::sweep::{SweepResult, READABLE_SWEEP_VERSIONS, SWEEP_KIND, SWEEP_SCHEMA_VERSION};
 
 /// The kinds of document archbench writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +19,8 @@ pub enum DocumentKind {
     Result,
     /// A comparison (`compare --json`, `demo`).
     Comparison,
+    /// A sweep (`sweep --json`).
+    Sweep,
 }
 
 impl DocumentKind {
@@ -25,6 +28,7 @@ impl DocumentKind {
         match name {
             RESULT_KIND => Some(DocumentKind::Result),
             COMPARISON_KIND => Some(DocumentKind::Comparison),
+            SWEEP_KIND => Some(DocumentKind::Sweep),
             _ => None,
         }
     }
@@ -33,6 +37,7 @@ impl DocumentKind {
         match self {
             DocumentKind::Result => RESULT_KIND,
             DocumentKind::Comparison => COMPARISON_KIND,
+            DocumentKind::Sweep => SWEEP_KIND,
         }
     }
 
@@ -40,6 +45,7 @@ impl DocumentKind {
         match self {
             DocumentKind::Result => &READABLE_RESULT_VERSIONS,
             DocumentKind::Comparison => &READABLE_COMPARISON_VERSIONS,
+            DocumentKind::Sweep => &READABLE_SWEEP_VERSIONS,
         }
     }
 
@@ -47,6 +53,7 @@ impl DocumentKind {
         match self {
             DocumentKind::Result => RESULT_SCHEMA_VERSION,
             DocumentKind::Comparison => COMPARISON_SCHEMA_VERSION,
+            DocumentKind::Sweep => SWEEP_SCHEMA_VERSION,
         }
     }
 }
@@ -56,6 +63,7 @@ impl DocumentKind {
 pub enum Document {
     Result(Box<RunResult>),
     Comparison(Box<ComparisonResult>),
+    Sweep(Box<SweepResult>),
 }
 
 impl Document {
@@ -63,6 +71,7 @@ impl Document {
         match self {
             Document::Result(_) => DocumentKind::Result,
             Document::Comparison(_) => DocumentKind::Comparison,
+            Document::Sweep(_) => DocumentKind::Sweep,
         }
     }
 }
@@ -195,5 +204,6 @@ fn read_checked(
         DocumentKind::Comparison => {
             Document::Comparison(serde_json::from_value(value).map_err(invalid)?)
         }
+        DocumentKind::Sweep => Document::Sweep(serde_json::from_value(value).map_err(invalid)?),
     })
 }

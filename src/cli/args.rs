@@ -38,6 +38,10 @@ pub enum Command {
     Demo(DemoArgs),
     /// Merge results of several processes or machines (e.g. `run --part I/N`) into one.
     Merge(MergeArgs),
+    /// The targets at a ladder of loads: connections (closed loop: how much can it do) or
+    /// rates (open loop: what latency at this traffic); each one's knee, when it is past it,
+    /// and how it scales.
+    Sweep(SweepArgs),
     /// The worker of `k8s load --in-cluster`: `run`'s flags, but it starts only when told the
     /// start instant on its control endpoint, then prints its result as one line.
     Agent(AgentArgs),
@@ -58,7 +62,7 @@ pub enum OutputFormat {
 }
 
 /// The flags that shape a load, shared by `run` and `compare` (one definition, one default).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
     /// Concurrent connections (per target).
     #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
@@ -547,6 +551,54 @@ pub struct K8sDownArgs {
     /// How long to wait for everything to be gone.
     #[arg(long, default_value = "5m", value_parser = super::values::duration)]
     pub wait_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Targets as NAME=URL; the first is the baseline.
+    #[arg(required = true, num_args = 1..)]
+    pub targets: Vec<String>,
+    /// Closed loop: the connection counts to step through (1,2,4,8 or 1:512:x2 or 10:100:+10);
+    /// with --rates, one count: the connections of every step [default: 100].
+    #[arg(short = 'c', long, value_parser = super::values::ladder)]
+    pub connections: Option<super::values::Ladder>,
+    /// Open loop: the total rates to step through (1k:50k:x2, 1k:10k:+1k or 1000,2000,5000).
+    #[arg(short = 'r', long, value_parser = super::values::ladder)]
+    pub rates: Option<super::values::Ladder>,
+    /// Worker threads [default: one per core].
+    #[arg(short = 't', long, value_parser = super::values::count)]
+    pub threads: Option<u64>,
+    /// Duration of each run.
+    #[arg(short = 'd', long, default_value = "10s", value_parser = super::values::duration)]
+    pub duration: std::time::Duration,
+    /// Measured runs per target at each step.
+    #[arg(long, default_value = "1", value_parser = super::values::count)]
+    pub runs: u64,
+    /// Do not run and discard a warm-up run per target before the first step.
+    #[arg(long)]
+    pub no_warmup: bool,
+    /// Extra request header, "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
+    pub headers: Vec<(String, String)>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Do not verify TLS certificates.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Sample a target's server: NAME=pid:1234, NAME=name:nginx or NAME=cgroup:PATH.
+    #[arg(long = "watch", value_parser = parse_watch)]
+    pub watch: Vec<crate::monitor::WatchSpec>,
+    /// Objectives each step is judged by (as run's --slo); a target's knee is the highest load
+    /// meeting them, and the exit status is 1 when a target met them at no load.
+    #[arg(long, value_parser = super::values::slo)]
+    pub slo: Option<crate::slo::Slo>,
+    /// Write the sweep (every step's comparison, each target's knee and fit) here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// No per-step progress on stderr.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ mod args;
 mod demo;
 mod k8s;
 mod plan;
+mod sweep;
 mod values;
 
 use std::ffi::OsString;
@@ -61,6 +62,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         .filter(|a| {
             [
                 "run", "wrk", "ab", "compare", "report", "serve", "demo", "merge", "k8s", "agent",
+                "sweep",
             ]
             .contains(a)
         })
@@ -98,6 +100,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Merge(a) => cmd_merge(&a),
         Command::K8s { args } => run_k8s_executable(&args),
         Command::Agent(a) => agent::cmd_agent(&a, &signals),
+        Command::Sweep(a) => sweep::cmd_sweep(&a, &signals),
     };
     match outcome {
         Ok(code) => code,
@@ -611,6 +614,18 @@ fn cmd_report(a: &args::ReportArgs) -> anyhow::Result<i32> {
     let fmt = a.format;
     match crate::document::read(&a.file)? {
         Document::Result(r) => write_stdout(|out| write_result(&r, fmt, out))?,
+        Document::Sweep(sw) => write_stdout(|out| match fmt {
+            args::ReportFormat::Text => crate::report::SweepReport.write(&sw, out),
+            args::ReportFormat::Markdown => {
+                writeln!(out, "```")?;
+                crate::report::SweepReport.write(&sw, out)?;
+                writeln!(out, "```")
+            }
+            args::ReportFormat::Json => {
+                serde_json::to_writer_pretty(&mut *out, &sw)?;
+                writeln!(out)
+            }
+        })?,
         Document::Comparison(c) => write_stdout(|out| match fmt {
             args::ReportFormat::Text => ComparisonReport.write(&c, out),
             args::ReportFormat::Markdown => MarkdownReport.comparison(&c, out),

@@ -379,10 +379,34 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
 /// One plan per `NAME=URL`, the watch specs matched to their targets, and the command line
 /// that reproduces one run of each.
 pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, PlanError> {
-    use crate::compare::{ComparePlan, Contender, Schedule};
-    let runs = runs(a.runs)?;
+    use crate::compare::Schedule;
+    let schedule = if a.sequential {
+        Schedule::Sequential
+    } else if a.parallel {
+        Schedule::Parallel
+    } else {
+        Schedule::Interleave
+    };
+    let load = LoadArgs {
+        duration: Some(a.load.duration.unwrap_or(COMPARE_DURATION)),
+        ..a.load.clone()
+    };
+    targets_plan(&a.targets, &load, a.runs, !a.no_warmup, schedule)
+}
+
+/// The plan of a comparison of `targets` (NAME=URL) under one load (`compare`, and each step
+/// of `sweep`).
+pub fn targets_plan(
+    targets: &[String],
+    load: &LoadArgs,
+    runs_per_target: u64,
+    warmup: bool,
+    schedule: crate::compare::Schedule,
+) -> Result<crate::compare::ComparePlan, PlanError> {
+    use crate::compare::{ComparePlan, Contender};
+    let runs = runs(runs_per_target)?;
     let mut contenders: Vec<Contender> = Vec::new();
-    for t in &a.targets {
+    for t in targets {
         let (name, url) = t
             .split_once('=')
             .filter(|(n, u)| !n.is_empty() && !u.is_empty())
@@ -394,18 +418,14 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
         if contenders.iter().any(|c| c.name == name) {
             return Err(invalid(format!("target name {name:?} is given twice")));
         }
-        let plan = build(PlanInput {
-            duration: Some(a.load.duration.unwrap_or(COMPARE_DURATION)),
-            ..load_input(url, &a.load)
-        })?
-        .resolve()?;
+        let plan = build(load_input(url, load))?.resolve()?;
         contenders.push(Contender {
             name: name.to_string(),
             plan,
             watch: Vec::new(),
         });
     }
-    for w in &with_perf(&a.load.watch, &a.load.perf)? {
+    for w in &with_perf(&load.watch, &load.perf)? {
         let c = contenders
             .iter_mut()
             .find(|c| c.name == w.label)
@@ -417,17 +437,10 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
             })?;
         c.watch.push(std::sync::Arc::new(w.clone()));
     }
-    let schedule = if a.sequential {
-        Schedule::Sequential
-    } else if a.parallel {
-        Schedule::Parallel
-    } else {
-        Schedule::Interleave
-    };
     Ok(ComparePlan {
         contenders,
         runs,
-        warmup: !a.no_warmup,
+        warmup,
         schedule,
     })
 }

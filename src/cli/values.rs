@@ -128,6 +128,74 @@ pub fn label(text: &str) -> Result<(String, String), String> {
     Ok((key.to_string(), value.to_string()))
 }
 
+/// The loads of a sweep, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ladder(pub Vec<f64>);
+
+/// The most steps a ladder may have.
+pub const MAX_LADDER_STEPS: usize = 100;
+
+/// Parses a ladder: `1,2,4,8`, `1:512:x2` (from 1, times 2, up to 512, which ends it even
+/// when the factor skips it) or `1k:10k:+1k` (from 1k in steps of 1k).
+pub fn ladder(text: &str) -> Result<Ladder, String> {
+    let bad = |why: &str| {
+        format!("invalid ladder {text:?}: {why}; use e.g. 1,2,4,8 or 1:512:x2 or 1k:10k:+1k")
+    };
+    let positive = |t: &str| {
+        rate(t)
+            .ok()
+            .filter(|v| *v > 0.0 && *v <= 1e9)
+            .ok_or_else(|| bad(&format!("{t:?} is not a number from 0 to 1G")))
+    };
+    let mut values = Vec::new();
+    let parts: Vec<&str> = text.split(':').collect();
+    match parts.as_slice() {
+        [list] => {
+            for v in list.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+                values.push(positive(v)?);
+            }
+        }
+        [from, to, step] => {
+            let (from, to) = (positive(from)?, positive(to)?);
+            if to < from {
+                return Err(bad("it ends below where it starts"));
+            }
+            let step = step.trim();
+            let next: Box<dyn Fn(f64) -> f64> = if let Some(f) = step.strip_prefix(['x', '*']) {
+                let f = number(f).map_err(|w| bad(&w))?;
+                if f <= 1.0 {
+                    return Err(bad("a factor must be above 1"));
+                }
+                Box::new(move |v| v * f)
+            } else if let Some(d) = step.strip_prefix('+') {
+                let d = positive(d)?;
+                Box::new(move |v| v + d)
+            } else {
+                return Err(bad("the step is xFACTOR or +AMOUNT"));
+            };
+            let mut v = from;
+            while v < to * (1.0 + 1e-9) {
+                values.push(v);
+                if values.len() > MAX_LADDER_STEPS {
+                    break;
+                }
+                v = next(v);
+            }
+            if values.last().is_some_and(|&last| last < to * (1.0 - 1e-9)) {
+                values.push(to);
+            }
+        }
+        _ => return Err(bad("a list, or FROM:TO:STEP")),
+    }
+    if values.is_empty() {
+        return Err(bad("no load in it"));
+    }
+    if values.len() > MAX_LADDER_STEPS {
+        return Err(bad(&format!("more than {MAX_LADDER_STEPS} steps")));
+    }
+    Ok(Ladder(values))
+}
+
 /// Parses `--slo 'p99<10ms,errors<0.1%,rps>=5000'`.
 pub fn slo(text: &str) -> Result<Slo, String> {
     let conditions = text
@@ -284,6 +352,24 @@ mod tests {
             let e = slo(bad).unwrap_err();
             assert!(e.contains("use e.g."), "{bad:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn ladders() {
+        assert_eq!(ladder("1,2,4,8").unwrap().0, [1.0, 2.0, 4.0, 8.0]);
+        assert_eq!(ladder("1:16:x2").unwrap().0, [1.0, 2.0, 4.0, 8.0, 16.0]);
+        // The end is a step even when the factor skips it.
+        assert_eq!(
+            ladder("1k:50k:x2").unwrap().0,
+            [1e3, 2e3, 4e3, 8e3, 16e3, 32e3, 50e3]
+        );
+        assert_eq!(ladder("1k:3k:+1k").unwrap().0, [1e3, 2e3, 3e3]);
+        for bad in [
+            "", "0,1", "-1,2", "8:1:x2", "1:8:x1", "1:8:/2", "1:1G:+1", "1:2", "a,b",
+        ] {
+            let e = ladder(bad).unwrap_err();
+            assert!(e.contains("use e.g."), "{bad:?}: {e}");
         }
     }
 

@@ -5,6 +5,7 @@
 mod ab;
 mod compare;
 mod markdown;
+mod sweep;
 mod text;
 mod units;
 mod wrk;
@@ -14,6 +15,7 @@ use std::io::{self, Write};
 pub use ab::AbReport;
 pub use compare::ComparisonReport;
 pub use markdown::MarkdownReport;
+pub use sweep::SweepReport;
 pub use text::{ports_note, TextReport};
 pub use units::{bytes_iec, slo_figure};
 pub use wrk::WrkReport;

@@ -1,4 +1,356 @@
-//! `archbench sweep`: the same targets at a ladder of loads, to draw how each one scales. This
-//! module holds what a sweep computes from its steps; the ladder runs through `compare`.
+//! `archbench sweep`: the same targets at a ladder of loads (connections, closed loop: "how much
+//! can it do"; or rates, open loop: "what latency at this traffic"), one comparison per step,
+//! to draw how each target scales. This module judges what the steps measured: each target's
+//! figures per step, its knee (the highest load still meeting the SLO), when it is clearly past
+//! it (so the ladder stops for it), and the USL fit of throughput against concurrency. The CLI
+//! runs the steps through `compare`.
 
 pub mod usl;
+
+use serde::{Deserialize, Serialize};
+
+use crate::compare::ComparisonResult;
+
+pub const SWEEP_KIND: &str = "archbench-sweep";
+pub const SWEEP_SCHEMA_VERSION: u32 = 1;
+pub const READABLE_SWEEP_VERSIONS: [u32; 1] = [1];
+
+/// What the ladder varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LadderKind {
+    /// Closed loop: concurrent connections.
+    Connections,
+    /// Open loop: requests per second.
+    Rates,
+}
+
+impl LadderKind {
+    pub fn unit(self) -> &'static str {
+        match self {
+            LadderKind::Connections => "connections",
+            LadderKind::Rates => "req/s offered",
+        }
+    }
+}
+
+/// The whole sweep, as stored (`--json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepResult {
+    /// Always "archbench-sweep".
+    pub kind: String,
+    pub schema_version: u32,
+    pub ladder: LadderKind,
+    /// The loads asked for, in order.
+    pub loads: Vec<f64>,
+    /// Seconds per run.
+    pub duration_s: f64,
+    pub runs_per_step: u64,
+    /// The objectives, as typed.
+    pub slo: Vec<String>,
+    pub interrupted: bool,
+    /// One comparison per load that ran (targets past their knee left out).
+    pub steps: Vec<SweepStep>,
+    pub targets: Vec<TargetSweep>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepStep {
+    pub load: f64,
+    pub comparison: ComparisonResult,
+}
+
+/// One target across the ladder.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetSweep {
+    pub name: String,
+    /// Its figures at each load it ran.
+    pub points: Vec<StepFigures>,
+    /// The highest load meeting the SLO (without one: the lowest load reaching 95% of its best
+    /// throughput, where it saturates), and why.
+    pub knee: Option<f64>,
+    pub knee_reason: String,
+    /// Why the ladder stopped early for it, and after which load.
+    pub stopped: Option<EarlyStop>,
+    /// Connections ladders: the law's fit, or why there is none.
+    pub usl: Option<usl::UslFit>,
+    pub usl_refused: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EarlyStop {
+    pub after: f64,
+    pub reason: String,
+}
+
+/// A target's medians at one load (over its complete runs there).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepFigures {
+    pub load: f64,
+    pub requests_per_sec: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p99_9_us: f64,
+    /// Failed requests (transport failures and answers outside 2xx/3xx), % of attempted.
+    pub error_percent: f64,
+    /// Watched servers' CPU, in cores, and answered requests per server CPU-second.
+    pub server_cores: Option<f64>,
+    pub requests_per_server_cpu_s: Option<f64>,
+    /// Whether the step met the SLO (None without one).
+    pub slo_passed: Option<bool>,
+}
+
+/// How much worse than its first step a target's p99 must be, with throughput no longer
+/// growing, for it to be clearly past its knee.
+pub const EXPLODED_P99: f64 = 10.0;
+/// Error share past which a target is clearly past its knee.
+pub const EXPLODED_ERRORS_PERCENT: f64 = 10.0;
+/// Growth of throughput over the best so far below which it counts as flat.
+const STILL_GROWING: f64 = 1.05;
+/// Without an SLO, the knee is where throughput first reaches this share of its best.
+const SATURATED: f64 = 0.95;
+
+/// Target `name`'s figures in one step's comparison, or None when it did not run there.
+pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
+    let c = &step.comparison;
+    let t = c.targets.iter().find(|t| t.name == name)?;
+    let runs: Vec<&crate::stats::RunResult> = t.judged().collect();
+    if runs.is_empty() {
+        return None;
+    }
+    let median = |f: &dyn Fn(&crate::stats::RunResult) -> Option<f64>| {
+        let v: Vec<f64> = runs.iter().filter_map(|r| f(r)).collect();
+        (!v.is_empty()).then(|| crate::compare::stats::median(&v))
+    };
+    let total = |r: &crate::stats::RunResult| r.latency.total.clone();
+    let error_percent = median(&|r| {
+        (r.totals.attempted > 0).then(|| {
+            (r.totals.errors + r.totals.non_2xx_3xx) as f64 * 100.0 / r.totals.attempted as f64
+        })
+    })
+    .unwrap_or(0.0);
+    Some(StepFigures {
+        load: step.load,
+        requests_per_sec: median(&|r| Some(r.totals.requests_per_sec)).unwrap_or(0.0),
+        p50_us: median(&|r| Some(total(r).p50_us as f64)).unwrap_or(0.0),
+        p90_us: median(&|r| Some(total(r).p90_us as f64)).unwrap_or(0.0),
+        p99_us: median(&|r| Some(total(r).p99_us as f64)).unwrap_or(0.0),
+        p99_9_us: median(&|r| Some(total(r).p99_9_us as f64)).unwrap_or(0.0),
+        error_percent,
+        server_cores: median(&|r| {
+            (!r.servers.is_empty()).then(|| r.servers.iter().map(|s| s.cores).sum())
+        }),
+        requests_per_server_cpu_s: median(&|r| {
+            let cpu: f64 = r.servers.iter().map(|s| s.cpu_s).sum();
+            (cpu > 0.0).then(|| r.totals.requests as f64 / cpu)
+        }),
+        slo_passed: c
+            .slo
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.outcome.passed),
+    })
+}
+
+/// Whether a target is clearly past its knee after its latest step, and why: errors above
+/// 10%; with an SLO, two steps in a row failing it (a target still meeting it is not past
+/// its knee, however its latency grew); without, p99 ten times the first step's while
+/// throughput stopped growing.
+pub fn past_knee(points: &[StepFigures], kind: LadderKind) -> Option<String> {
+    let last = points.last()?;
+    let unit = kind.unit();
+    if last.error_percent >= EXPLODED_ERRORS_PERCENT {
+        return Some(format!(
+            "{:.1}% of requests failed at {} {unit}",
+            last.error_percent, last.load
+        ));
+    }
+    if let [.., before, last] = points {
+        if before.slo_passed == Some(false) && last.slo_passed == Some(false) {
+            return Some(format!(
+                "the SLO failed at {} and {} {unit}",
+                before.load, last.load
+            ));
+        }
+    }
+    if points.iter().any(|p| p.slo_passed.is_some()) {
+        return None;
+    }
+    let first = points.first()?;
+    let best_before = points[..points.len() - 1]
+        .iter()
+        .map(|p| p.requests_per_sec)
+        .fold(0.0, f64::max);
+    let exploded = first.p99_us > 0.0 && last.p99_us >= EXPLODED_P99 * first.p99_us;
+    if points.len() > 1 && exploded && last.requests_per_sec < STILL_GROWING * best_before {
+        return Some(format!(
+            "p99 {:.0} µs at {} {unit} is {:.0}× the first step's and throughput stopped growing",
+            last.p99_us,
+            last.load,
+            last.p99_us / first.p99_us
+        ));
+    }
+    None
+}
+
+/// The knee: with an SLO, the highest load meeting it; without, the lowest load reaching 95%
+/// of the best throughput.
+pub fn knee(points: &[StepFigures], kind: LadderKind) -> (Option<f64>, String) {
+    let unit = kind.unit();
+    if points.iter().any(|p| p.slo_passed.is_some()) {
+        return match points.iter().rev().find(|p| p.slo_passed == Some(true)) {
+            Some(p) => (
+                Some(p.load),
+                format!(
+                    "{} {unit}: the highest load meeting the SLO ({:.0} req/s)",
+                    p.load, p.requests_per_sec
+                ),
+            ),
+            None => (None, "no load met the SLO".into()),
+        };
+    }
+    let best = points
+        .iter()
+        .map(|p| p.requests_per_sec)
+        .fold(0.0, f64::max);
+    match points
+        .iter()
+        .find(|p| best > 0.0 && p.requests_per_sec >= SATURATED * best)
+    {
+        Some(p) => (
+            Some(p.load),
+            format!(
+                "{} {unit}: throughput reaches 95% of its best ({:.0} of {best:.0} req/s)",
+                p.load, p.requests_per_sec
+            ),
+        ),
+        None => (None, "nothing was answered".into()),
+    }
+}
+
+/// A target's summary over the steps that ran.
+pub fn summarize(
+    name: &str,
+    steps: &[SweepStep],
+    kind: LadderKind,
+    stopped: Option<EarlyStop>,
+) -> TargetSweep {
+    let points: Vec<StepFigures> = steps.iter().filter_map(|s| figures(s, name)).collect();
+    let (knee, knee_reason) = knee(&points, kind);
+    let (usl, usl_refused) = match kind {
+        LadderKind::Connections => {
+            let xy: Vec<(f64, f64)> = points
+                .iter()
+                .map(|p| (p.load, p.requests_per_sec))
+                .collect();
+            match usl::fit(&xy) {
+                Ok(f) => (Some(f), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        }
+        LadderKind::Rates => (
+            None,
+            Some("a rates ladder fixes the load, not the concurrency: no USL fit".into()),
+        ),
+    };
+    TargetSweep {
+        name: name.to_string(),
+        points,
+        knee,
+        knee_reason,
+        stopped,
+        usl,
+        usl_refused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(load: f64, rps: f64, p99: f64, errors: f64, slo: Option<bool>) -> StepFigures {
+        StepFigures {
+            load,
+            requests_per_sec: rps,
+            p50_us: p99 / 2.0,
+            p90_us: p99 / 1.5,
+            p99_us: p99,
+            p99_9_us: p99 * 1.5,
+            error_percent: errors,
+            server_cores: None,
+            requests_per_server_cpu_s: None,
+            slo_passed: slo,
+        }
+    }
+
+    #[test]
+    fn the_knee_is_the_highest_load_meeting_the_slo() {
+        let pts = [
+            point(1.0, 100.0, 200.0, 0.0, Some(true)),
+            point(2.0, 190.0, 250.0, 0.0, Some(true)),
+            point(4.0, 300.0, 9_000.0, 0.0, Some(false)),
+            point(8.0, 310.0, 30_000.0, 0.0, Some(true)),
+        ];
+        assert_eq!(knee(&pts, LadderKind::Connections).0, Some(8.0));
+        assert_eq!(knee(&pts[..3], LadderKind::Connections).0, Some(2.0));
+        let none = [point(1.0, 100.0, 200.0, 0.0, Some(false))];
+        assert_eq!(
+            knee(&none, LadderKind::Connections),
+            (None, "no load met the SLO".into())
+        );
+    }
+
+    #[test]
+    fn without_an_slo_the_knee_is_where_throughput_saturates() {
+        let pts = [
+            point(1.0, 100.0, 200.0, 0.0, None),
+            point(2.0, 180.0, 220.0, 0.0, None),
+            point(4.0, 290.0, 300.0, 0.0, None),
+            point(8.0, 300.0, 600.0, 0.0, None),
+            point(16.0, 295.0, 1_200.0, 0.0, None),
+        ];
+        // 290 ≥ 95% of 300.
+        assert_eq!(knee(&pts, LadderKind::Connections).0, Some(4.0));
+    }
+
+    #[test]
+    fn clearly_past_the_knee_stops_the_ladder() {
+        let growing = [
+            point(1.0, 100.0, 200.0, 0.0, None),
+            point(2.0, 200.0, 2_500.0, 0.0, None),
+        ];
+        // p99 12.5× the first, but throughput still doubled: keep going.
+        assert_eq!(past_knee(&growing, LadderKind::Connections), None);
+        let flat = [
+            point(1.0, 100.0, 200.0, 0.0, None),
+            point(2.0, 200.0, 300.0, 0.0, None),
+            point(4.0, 201.0, 2_000.0, 0.0, None),
+        ];
+        let why = past_knee(&flat, LadderKind::Connections).unwrap();
+        assert!(
+            why.starts_with("p99 2000 µs at 4 connections is 10×"),
+            "{why}"
+        );
+        let failing = [
+            point(1.0, 100.0, 200.0, 0.0, Some(true)),
+            point(2.0, 190.0, 250.0, 0.0, Some(false)),
+        ];
+        assert_eq!(past_knee(&failing, LadderKind::Rates), None);
+        // Still meeting its SLO: not past the knee, however p99 grew.
+        let meeting = [
+            point(1.0, 100.0, 200.0, 0.0, Some(true)),
+            point(2.0, 100.0, 5_000.0, 0.0, Some(true)),
+        ];
+        assert_eq!(past_knee(&meeting, LadderKind::Connections), None);
+        let twice = [&failing[..], &[point(4.0, 300.0, 300.0, 0.0, Some(false))]].concat();
+        assert_eq!(
+            past_knee(&twice, LadderKind::Rates).unwrap(),
+            "the SLO failed at 2 and 4 req/s offered"
+        );
+        let erring = [point(1000.0, 500.0, 200.0, 12.5, None)];
+        assert!(past_knee(&erring, LadderKind::Rates)
+            .unwrap()
+            .starts_with("12.5% of requests failed"));
+    }
+}

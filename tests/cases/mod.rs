@@ -9,3 +9,4 @@ mod merge;
 mod nginx;
 mod open_loop;
 mod slo;
+mod sweep;

@@ -33,6 +33,30 @@ pub fn comparison_validator() -> jsonschema::Validator {
         .expect("the schema itself is valid")
 }
 
+/// Validates sweeps (`schema/sweep.schema.json`, whose steps refer to the comparison schema,
+/// whose runs refer to the result schema).
+pub fn sweep_validator() -> jsonschema::Validator {
+    let resource = |name: &str| {
+        let doc = load(name);
+        let id = doc["$id"].as_str().expect("schema has an $id").to_string();
+        (
+            id,
+            jsonschema::Resource::from_contents(doc).expect("schema as a resource"),
+        )
+    };
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .with_resources(
+            [
+                resource("result.schema.json"),
+                resource("comparison.schema.json"),
+            ]
+            .into_iter(),
+        )
+        .build(&load("sweep.schema.json"))
+        .expect("the schema itself is valid")
+}
+
 fn assert_valid_with(v: &jsonschema::Validator, doc: &serde_json::Value) {
     let errors: Vec<String> = v
         .iter_errors(doc)
@@ -46,6 +70,7 @@ pub fn assert_valid(doc: &serde_json::Value) {
     match doc["kind"].as_str() {
         Some("archbench-result") => assert_valid_with(&result_validator(), doc),
         Some("archbench-comparison") => assert_valid_with(&comparison_validator(), doc),
+        Some("archbench-sweep") => assert_valid_with(&sweep_validator(), doc),
         other => panic!("not an archbench document: kind {other:?}"),
     }
 }

@@ -1,0 +1,243 @@
+//! `archbench sweep`: one comparison per load of the ladder, the targets interleaved at each;
+//! a target clearly past its knee leaves the ladder. Saved after every step, so Ctrl-C keeps
+//! what was measured.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context as _;
+
+use super::args::{LoadArgs, SweepArgs};
+use super::{measure_sources, plan, write_stdout, PlanError, StopSignals, EXIT_FAILURE};
+use crate::compare::{Contender, Schedule};
+use crate::sweep::{
+    past_knee, summarize, EarlyStop, LadderKind, SweepResult, SweepStep, SWEEP_KIND,
+    SWEEP_SCHEMA_VERSION,
+};
+
+/// Connections of each step of a rates ladder unless `-c` says.
+const RATE_CONNECTIONS: u64 = 100;
+
+pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    let (kind, loads, rate_connections) = ladder(a)?;
+    let load_of = |load: f64| LoadArgs {
+        connections: match kind {
+            LadderKind::Connections => load as u64,
+            LadderKind::Rates => rate_connections,
+        },
+        threads: a.threads,
+        duration: Some(a.duration),
+        rate: (kind == LadderKind::Rates).then_some(load),
+        headers: a.headers.clone(),
+        timeout: a.timeout,
+        insecure: a.insecure,
+        watch: a.watch.clone(),
+        perf: Vec::new(),
+        slo: a.slo.clone(),
+    };
+    // Every step's plan is checked before any load: a bad one is a usage error now, not an
+    // hour in.
+    for &load in &loads {
+        plan::targets_plan(
+            &a.targets,
+            &load_of(load),
+            a.runs,
+            false,
+            Schedule::Interleave,
+        )?;
+    }
+    let first = plan::targets_plan(
+        &a.targets,
+        &load_of(loads[0]),
+        a.runs,
+        false,
+        Schedule::Interleave,
+    )?;
+    for c in &first.contenders {
+        for w in &c.watch {
+            w.open().map_err(PlanError::Watch)?;
+        }
+    }
+    let names: Vec<String> = first.contenders.iter().map(|c| c.name.clone()).collect();
+    let mut sweep = SweepResult {
+        kind: SWEEP_KIND.into(),
+        schema_version: SWEEP_SCHEMA_VERSION,
+        ladder: kind,
+        loads: loads.clone(),
+        duration_s: a.duration.as_secs_f64(),
+        runs_per_step: a.runs,
+        slo: a
+            .slo
+            .iter()
+            .flat_map(|s| s.conditions.iter().map(|c| c.text.clone()))
+            .collect(),
+        interrupted: false,
+        steps: Vec::new(),
+        targets: Vec::new(),
+    };
+    let mut stopped: BTreeMap<String, EarlyStop> = BTreeMap::new();
+    let run_one = |c: &Contender| measure_sources(&c.plan, &c.watch, &signals.stop, |_| {});
+    for (k, &load) in loads.iter().enumerate() {
+        let active: Vec<String> = a
+            .targets
+            .iter()
+            .zip(&names)
+            .filter(|(_, n)| !stopped.contains_key(*n))
+            .map(|(t, _)| t.clone())
+            .collect();
+        if active.is_empty() || signals.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let warmup = k == 0 && !a.no_warmup;
+        let plan = plan::targets_plan(
+            &active,
+            &load_of(load),
+            a.runs,
+            warmup,
+            Schedule::Interleave,
+        )?;
+        if !a.quiet {
+            eprintln!(
+                "sweep: {load} {} ({} of {})",
+                kind.unit(),
+                k + 1,
+                loads.len()
+            );
+        }
+        let commands = plan
+            .contenders
+            .iter()
+            .map(|c| plan::reproduce(&c.plan))
+            .collect();
+        let quiet = a.quiet;
+        let mut on_run = |name: &str, n: usize, measured: bool| {
+            if !quiet {
+                eprintln!(
+                    "  {name}: {}",
+                    if measured {
+                        format!("run {n}")
+                    } else {
+                        "warm-up".into()
+                    }
+                );
+            }
+        };
+        let mut comparison = crate::compare::run(
+            &plan,
+            commands,
+            &signals.stop,
+            &run_one,
+            &mut on_run,
+            &mut |_| Ok::<(), anyhow::Error>(()),
+        )?;
+        if let Some(slo) = &a.slo {
+            comparison.slo = comparison.judge_slo(slo);
+        }
+        let interrupted = comparison.interrupted;
+        sweep.steps.push(SweepStep { load, comparison });
+        for name in &names {
+            if stopped.contains_key(name) {
+                continue;
+            }
+            let points: Vec<_> = sweep
+                .steps
+                .iter()
+                .filter_map(|s| crate::sweep::figures(s, name))
+                .collect();
+            if let Some(reason) = past_knee(&points, kind) {
+                if k + 1 < loads.len() && !a.quiet {
+                    eprintln!("sweep: {name} is past its knee ({reason}); higher loads without it");
+                }
+                stopped.insert(
+                    name.clone(),
+                    EarlyStop {
+                        after: load,
+                        reason,
+                    },
+                );
+            }
+        }
+        sweep.interrupted = interrupted;
+        finish(&mut sweep, &names, &stopped, &loads);
+        save(&sweep, a)?;
+        if interrupted {
+            break;
+        }
+    }
+    finish(&mut sweep, &names, &stopped, &loads);
+    save(&sweep, a)?;
+    write_stdout(|out| crate::report::SweepReport.write(&sweep, out))?;
+    if sweep.interrupted || signals.stop.load(Ordering::Relaxed) {
+        return Ok(signals.exit_code());
+    }
+    // With an SLO: a target that met it at no load fails the sweep.
+    let missed: Vec<&str> = sweep
+        .targets
+        .iter()
+        .filter(|t| a.slo.is_some() && t.knee.is_none())
+        .map(|t| t.name.as_str())
+        .collect();
+    if !missed.is_empty() {
+        eprintln!(
+            "archbench: SLO not met at any load by {}",
+            missed.join(", ")
+        );
+        return Ok(EXIT_FAILURE);
+    }
+    Ok(0)
+}
+
+/// Each target's summary over the steps so far; a stop after the last load is no early stop.
+fn finish(
+    sweep: &mut SweepResult,
+    names: &[String],
+    stopped: &BTreeMap<String, EarlyStop>,
+    loads: &[f64],
+) {
+    let last = loads.last().copied();
+    sweep.targets = names
+        .iter()
+        .map(|n| {
+            let stop = stopped.get(n).filter(|s| Some(s.after) != last).cloned();
+            summarize(n, &sweep.steps, sweep.ladder, stop)
+        })
+        .collect();
+}
+
+fn save(sweep: &SweepResult, a: &SweepArgs) -> anyhow::Result<()> {
+    if let Some(p) = &a.json {
+        crate::report::save_json_value(sweep, p)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// What the ladder varies, its loads, and the connections of a rates ladder.
+fn ladder(a: &SweepArgs) -> Result<(LadderKind, Vec<f64>, u64), PlanError> {
+    let usage = |m: &str| PlanError::Invalid(m.to_string());
+    match (&a.connections, &a.rates) {
+        (None, None) => Err(usage(
+            "give the ladder: --connections 1,2,4,8 (closed loop) or --rates 1k:50k:x2 (open loop)",
+        )),
+        (Some(c), None) => {
+            let mut conns: Vec<f64> = c.0.iter().map(|v| v.round().max(1.0)).collect();
+            conns.dedup();
+            if conns.iter().any(|&v| v > 1_000_000.0) {
+                return Err(usage("--connections: at most 1,000,000 per step"));
+            }
+            Ok((LadderKind::Connections, conns, 0))
+        }
+        (c, Some(r)) => {
+            let connections = match c.as_ref().map(|l| l.0.as_slice()) {
+                None => RATE_CONNECTIONS,
+                Some([one]) if *one >= 1.0 && *one <= 1_000_000.0 => one.round() as u64,
+                Some(_) => {
+                    return Err(usage(
+                        "with --rates, -c is one connection count for every step (e.g. -c 200)",
+                    ))
+                }
+            };
+            Ok((LadderKind::Rates, r.0.clone(), connections))
+        }
+    }
+}

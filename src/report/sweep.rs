@@ -1,0 +1,112 @@
+//! The text layout of a sweep: per target, a row per load (throughput, percentiles, errors,
+//! server CPU, SLO), then its knee, why the ladder stopped early for it, and its USL fit.
+
+use std::io::{self, Write};
+
+use super::units::{grouped, wrk_time_us};
+use crate::sweep::{LadderKind, SweepResult};
+
+pub struct SweepReport;
+
+impl SweepReport {
+    pub fn write(&self, s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
+        let loads: Vec<String> = s.loads.iter().map(|l| load_text(*l)).collect();
+        writeln!(
+            out,
+            "archbench sweep: {} {} ({} steps), {:.1}s per run, {} run{} per step{}{}",
+            s.ladder.unit(),
+            loads.join(", "),
+            s.loads.len(),
+            s.duration_s,
+            s.runs_per_step,
+            if s.runs_per_step == 1 { "" } else { "s" },
+            if s.slo.is_empty() {
+                String::new()
+            } else {
+                format!("; SLO {}", s.slo.join(","))
+            },
+            if s.interrupted { " [INTERRUPTED]" } else { "" }
+        )?;
+        let first = match s.ladder {
+            LadderKind::Connections => "conns",
+            LadderKind::Rates => "offered",
+        };
+        for t in &s.targets {
+            writeln!(out, "\n{}", t.name)?;
+            writeln!(
+                out,
+                "  {first:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>11} {:>5}",
+                "req/s", "p50", "p90", "p99", "p99.9", "errors", "cores", "req/CPU-s", "SLO"
+            )?;
+            for p in &t.points {
+                writeln!(
+                    out,
+                    "  {:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>6.2}% {:>7} {:>11} {:>5}",
+                    load_text(p.load),
+                    grouped(p.requests_per_sec.round() as u64),
+                    wrk_time_us(p.p50_us),
+                    wrk_time_us(p.p90_us),
+                    wrk_time_us(p.p99_us),
+                    wrk_time_us(p.p99_9_us),
+                    p.error_percent,
+                    p.server_cores.map_or("-".into(), |c| format!("{c:.2}")),
+                    p.requests_per_server_cpu_s
+                        .map_or("-".into(), |r| grouped(r.round() as u64)),
+                    match p.slo_passed {
+                        Some(true) => "pass",
+                        Some(false) => "FAIL",
+                        None => "-",
+                    }
+                )?;
+            }
+            writeln!(out, "  Knee       {}", t.knee_reason)?;
+            if let Some(stop) = &t.stopped {
+                writeln!(
+                    out,
+                    "  Stopped    after {}: {}; higher loads not run",
+                    load_text(stop.after),
+                    stop.reason
+                )?;
+            }
+            match (&t.usl, &t.usl_refused) {
+                (Some(f), _) => {
+                    let peak = match (f.peak_concurrency, f.peak_throughput) {
+                        (Some(n), Some(x)) => format!(
+                            "throughput peaks at {n:.0} connections ({} req/s)",
+                            grouped(x.round() as u64)
+                        ),
+                        (None, Some(x)) => format!(
+                            "no peak; throughput approaches {} req/s",
+                            grouped(x.round() as u64)
+                        ),
+                        _ => "throughput grows linearly".into(),
+                    };
+                    writeln!(
+                        out,
+                        "  USL        σ = {:.4} (contention), κ = {:.6} (coherency), λ = {} req/s per connection; {peak}; R² = {:.3}",
+                        f.sigma,
+                        f.kappa,
+                        grouped(f.lambda.round() as u64),
+                        f.r_squared
+                    )?;
+                }
+                (None, Some(why)) => writeln!(out, "  USL        {why}")?,
+                (None, None) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// 1000 → "1k", 1500 → "1.5k", 8 → "8".
+fn load_text(v: f64) -> String {
+    if v >= 1000.0 && (v / 1000.0).fract().abs() < 1e-9 {
+        format!("{}k", v / 1000.0)
+    } else if v >= 1000.0 {
+        format!("{:.1}k", v / 1000.0)
+    } else if v.fract().abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}

@@ -1,0 +1,188 @@
+//! `archbench sweep` against two real nginx, one throttled by `limit_req` (requests queued and
+//! released at 1,000 a second, so its latency grows with every connection added).
+
+use crate::util::nginx::{Nginx, NginxConfig};
+use crate::util::{bin, finish_within, read_json, stderr, stdout, PROMPTLY};
+
+fn sweep(args: &[&str]) -> std::process::Output {
+    let child = bin()
+        .arg("sweep")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish_within(child, PROMPTLY * 2)
+}
+
+#[test]
+fn the_throttled_server_has_the_lower_knee_and_leaves_the_ladder_early() {
+    let Some(fast) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let Some(slow) = Nginx::start(NginxConfig {
+        http: "limit_req_zone $binary_remote_addr zone=one:1m rate=1000r/s;",
+        server: "limit_req zone=one burst=100000;",
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("sweep.json");
+    let o = sweep(&[
+        &format!("fast={}", fast.url("/")),
+        &format!("slow={}", slow.url("/")),
+        "-c",
+        "1:64:x2",
+        "-d",
+        "700ms",
+        "-t",
+        "1",
+        "--no-warmup",
+        "--slo",
+        "p99<10ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc = read_json(&json);
+    crate::util::schema::assert_valid(&doc);
+    let target = |name: &str| {
+        doc["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let (f, s) = (target("fast"), target("slow"));
+    // 1,000 req/s shared by N connections: p99 ≈ N ms, so 16 connections miss 10 ms.
+    let slow_knee = s["knee"].as_f64().unwrap();
+    assert!((2.0..=8.0).contains(&slow_knee), "slow knee {slow_knee}");
+    assert!(f["knee"].as_f64().unwrap() > slow_knee, "{f}");
+    // Failing at 16 and 32, the slow one is not run at 64.
+    assert_eq!(s["stopped"]["after"], 32.0, "{s}");
+    assert!(
+        stderr(&o).contains("slow is past its knee (the SLO failed at 16 and 32"),
+        "{}",
+        stderr(&o)
+    );
+    let last = doc["steps"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["load"], 64.0);
+    let names: Vec<&str> = last["comparison"]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fast"]);
+    // Its throughput stays near the limit (a step's run is short: allow its burst).
+    let top = s["points"].as_array().unwrap().last().unwrap()["requests_per_sec"]
+        .as_f64()
+        .unwrap();
+    assert!((700.0..1_300.0).contains(&top), "{top}");
+    // Either a USL fit or the reason there is none, for each.
+    for t in [&f, &s] {
+        assert!(t["usl"].is_object() != t["usl_refused"].is_string(), "{t}");
+    }
+    let text = stdout(&o);
+    assert!(
+        text.contains("Knee       ") && text.contains("Stopped    after 32"),
+        "{text}"
+    );
+    // Every request counted was answered: the fast nginx logged at most one more per
+    // connection of each run (in flight at the deadline).
+    let counted: u64 = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|st| st["comparison"]["targets"].as_array().unwrap().clone())
+        .filter(|t| t["name"] == "fast")
+        .flat_map(|t| t["runs"].as_array().unwrap().clone())
+        .map(|r| r["totals"]["requests"].as_u64().unwrap())
+        .sum();
+    let logged = fast.stop_and_read_log().len() as u64;
+    let in_flight: u64 = [1, 2, 4, 8, 16, 32, 64].iter().sum();
+    assert!(
+        logged >= counted && logged <= counted + in_flight,
+        "nginx logged {logged}, archbench counted {counted}"
+    );
+}
+
+#[test]
+fn an_slo_met_at_no_load_exits_1_and_bad_ladders_exit_2() {
+    let Some(server) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let url = format!("a={}", server.url("/"));
+    let o = sweep(&[
+        &url,
+        "-c",
+        "1,2",
+        "-d",
+        "200ms",
+        "--no-warmup",
+        "--slo",
+        "p50<1us",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("SLO not met at any load by a"),
+        "{}",
+        stderr(&o)
+    );
+    // Open loop: a rates ladder at 4 connections, no SLO: exit 0, no USL fit (and why).
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rates.json");
+    let o = sweep(&[
+        &url,
+        "--rates",
+        "100,200",
+        "-c",
+        "4",
+        "-d",
+        "300ms",
+        "--no-warmup",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc = read_json(&json);
+    crate::util::schema::assert_valid(&doc);
+    assert_eq!(doc["ladder"], "rates");
+    let run = &doc["steps"][1]["comparison"]["targets"][0]["runs"][0];
+    assert_eq!(run["plan"]["rate"], 200.0);
+    assert_eq!(run["plan"]["connections"], 4);
+    assert!(doc["targets"][0]["usl_refused"]
+        .as_str()
+        .unwrap()
+        .contains("rates ladder"));
+    // `report` renders the stored sweep again.
+    let again = bin().arg("report").arg(&json).output().unwrap();
+    assert!(
+        stdout(&again).starts_with("archbench sweep: req/s offered 100, 200"),
+        "{}",
+        stdout(&again)
+    );
+    for (args, says) in [
+        (&[url.as_str()][..], "give the ladder"),
+        (
+            &[url.as_str(), "-c", "8:1:x2"][..],
+            "ends below where it starts",
+        ),
+        (
+            &[url.as_str(), "--rates", "1k:2k:x2", "-c", "1,2"][..],
+            "one connection count",
+        ),
+        (
+            &[url.as_str(), "-c", "1:1G:x1.0001"][..],
+            "more than 100 steps",
+        ),
+    ] {
+        let o = sweep(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    }
+}
