@@ -267,6 +267,10 @@ pub struct CompareArgs {
     /// Write the comparison table as Markdown here.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// A target's price per hour, NAME=PRICE (repeatable): the report gives the cost of a
+    /// million requests at its median throughput.
+    #[arg(long, value_parser = super::values::price)]
+    pub cost: Vec<(String, f64)>,
     /// No per-run progress lines.
     #[arg(short = 'q', long)]
     pub quiet: bool,
@@ -497,6 +501,10 @@ pub struct K8sLoadArgs {
     /// In-cluster: print each worker's figures, so a slow worker is visible.
     #[arg(long, requires = "in_cluster")]
     pub per_worker: bool,
+    /// A target's node price per hour, NAME=PRICE (intel=0.192 arm=0.154; repeatable): the
+    /// cost of a million requests at each one's median throughput.
+    #[arg(long, value_parser = super::values::price)]
+    pub cost: Vec<(String, f64)>,
     /// In-cluster: how long the load pods may take to be scheduled and ready.
     #[arg(long, default_value = "5m", value_parser = super::values::duration)]
     pub wait_timeout: std::time::Duration,
@@ -593,6 +601,10 @@ pub struct SweepArgs {
     /// meeting them, and the exit status is 1 when a target met them at no load.
     #[arg(long, value_parser = super::values::slo)]
     pub slo: Option<crate::slo::Slo>,
+    /// A target's price per hour, NAME=PRICE (repeatable): the cost of a million requests at
+    /// each load and at its knee.
+    #[arg(long, value_parser = super::values::price)]
+    pub cost: Vec<(String, f64)>,
     /// Write the sweep (every step's comparison, each target's knee and fit) here.
     #[arg(long)]
     pub json: Option<PathBuf>,

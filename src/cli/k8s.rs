@@ -370,6 +370,8 @@ fn load(
         None => k8s::Vantage::Outside,
     };
     let targets = runtime.block_on(k8s::targets(cluster, l.target, vantage, runtime.handle()))?;
+    let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+    super::check_prices(&l.cost, &names)?;
     let mut contenders = Vec::new();
     for t in &targets {
         let plan = super::plan::service_plan(
@@ -482,7 +484,7 @@ fn load(
         crate::report::save_json_value(c, &json)
             .with_context(|| format!("cannot write {}", json.display()))
     };
-    let result = crate::compare::run(
+    let mut result = crate::compare::run(
         &plan,
         commands,
         &signals.stop,
@@ -490,6 +492,7 @@ fn load(
         &mut on_run,
         &mut save,
     )?;
+    result.cost = result.costs(&l.cost);
     save(&result)?;
     write_markdown(&result, &md)?;
     match l.layout {

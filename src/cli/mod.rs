@@ -536,8 +536,21 @@ fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     Ok(finish_code(&result, signals))
 }
 
+/// Every `--cost NAME` must be a target's name.
+fn check_prices(prices: &[(String, f64)], names: &[&str]) -> Result<(), PlanError> {
+    match prices.iter().find(|(n, _)| !names.contains(&n.as_str())) {
+        Some((n, _)) => Err(PlanError::Invalid(format!(
+            "--cost {n}=…: no target named {n:?} (targets: {})",
+            names.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = plan::compare_plan(a)?;
+    let names: Vec<&str> = plan.contenders.iter().map(|c| c.name.as_str()).collect();
+    check_prices(&a.cost, &names)?;
     if let Some(why) = crate::compare::no_verdict_reason(plan.runs, plan.runs) {
         eprintln!("archbench: {why}; the table will show medians and differences only");
     }
@@ -582,6 +595,7 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     if let Some(slo) = &a.load.slo {
         result.slo = result.judge_slo(slo);
     }
+    result.cost = result.costs(&a.cost);
     save_so_far(&result)?;
     if let Some(p) = &a.markdown {
         write_markdown(&result, p)?;

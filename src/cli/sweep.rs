@@ -59,6 +59,10 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
     }
     let names: Vec<String> = first.contenders.iter().map(|c| c.name.clone()).collect();
+    super::check_prices(
+        &a.cost,
+        &names.iter().map(String::as_str).collect::<Vec<_>>(),
+    )?;
     let mut sweep = SweepResult {
         kind: SWEEP_KIND.into(),
         schema_version: SWEEP_SCHEMA_VERSION,
@@ -158,13 +162,13 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             }
         }
         sweep.interrupted = interrupted;
-        finish(&mut sweep, &names, &stopped, &loads);
+        finish(&mut sweep, &names, &stopped, a);
         save(&sweep, a)?;
         if interrupted {
             break;
         }
     }
-    finish(&mut sweep, &names, &stopped, &loads);
+    finish(&mut sweep, &names, &stopped, a);
     save(&sweep, a)?;
     write_stdout(|out| crate::report::SweepReport.write(&sweep, out))?;
     if sweep.interrupted || signals.stop.load(Ordering::Relaxed) {
@@ -192,14 +196,15 @@ fn finish(
     sweep: &mut SweepResult,
     names: &[String],
     stopped: &BTreeMap<String, EarlyStop>,
-    loads: &[f64],
+    a: &SweepArgs,
 ) {
-    let last = loads.last().copied();
+    let last = sweep.loads.last().copied();
     sweep.targets = names
         .iter()
         .map(|n| {
             let stop = stopped.get(n).filter(|s| Some(s.after) != last).cloned();
-            summarize(n, &sweep.steps, sweep.ladder, stop)
+            let price = a.cost.iter().find(|(p, _)| p == n).map(|(_, v)| *v);
+            summarize(n, &sweep.steps, sweep.ladder, stop, price)
         })
         .collect();
 }

@@ -128,6 +128,23 @@ pub fn label(text: &str) -> Result<(String, String), String> {
     Ok((key.to_string(), value.to_string()))
 }
 
+/// Parses `NAME=PRICE_PER_HOUR` (`arm=0.154`, `intel=$0.192`): what a target's node costs.
+pub fn price(text: &str) -> Result<(String, f64), String> {
+    let bad = || {
+        format!("invalid --cost {text:?}; use NAME=PRICE_PER_HOUR, e.g. arm=0.154 (any currency)")
+    };
+    let (name, price) = text.split_once('=').ok_or_else(bad)?;
+    let price: f64 = price
+        .trim()
+        .trim_start_matches(['$', '€', '£'])
+        .parse()
+        .map_err(|_| bad())?;
+    if name.trim().is_empty() || !price.is_finite() || price <= 0.0 || price > 1e9 {
+        return Err(bad());
+    }
+    Ok((name.trim().to_string(), price))
+}
+
 /// The loads of a sweep, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ladder(pub Vec<f64>);
@@ -352,6 +369,26 @@ mod tests {
             let e = slo(bad).unwrap_err();
             assert!(e.contains("use e.g."), "{bad:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn prices() {
+        assert_eq!(price("arm=0.154").unwrap(), ("arm".into(), 0.154));
+        assert_eq!(price("intel=$0.192").unwrap(), ("intel".into(), 0.192));
+        for bad in [
+            "arm",
+            "=1",
+            "arm=0",
+            "arm=-1",
+            "arm=free",
+            "arm=NaN",
+            "arm=1e300",
+        ] {
+            assert!(
+                price(bad).unwrap_err().contains("NAME=PRICE_PER_HOUR"),
+                "{bad}"
+            );
         }
     }
 

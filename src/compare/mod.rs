@@ -84,6 +84,26 @@ pub struct ComparisonResult {
     /// Per target, how its medians fared against `--slo`, when one was given.
     #[serde(default)]
     pub slo: Vec<TargetSlo>,
+    /// Per target given a price (`--cost`), what a million requests cost at its median
+    /// throughput.
+    #[serde(default)]
+    pub cost: Vec<TargetCost>,
+}
+
+/// What a million requests cost on a target, from the hourly price the user gave.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TargetCost {
+    pub name: String,
+    pub price_per_hour: f64,
+    /// The median throughput the cost is taken at.
+    pub requests_per_sec: f64,
+    /// None when nothing was answered.
+    pub cost_per_million: Option<f64>,
+}
+
+/// The cost of a million requests at `requests_per_sec` on something priced per hour.
+pub fn cost_per_million(price_per_hour: f64, requests_per_sec: f64) -> Option<f64> {
+    (requests_per_sec > 0.0).then(|| price_per_hour / (requests_per_sec * 3600.0) * 1e6)
 }
 
 /// One target's objectives, judged on the medians of its complete runs.
@@ -154,6 +174,28 @@ impl TargetRuns {
 }
 
 impl ComparisonResult {
+    /// The cost per million requests of each target given a price, at its median throughput.
+    pub fn costs(&self, prices: &[(String, f64)]) -> Vec<TargetCost> {
+        prices
+            .iter()
+            .filter_map(|(name, price)| {
+                let t = self.targets.iter().find(|t| &t.name == name)?;
+                let rps: Vec<f64> = t.judged().map(|r| r.totals.requests_per_sec).collect();
+                let median = if rps.is_empty() {
+                    0.0
+                } else {
+                    stats::median(&rps)
+                };
+                Some(TargetCost {
+                    name: name.clone(),
+                    price_per_hour: *price,
+                    requests_per_sec: median,
+                    cost_per_million: cost_per_million(*price, median),
+                })
+            })
+            .collect()
+    }
+
     /// Each target's objectives, judged on the medians of its judged runs.
     pub fn judge_slo(&self, slo: &crate::slo::Slo) -> Vec<TargetSlo> {
         self.targets
@@ -295,6 +337,7 @@ impl ComparisonResult {
                 .collect(),
             metrics: Vec::new(),
             slo: Vec::new(),
+            cost: Vec::new(),
         }
     }
 

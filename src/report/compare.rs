@@ -109,6 +109,38 @@ impl ComparisonReport {
         for t in &c.slo {
             super::write_slo(&format!("SLO {}", t.name), &t.outcome, out)?;
         }
+        let first = c
+            .cost
+            .first()
+            .and_then(|f| f.cost_per_million.map(|v| (f, v)));
+        for t in &c.cost {
+            let per_million = match t.cost_per_million {
+                Some(v) => format!(
+                    "{} per million requests at {} req/s",
+                    money(v),
+                    super::units::grouped(t.requests_per_sec.round() as u64)
+                ),
+                None => "nothing answered, no cost per request".into(),
+            };
+            let versus = match (first, t.cost_per_million) {
+                (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 => {
+                    let d = (v / base - 1.0) * 100.0;
+                    format!(
+                        " ({:.1}% {} than {})",
+                        d.abs(),
+                        if d <= 0.0 { "less" } else { "more" },
+                        f.name
+                    )
+                }
+                _ => String::new(),
+            };
+            writeln!(
+                out,
+                "  Cost       {} at {}/h: {per_million}{versus}",
+                t.name,
+                money(t.price_per_hour)
+            )?;
+        }
         if let Some(env) = c
             .targets
             .first()
@@ -178,5 +210,15 @@ impl ComparisonReport {
             writeln!(out, "    {}: {}", t.name, t.command)?;
         }
         Ok(())
+    }
+}
+
+/// A price with the digits that matter (4 significant), currency left to the reader.
+pub(super) fn money(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
+        format!("{v:.digits$}")
     }
 }

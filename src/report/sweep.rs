@@ -60,6 +60,14 @@ impl SweepReport {
                 )?;
             }
             writeln!(out, "  Knee       {}", t.knee_reason)?;
+            if let (Some(price), Some(cost)) = (t.price_per_hour, t.cost_per_million_at_knee) {
+                writeln!(
+                    out,
+                    "  Cost       {} per million requests at the knee ({}/h)",
+                    super::compare::money(cost),
+                    super::compare::money(price)
+                )?;
+            }
             if let Some(stop) = &t.stopped {
                 writeln!(
                     out,

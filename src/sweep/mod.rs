@@ -75,6 +75,11 @@ pub struct TargetSweep {
     /// Connections ladders: the law's fit, or why there is none.
     pub usl: Option<usl::UslFit>,
     pub usl_refused: Option<String>,
+    /// With `--cost`: the price per hour given, and a million requests at the knee.
+    #[serde(default)]
+    pub price_per_hour: Option<f64>,
+    #[serde(default)]
+    pub cost_per_million_at_knee: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,6 +104,9 @@ pub struct StepFigures {
     pub requests_per_server_cpu_s: Option<f64>,
     /// Whether the step met the SLO (None without one).
     pub slo_passed: Option<bool>,
+    /// With `--cost`: a million requests at this step's throughput.
+    #[serde(default)]
+    pub cost_per_million: Option<f64>,
 }
 
 /// How much worse than its first step a target's p99 must be, with throughput no longer
@@ -150,6 +158,7 @@ pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
             .iter()
             .find(|s| s.name == name)
             .map(|s| s.outcome.passed),
+        cost_per_million: None,
     })
 }
 
@@ -229,15 +238,24 @@ pub fn knee(points: &[StepFigures], kind: LadderKind) -> (Option<f64>, String) {
     }
 }
 
-/// A target's summary over the steps that ran.
+/// A target's summary over the steps that ran (with its price per hour, when given).
 pub fn summarize(
     name: &str,
     steps: &[SweepStep],
     kind: LadderKind,
     stopped: Option<EarlyStop>,
+    price_per_hour: Option<f64>,
 ) -> TargetSweep {
-    let points: Vec<StepFigures> = steps.iter().filter_map(|s| figures(s, name)).collect();
+    let mut points: Vec<StepFigures> = steps.iter().filter_map(|s| figures(s, name)).collect();
+    if let Some(price) = price_per_hour {
+        for p in &mut points {
+            p.cost_per_million = crate::compare::cost_per_million(price, p.requests_per_sec);
+        }
+    }
     let (knee, knee_reason) = knee(&points, kind);
+    let cost_per_million_at_knee = knee
+        .and_then(|k| points.iter().find(|p| p.load == k))
+        .and_then(|p| p.cost_per_million);
     let (usl, usl_refused) = match kind {
         LadderKind::Connections => {
             let xy: Vec<(f64, f64)> = points
@@ -262,6 +280,8 @@ pub fn summarize(
         stopped,
         usl,
         usl_refused,
+        price_per_hour,
+        cost_per_million_at_knee,
     }
 }
 
@@ -281,6 +301,7 @@ mod tests {
             server_cores: None,
             requests_per_server_cpu_s: None,
             slo_passed: slo,
+            cost_per_million: None,
         }
     }
 

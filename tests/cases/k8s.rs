@@ -208,11 +208,17 @@ fn the_guides_workflow_end_to_end() {
             "2s",
             "-c",
             "4",
+            "--cost",
+            "intel=0.192",
+            "--cost",
+            "arm=0.154",
             "--out-dir",
             out.to_str().unwrap(),
         ],
     ));
     assert!(load.contains("archbench compare"), "{load}");
+    // The guide's claim, measured: each architecture's cost of a million requests.
+    assert!(load.contains("Cost       arm at 0.1540/h: "), "{load}");
     let json = std::fs::read_dir(&out)
         .unwrap()
         .next()
@@ -238,6 +244,7 @@ fn the_guides_workflow_end_to_end() {
         );
     }
     assert!(counted > 0);
+    assert_eq!(doc["cost"].as_array().unwrap().len(), 2, "{}", doc["cost"]);
     // Requests in flight when a run's time ran out were answered but not counted: at most
     // one per connection.
     let served = access_lines(&c, &pods) - served_before;

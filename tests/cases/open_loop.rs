@@ -224,9 +224,11 @@ fn responses_read_late_are_timed_as_they_arrived_and_sends_stay_on_time() {
     assert!(o.status.success(), "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let late = &doc["pacing"]["lateness"];
-    // Sends are 1.67 ms apart; a send that waited for the next one would be that late.
+    // Sends are 1.67 ms apart; a send that waited for the next one would be that late (the
+    // bug this guards against made p90 49 ms). Below that with room for a loaded CI machine
+    // (819 µs was seen with the other tests running on both cores).
     let p90 = late["p90_us"].as_u64().unwrap();
-    assert!(p90 < 800, "send lateness p90 {p90} µs: {late}");
+    assert!(p90 < 1_300, "send lateness p90 {p90} µs: {late}");
     // Service times are the server's own 0-4 ms, not stretched by when they were read.
     let service = &doc["latency"]["service"];
     let p50 = service["p50_us"].as_u64().unwrap();

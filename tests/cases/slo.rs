@@ -105,6 +105,10 @@ fn a_comparison_judges_each_target_on_its_medians() {
         "-q",
         "--slo",
         "p50<15ms",
+        "--cost",
+        "fast=0.192",
+        "--cost",
+        "slow=$0.154",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -132,4 +136,34 @@ fn a_comparison_judges_each_target_on_its_medians() {
         median
     );
     assert!(stdout(&o).contains("SLO slow"), "{}", stdout(&o));
+    // --cost: a million requests at each one's median throughput, from its price per hour.
+    for (k, price) in [(0, 0.192), (1, 0.154)] {
+        let runs = doc["targets"][k]["runs"].as_array().unwrap();
+        let rps: Vec<f64> = runs
+            .iter()
+            .map(|r| r["totals"]["requests_per_sec"].as_f64().unwrap())
+            .collect();
+        let median = (rps[0] + rps[1]) / 2.0;
+        let cost = &doc["cost"][k];
+        assert_eq!(cost["price_per_hour"], price);
+        let want = price / (median * 3600.0) * 1e6;
+        let got = cost["cost_per_million"].as_f64().unwrap();
+        assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    }
+    // The slow one costs more per request (20 ms per answer against microseconds).
+    assert!(stdout(&o).contains("more than fast)"), "{}", stdout(&o));
+    // A price for no target is a usage error before any load.
+    let o = run(&[
+        "compare",
+        &format!("fast={}", fast.url),
+        &format!("slow={}", slow.url),
+        "--cost",
+        "arm=1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no target named \"arm\""),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -41,6 +41,8 @@ fn the_throttled_server_has_the_lower_knee_and_leaves_the_ladder_early() {
         "--no-warmup",
         "--slo",
         "p99<10ms",
+        "--cost",
+        "slow=0.5",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -82,6 +84,17 @@ fn the_throttled_server_has_the_lower_knee_and_leaves_the_ladder_early() {
         .as_f64()
         .unwrap();
     assert!((700.0..1_300.0).contains(&top), "{top}");
+    // --cost: a million requests at the knee's throughput, from the price per hour.
+    let at_knee = s["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["load"].as_f64() == Some(slow_knee))
+        .unwrap();
+    let want = 0.5 / (at_knee["requests_per_sec"].as_f64().unwrap() * 3600.0) * 1e6;
+    let got = s["cost_per_million_at_knee"].as_f64().unwrap();
+    assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    assert!(f["cost_per_million_at_knee"].is_null(), "no price for fast");
     // Either a USL fit or the reason there is none, for each.
     for t in [&f, &s] {
         assert!(t["usl"].is_object() != t["usl_refused"].is_string(), "{t}");
