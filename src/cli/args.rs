@@ -285,10 +285,19 @@ pub enum ReportFormat {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A result or comparison written by --json.
-    pub file: PathBuf,
+    /// Results, comparisons or sweeps written by --json (results given together are drawn
+    /// together).
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     pub format: ReportFormat,
+    /// Write one self-contained HTML file (tables, charts as inline SVG, plan and environment;
+    /// nothing fetched from the network) here.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+    /// Write each chart as an SVG file into this directory.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -325,7 +334,7 @@ pub struct DemoArgs {
     /// Concurrent connections.
     #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
     pub connections: u64,
-    /// Results go to DIR/<timestamp>/ (comparison.json, comparison.md).
+    /// Results go to DIR/<timestamp>/ (comparison.json, comparison.md, comparison.html).
     #[arg(long, default_value = "archbench-results")]
     pub out_dir: PathBuf,
 }

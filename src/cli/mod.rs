@@ -624,32 +624,83 @@ fn write_markdown(c: &crate::compare::ComparisonResult, path: &Path) -> anyhow::
 
 fn cmd_report(a: &args::ReportArgs) -> anyhow::Result<i32> {
     use crate::document::Document;
-    use crate::report::{ComparisonReport, MarkdownReport};
+    use crate::report::{ComparisonReport, HtmlDoc, MarkdownReport};
     let fmt = a.format;
-    match crate::document::read(&a.file)? {
-        Document::Result(r) => write_stdout(|out| write_result(&r, fmt, out))?,
-        Document::Sweep(sw) => write_stdout(|out| match fmt {
-            args::ReportFormat::Text => crate::report::SweepReport.write(&sw, out),
-            args::ReportFormat::Markdown => {
-                writeln!(out, "```")?;
-                crate::report::SweepReport.write(&sw, out)?;
-                writeln!(out, "```")
-            }
-            args::ReportFormat::Json => {
-                serde_json::to_writer_pretty(&mut *out, &sw)?;
-                writeln!(out)
-            }
-        })?,
-        Document::Comparison(c) => write_stdout(|out| match fmt {
-            args::ReportFormat::Text => ComparisonReport.write(&c, out),
-            args::ReportFormat::Markdown => MarkdownReport.comparison(&c, out),
-            args::ReportFormat::Json => {
-                serde_json::to_writer_pretty(&mut *out, &c)?;
-                writeln!(out)
-            }
-        })?,
+    let mut docs = Vec::with_capacity(a.files.len());
+    for f in &a.files {
+        docs.push((f, crate::document::read(f)?));
+    }
+    if a.html.is_some() || a.svg.is_some() {
+        let html_docs: Vec<HtmlDoc> = docs
+            .into_iter()
+            .map(|(f, d)| match d {
+                Document::Result(r) => {
+                    let name = f.file_stem().map_or_else(
+                        || f.display().to_string(),
+                        |s| s.to_string_lossy().into_owned(),
+                    );
+                    HtmlDoc::Run(name, r)
+                }
+                Document::Comparison(c) => HtmlDoc::Comparison(c),
+                Document::Sweep(s) => HtmlDoc::Sweep(s),
+            })
+            .collect();
+        write_html(&html_docs, a.html.as_deref(), a.svg.as_deref())?;
+        return Ok(0);
+    }
+    for (_, doc) in docs {
+        match doc {
+            Document::Result(r) => write_stdout(|out| write_result(&r, fmt, out))?,
+            Document::Sweep(sw) => write_stdout(|out| match fmt {
+                args::ReportFormat::Text => crate::report::SweepReport.write(&sw, out),
+                args::ReportFormat::Markdown => {
+                    writeln!(out, "```")?;
+                    crate::report::SweepReport.write(&sw, out)?;
+                    writeln!(out, "```")
+                }
+                args::ReportFormat::Json => {
+                    serde_json::to_writer_pretty(&mut *out, &sw)?;
+                    writeln!(out)
+                }
+            })?,
+            Document::Comparison(c) => write_stdout(|out| match fmt {
+                args::ReportFormat::Text => ComparisonReport.write(&c, out),
+                args::ReportFormat::Markdown => MarkdownReport.comparison(&c, out),
+                args::ReportFormat::Json => {
+                    serde_json::to_writer_pretty(&mut *out, &c)?;
+                    writeln!(out)
+                }
+            })?,
+        }
     }
     Ok(0)
+}
+
+/// The HTML report (temp file, then rename) and each chart as SVG; says where on stderr.
+fn write_html(
+    docs: &[crate::report::HtmlDoc],
+    html: Option<&Path>,
+    svg_dir: Option<&Path>,
+) -> anyhow::Result<()> {
+    use crate::report::HtmlReport;
+    if let Some(path) = html {
+        let mut text = Vec::new();
+        HtmlReport::write(docs, &mut text)?;
+        let tmp = path.with_extension("html.tmp");
+        std::fs::write(&tmp, &text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("archbench: wrote {}", path.display());
+    }
+    if let Some(dir) = svg_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for c in HtmlReport::charts(docs)? {
+            let file = dir.join(format!("{}.svg", c.id));
+            std::fs::write(&file, c.svg.as_bytes())
+                .with_context(|| format!("cannot write {}", file.display()))?;
+            eprintln!("archbench: wrote {}", file.display());
+        }
+    }
+    Ok(())
 }
 
 fn write_result(r: &RunResult, fmt: args::ReportFormat, out: &mut dyn Write) -> io::Result<()> {
@@ -837,10 +888,19 @@ fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     };
     let code = cmd_compare(&args, signals)?;
     drop(servers);
+    // The HTML report is drawn from the JSON just written, the way `report --html` would,
+    // so what the page shows is what the file holds.
+    let html = dir.join("comparison.html");
+    let doc = match crate::document::read(&json)? {
+        crate::document::Document::Comparison(c) => crate::report::HtmlDoc::Comparison(c),
+        _ => anyhow::bail!("internal error: {} holds no comparison", json.display()),
+    };
+    write_html(&[doc], Some(&html), None)?;
     eprintln!(
-        "archbench demo: wrote {} and {}",
+        "archbench demo: wrote {}, {} and {}",
         json.display(),
-        md.display()
+        md.display(),
+        html.display()
     );
     Ok(code)
 }

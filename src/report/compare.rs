@@ -73,24 +73,7 @@ impl ComparisonReport {
                 .targets
                 .iter()
                 .skip(1)
-                .filter_map(|t| {
-                    let d = t.versus_baseline.as_ref()?;
-                    let judgement = match d.better {
-                        Some(true) => " better",
-                        Some(false) => " worse",
-                        None => "",
-                    };
-                    Some(match (d.ci_low, d.ci_high, d.p_value) {
-                        (Some(lo), Some(hi), Some(p)) => format!(
-                            "{}: {} [{:+.1}%, {:+.1}%] p={p:.3}{judgement}",
-                            t.name,
-                            d.verdict,
-                            lo * 100.0,
-                            hi * 100.0,
-                        ),
-                        _ => format!("{}: {:+.1}%, no verdict", t.name, d.relative * 100.0),
-                    })
-                })
+                .filter_map(|t| Some(format!("{}: {}", t.name, delta_text(t)?)))
                 .collect();
             writeln!(out, "   {}", deltas.join("; "))?;
         }
@@ -221,4 +204,24 @@ pub(super) fn money(v: f64) -> String {
         let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
         format!("{v:.digits$}")
     }
+}
+
+/// A target's difference against the baseline, as the table prints it ("-12.3% [-14.0%,
+/// -10.1%] p=0.008 worse", "~ …", "+3.1%, no verdict").
+pub(super) fn delta_text(t: &crate::compare::MetricSummary) -> Option<String> {
+    let d = t.versus_baseline.as_ref()?;
+    let judgement = match d.better {
+        Some(true) => " better",
+        Some(false) => " worse",
+        None => "",
+    };
+    Some(match (d.ci_low, d.ci_high, d.p_value) {
+        (Some(lo), Some(hi), Some(p)) => format!(
+            "{} [{:+.1}%, {:+.1}%] p={p:.3}{judgement}",
+            d.verdict,
+            lo * 100.0,
+            hi * 100.0,
+        ),
+        _ => format!("{:+.1}%, no verdict", d.relative * 100.0),
+    })
 }

@@ -3,7 +3,9 @@
 //! the engine.
 
 mod ab;
+mod charts;
 mod compare;
+mod html;
 mod markdown;
 mod sweep;
 mod text;
@@ -14,6 +16,7 @@ use std::io::{self, Write};
 
 pub use ab::AbReport;
 pub use compare::ComparisonReport;
+pub use html::{Chart, HtmlDoc, HtmlReport};
 pub use markdown::MarkdownReport;
 pub use sweep::SweepReport;
 pub use text::{ports_note, TextReport};

@@ -186,6 +186,27 @@ fn demo_compares_two_servers_and_writes_json_and_markdown() {
     assert_eq!(stdout(&again), markdown);
     let text = archbench(&["report", out.join("comparison.json").to_str().unwrap()]);
     assert!(stdout(&text).contains("Mann-Whitney U"));
+    // The HTML report beside them, named on stderr, with both targets' spectra drawn.
+    let html = out.join("comparison.html");
+    assert!(
+        stderr(&o).contains(&html.display().to_string()),
+        "{}",
+        stderr(&o)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.starts_with("<!doctype html>"),
+        "{}",
+        &page[..page.len().min(200)]
+    );
+    for t in doc["targets"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        assert!(page.contains(name), "{name} not in the page");
+    }
+    assert!(
+        page.matches("<svg").count() >= 2,
+        "spectrum and throughput charts"
+    );
     if crate::util::require_tool("nginx").is_some() {
         // Both nginx instances were watched.
         for t in doc["targets"].as_array().unwrap() {

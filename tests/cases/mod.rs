@@ -3,6 +3,7 @@ mod cli;
 mod compare;
 mod embedded;
 mod faults;
+mod html;
 mod k8s;
 mod layouts;
 mod merge;

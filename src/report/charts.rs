@@ -1,0 +1,350 @@
+//! Charts as SVG text, drawn with plotters' SVG backend: one line chart for every picture the
+//! HTML report shows (percentile spectrum, throughput over time, sweep curves). Targets differ
+//! by colour and by line style (solid, dashed, dotted…), so a grey print still tells them apart.
+//! A logarithmic axis is drawn on the logarithm of the values, labelled with the values.
+
+use std::io;
+
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+
+/// One target's line.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A point to mark on a line (a knee), with its label.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    /// The line whose style it takes.
+    pub line: usize,
+    pub at: (f64, f64),
+    pub label: String,
+}
+
+/// How an axis maps and labels values.
+#[derive(Clone, Copy)]
+pub enum Axis {
+    Linear(fn(f64) -> String),
+    /// Drawn on log10 of the values, ticks on whole powers of ten.
+    Log(fn(f64) -> String),
+    /// Drawn on log2 of the values, ticks on whole powers of two (connection ladders).
+    Log2(fn(f64) -> String),
+    /// The percentile spectrum's "nines": 0 → 0%, 1 → 90%, 2 → 99%, 3 → 99.9%…
+    Nines,
+}
+
+impl Axis {
+    fn map(self, v: f64) -> Option<f64> {
+        match self {
+            Axis::Linear(_) | Axis::Nines => v.is_finite().then_some(v),
+            Axis::Log(_) => (v > 0.0 && v.is_finite()).then(|| v.log10()),
+            Axis::Log2(_) => (v > 0.0 && v.is_finite()).then(|| v.log2()),
+        }
+    }
+
+    /// How many tick labels: on a logarithmic axis, one per whole power (plotters then puts
+    /// them on whole values of the drawn logarithm).
+    fn labels(self, lo: f64, hi: f64) -> usize {
+        match self {
+            Axis::Linear(_) => 8,
+            Axis::Nines => ((hi - lo).ceil() as usize + 1).clamp(2, 12),
+            _ => ((hi - lo).floor() as usize + 1).clamp(2, 12),
+        }
+    }
+
+    fn label(self, drawn: f64) -> String {
+        match self {
+            Axis::Linear(f) => f(drawn),
+            Axis::Log(f) => f(10f64.powf(drawn)),
+            Axis::Log2(f) => f(2f64.powf(drawn)),
+            Axis::Nines => nines_label(drawn),
+        }
+    }
+}
+
+/// The chart to draw.
+pub struct LineChart<'a> {
+    pub title: &'a str,
+    pub x_title: &'a str,
+    pub y_title: &'a str,
+    pub x: Axis,
+    pub y: Axis,
+    pub lines: &'a [Line],
+    /// Fitted curves (USL), drawn thin and dotted in their line's colour, same order.
+    pub fits: &'a [Option<Line>],
+    pub marks: &'a [Mark],
+    /// A horizontal threshold (an SLO), with its label.
+    pub threshold: Option<(f64, String)>,
+}
+
+pub const WIDTH: u32 = 860;
+pub const HEIGHT: u32 = 430;
+
+fn chart_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> io::Error {
+    io::Error::other(format!("cannot draw a chart: {e}"))
+}
+
+/// The chart as a standalone SVG document.
+pub fn svg(c: &LineChart) -> io::Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(c, &root)?;
+        root.present().map_err(chart_error)?;
+    }
+    Ok(out)
+}
+
+/// Colours that stay apart on screen; the dash patterns carry the difference in grey.
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(0, 90, 181),
+    RGBColor(220, 50, 32),
+    RGBColor(0, 140, 70),
+    RGBColor(150, 60, 160),
+    RGBColor(230, 130, 0),
+    RGBColor(60, 60, 60),
+];
+/// Dash and gap of each line, in pixels; the first is solid.
+const DASHES: [(u32, u32); 6] = [(0, 0), (10, 5), (2, 4), (14, 4), (6, 3), (1, 2)];
+
+/// Lines of at most this many points get a marker on each.
+const MARKED_POINTS: usize = 60;
+
+fn colour(i: usize) -> RGBColor {
+    COLOURS[i % COLOURS.len()]
+}
+
+fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> {
+    root.fill(&WHITE).map_err(chart_error)?;
+    let mapped: Vec<Vec<(f64, f64)>> = c
+        .lines
+        .iter()
+        .map(|l| {
+            l.points
+                .iter()
+                .filter_map(|&(x, y)| Some((c.x.map(x)?, c.y.map(y)?)))
+                .collect()
+        })
+        .collect();
+    let fits: Vec<Option<Vec<(f64, f64)>>> = c
+        .fits
+        .iter()
+        .map(|f| {
+            f.as_ref().map(|l| {
+                l.points
+                    .iter()
+                    .filter_map(|&(x, y)| Some((c.x.map(x)?, c.y.map(y)?)))
+                    .collect()
+            })
+        })
+        .collect();
+    let threshold = c.threshold.as_ref().and_then(|(v, _)| c.y.map(*v));
+    let all = mapped.iter().flatten().copied();
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in all {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if let Some(t) = threshold {
+        y0 = y0.min(t);
+        y1 = y1.max(t);
+    }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    // One point alone: give it room on both sides.
+    if x1 - x0 < 1e-9 {
+        (x0, x1) = (x0 - 1.0, x1 + 1.0);
+    }
+    if y1 - y0 < 1e-9 {
+        (y0, y1) = (y0 - 1.0, y1 + 1.0);
+    }
+    // Room around the lines; linear y axes start at zero, as throughput should.
+    let pad = |lo: f64, hi: f64| ((hi - lo).abs() * 0.05).max(1e-9);
+    let (px, py) = (pad(x0, x1), pad(y0, y1));
+    let y_lo = match c.y {
+        Axis::Linear(_) => 0f64.min(y0),
+        _ => y0 - py,
+    };
+    let mut chart = ChartBuilder::on(root)
+        .caption(c.title, ("sans-serif", 20))
+        .margin(14)
+        .margin_right(70)
+        .x_label_area_size(46)
+        .y_label_area_size(78)
+        .build_cartesian_2d(x0 - px..x1 + px, y_lo..y1 + py)
+        .map_err(chart_error)?;
+    let (xa, ya) = (c.x, c.y);
+    let x_fmt = move |v: &f64| xa.label(*v);
+    let y_fmt = move |v: &f64| ya.label(*v);
+    chart
+        .configure_mesh()
+        .x_desc(c.x_title)
+        .y_desc(c.y_title)
+        .x_labels(c.x.labels(x0, x1))
+        .y_labels(c.y.labels(y0, y1))
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(chart_error)?;
+    for (i, (line, pts)) in c.lines.iter().zip(&mapped).enumerate() {
+        let style = colour(i).stroke_width(2);
+        let (dash, gap) = DASHES[i % DASHES.len()];
+        let legend = move |(x, y): (i32, i32)| {
+            let (d, g) = if dash == 0 { (24, 0) } else { (dash, gap) };
+            DashedPathElement::new(vec![(x, y), (x + 24, y)], d, g, style)
+        };
+        let drawn = if dash == 0 {
+            chart.draw_series(LineSeries::new(pts.iter().copied(), style))
+        } else {
+            chart.draw_series(DashedLineSeries::new(pts.iter().copied(), dash, gap, style))
+        };
+        drawn
+            .map_err(chart_error)?
+            .label(line.name.as_str())
+            .legend(legend);
+        // Small markers on each measured point of a sparse line (readable where lines cross;
+        // a dense one, like a spectrum, is its own marker).
+        if pts.len() <= MARKED_POINTS {
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, colour(i).filled())))
+                .map_err(chart_error)?;
+        }
+    }
+    for (i, fit) in fits.iter().enumerate() {
+        if let Some(pts) = fit {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    pts.iter().copied(),
+                    3,
+                    3,
+                    colour(i).stroke_width(1),
+                ))
+                .map_err(chart_error)?
+                .label(format!(
+                    "{} (USL fit)",
+                    c.lines.get(i).map_or("", |l| l.name.as_str())
+                ))
+                .legend(move |(x, y)| {
+                    DashedPathElement::new(
+                        vec![(x, y), (x + 24, y)],
+                        3,
+                        3,
+                        colour(i).stroke_width(1),
+                    )
+                });
+        }
+    }
+    if let (Some(t), Some((_, label))) = (threshold, &c.threshold) {
+        let grey = RGBColor(90, 90, 90).stroke_width(1);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x0 - px, t), (x1 + px, t)],
+                8,
+                4,
+                grey,
+            ))
+            .map_err(chart_error)?
+            .label(label.as_str())
+            .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 24, y)], 8, 4, grey));
+    }
+    for m in c.marks {
+        if let (Some(x), Some(y)) = (c.x.map(m.at.0), c.y.map(m.at.1)) {
+            let col = colour(m.line);
+            chart
+                .draw_series([EmptyElement::at((x, y))
+                    + Cross::new((0, 0), 8, col.stroke_width(3))
+                    + Text::new(
+                        m.label.clone(),
+                        (8, -18),
+                        ("sans-serif", 14).into_font().color(&col),
+                    )])
+                .map_err(chart_error)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(chart_error)?;
+    Ok(())
+}
+
+/// 0 → "0%", 1 → "90%", 2 → "99%", 2.5 → "99.68%", 3 → "99.9%".
+pub fn nines_label(nines: f64) -> String {
+    let q = (1.0 - 10f64.powf(-nines)) * 100.0;
+    let text = if (nines - nines.round()).abs() < 1e-9 {
+        let digits = (nines.round() as usize).saturating_sub(2);
+        format!("{q:.digits$}")
+    } else {
+        format!("{q:.2}")
+    };
+    format!("{text}%")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nines_read_as_percentiles() {
+        assert_eq!(nines_label(0.0), "0%");
+        assert_eq!(nines_label(1.0), "90%");
+        assert_eq!(nines_label(2.0), "99%");
+        assert_eq!(nines_label(3.0), "99.9%");
+        assert_eq!(nines_label(5.0), "99.999%");
+    }
+
+    #[test]
+    fn a_chart_is_an_svg_with_its_lines_labels_and_marks() {
+        let lines = vec![
+            Line {
+                name: "intel".into(),
+                points: vec![(1.0, 100.0), (2.0, 190.0), (4.0, 300.0)],
+            },
+            Line {
+                name: "arm".into(),
+                points: vec![(1.0, 120.0), (2.0, 230.0), (4.0, 420.0)],
+            },
+        ];
+        let svg = svg(&LineChart {
+            title: "Throughput",
+            x_title: "connections",
+            y_title: "req/s",
+            x: Axis::Log(|v| format!("{v:.0}")),
+            y: Axis::Linear(|v| format!("{v:.0}")),
+            lines: &lines,
+            fits: &[None, None],
+            marks: &[Mark {
+                line: 1,
+                at: (2.0, 230.0),
+                label: "knee".into(),
+            }],
+            threshold: Some((250.0, "SLO".into())),
+        })
+        .unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
+        for text in [
+            "Throughput",
+            "connections",
+            "req/s",
+            "intel",
+            "arm",
+            "knee",
+            "SLO",
+        ] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+        // The second line is dashed: drawn as many short segments, not one polyline.
+        assert!(svg.matches("<polyline").count() + svg.matches("<line").count() > 5);
+    }
+}

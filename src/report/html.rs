@@ -1,0 +1,624 @@
+//! One self-contained HTML file: inline SVG charts, an inline stylesheet, no script, no font
+//! and nothing else fetched, so it opens offline and prints. Per document: runs (overlaid),
+//! a comparison, or a sweep; each with its table (every figure also in a `data-value`
+//! attribute holding the JSON's own number, so a reader or a test can check it), its charts
+//! and what it ran against (plan, environment, server fingerprints).
+
+use std::io::{self, Write};
+
+use hdrhistogram::Histogram;
+
+use super::charts::{self, Axis, Line, LineChart, Mark};
+use super::units::{grouped, wrk_time_us};
+use crate::compare::ComparisonResult;
+use crate::stats::RunResult;
+use crate::sweep::{LadderKind, SweepResult};
+
+/// A document to report, as read.
+pub enum HtmlDoc {
+    /// A run, named (by its file).
+    Run(String, Box<RunResult>),
+    Comparison(Box<ComparisonResult>),
+    Sweep(Box<SweepResult>),
+}
+
+/// One chart of the report: its id (the file name `--svg` writes), title and SVG.
+pub struct Chart {
+    pub id: String,
+    pub title: String,
+    pub svg: String,
+}
+
+/// A section of the report before it is written: its heading, HTML body parts and charts.
+struct Section {
+    heading: String,
+    table: String,
+    charts: Vec<Chart>,
+    about: String,
+}
+
+pub struct HtmlReport;
+
+impl HtmlReport {
+    /// Every chart the report of `docs` holds.
+    pub fn charts(docs: &[HtmlDoc]) -> io::Result<Vec<Chart>> {
+        Ok(sections(docs)?.into_iter().flat_map(|s| s.charts).collect())
+    }
+
+    pub fn write(docs: &[HtmlDoc], out: &mut dyn Write) -> io::Result<()> {
+        let sections = sections(docs)?;
+        let title = sections
+            .iter()
+            .map(|s| s.heading.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        write!(
+            out,
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+             <title>archbench: {}</title><style>{STYLE}</style></head><body>\n",
+            esc(&title)
+        )?;
+        writeln!(
+            out,
+            "<header><h1>archbench report</h1><p>archbench {} — every figure below is in the JSON the report was made from.</p></header>",
+            env!("CARGO_PKG_VERSION")
+        )?;
+        for (k, s) in sections.iter().enumerate() {
+            writeln!(
+                out,
+                "<section id=\"section-{k}\"><h2>{}</h2>",
+                esc(&s.heading)
+            )?;
+            out.write_all(s.table.as_bytes())?;
+            for c in &s.charts {
+                writeln!(
+                    out,
+                    "<figure class=\"chart\" id=\"{}\">{}<figcaption>{}</figcaption></figure>",
+                    c.id,
+                    strip_xml_declaration(&c.svg),
+                    esc(&c.title)
+                )?;
+            }
+            out.write_all(s.about.as_bytes())?;
+            writeln!(out, "</section>")?;
+        }
+        writeln!(out, "</body></html>")
+    }
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em auto;max-width:960px;color:#111}\
+h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}\
+table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .5em}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f3f3f3}\
+figure.chart{margin:1.5em 0;page-break-inside:avoid}figure.chart svg{width:100%;height:auto}\
+figcaption{font-size:.85em;color:#444}dl{font-size:.85em}dt{font-weight:bold;margin-top:.4em}\
+code{font-size:.9em;word-break:break-all}.pass{color:#060}.fail{color:#a00;font-weight:bold}\
+@media print{body{max-width:none}}";
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn strip_xml_declaration(svg: &str) -> &str {
+    match svg.find("<svg") {
+        Some(i) => &svg[i..],
+        None => svg,
+    }
+}
+
+/// A numeric cell: the figure as read, with the JSON's number beside it.
+fn num(text: &str, value: f64) -> String {
+    format!(
+        "<td class=\"num\" data-value=\"{value}\">{}</td>",
+        esc(text)
+    )
+}
+
+fn sections(docs: &[HtmlDoc]) -> io::Result<Vec<Section>> {
+    let runs: Vec<(&str, &RunResult)> = docs
+        .iter()
+        .filter_map(|d| match d {
+            HtmlDoc::Run(name, r) => Some((name.as_str(), r.as_ref())),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    if !runs.is_empty() {
+        out.push(runs_section(&runs, out.len())?);
+    }
+    for d in docs {
+        match d {
+            HtmlDoc::Comparison(c) => out.push(comparison_section(c, out.len())?),
+            HtmlDoc::Sweep(s) => out.push(sweep_section(s, out.len())?),
+            HtmlDoc::Run(..) => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The spectrum of one or more runs' total latency merged (a target's runs of a comparison).
+fn spectrum(runs: &[&RunResult]) -> Vec<(f64, f64)> {
+    let mut all: Option<Histogram<u64>> = None;
+    for r in runs {
+        let h = &r.histograms.total.0;
+        match &mut all {
+            None => all = Some(h.clone()),
+            Some(a) => {
+                // Same bounds everywhere (stored histograms are checked when read).
+                let _ = a.add(h);
+            }
+        }
+    }
+    let Some(h) = all.filter(|h| !h.is_empty()) else {
+        return Vec::new();
+    };
+    // Up to the nines the count supports (99.99% of 1,000 samples is noise).
+    let max_nines = (h.len() as f64).log10().clamp(1.0, 6.0);
+    let steps = 240;
+    (0..=steps)
+        .map(|i| {
+            let nines = max_nines * f64::from(i) / f64::from(steps);
+            let q = 1.0 - 10f64.powf(-nines);
+            (nines, h.value_at_quantile(q) as f64)
+        })
+        .collect()
+}
+
+fn latency_axis(v: f64) -> String {
+    wrk_time_us(v)
+}
+
+fn rate_axis(v: f64) -> String {
+    grouped(v.max(0.0).round() as u64)
+}
+
+fn seconds_axis(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-6 {
+        format!("{v:.0}s")
+    } else {
+        format!("{v:.1}s")
+    }
+}
+
+fn spectrum_chart(id: String, lines: &[Line]) -> io::Result<Chart> {
+    let title = "Latency by percentile (total latency; x: percentile on a log 'nines' axis)";
+    Ok(Chart {
+        svg: charts::svg(&LineChart {
+            title: "Latency percentile spectrum",
+            x_title: "percentile",
+            y_title: "latency",
+            x: Axis::Nines,
+            y: Axis::Log(latency_axis),
+            lines,
+            fits: &[],
+            marks: &[],
+            threshold: None,
+        })?,
+        id,
+        title: title.into(),
+    })
+}
+
+/// Answered requests per second over the run.
+fn throughput_series(r: &RunResult) -> Vec<(f64, f64)> {
+    let step = f64::from(r.series_step_s.max(1));
+    r.series
+        .iter()
+        .map(|s| (f64::from(s.second), s.completed as f64 / step))
+        .collect()
+}
+
+fn throughput_chart(id: String, lines: &[Line]) -> io::Result<Chart> {
+    Ok(Chart {
+        svg: charts::svg(&LineChart {
+            title: "Throughput over time",
+            x_title: "seconds into the run",
+            y_title: "req/s",
+            x: Axis::Linear(seconds_axis),
+            y: Axis::Linear(rate_axis),
+            lines,
+            fits: &[],
+            marks: &[],
+            threshold: None,
+        })?,
+        id,
+        title:
+            "Answered requests per second, per second of the run (the first measured run of each)"
+                .into(),
+    })
+}
+
+fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
+    let mut table = String::from(
+        "<table class=\"figures\"><tr><th>run</th><th>URL</th><th>req/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>errors</th><th>limiter</th></tr>\n",
+    );
+    for (name, r) in runs {
+        let t = &r.latency.total;
+        table.push_str(&format!(
+            "<tr><td>{}</td><td><code>{}</code></td>{}{}{}{}{}{}{}<td>{}</td></tr>\n",
+            esc(name),
+            esc(&r.plan.url),
+            num(
+                &grouped(r.totals.requests_per_sec.round() as u64),
+                r.totals.requests_per_sec
+            ),
+            num(&wrk_time_us(t.p50_us as f64), t.p50_us as f64),
+            num(&wrk_time_us(t.p90_us as f64), t.p90_us as f64),
+            num(&wrk_time_us(t.p99_us as f64), t.p99_us as f64),
+            num(&wrk_time_us(t.p99_9_us as f64), t.p99_9_us as f64),
+            num(&wrk_time_us(t.max_us as f64), t.max_us as f64),
+            num(&grouped(r.totals.errors), r.totals.errors as f64),
+            esc(&r.limiter.reason)
+        ));
+    }
+    table.push_str("</table>\n");
+    let named = |f: &dyn Fn(&RunResult) -> Vec<(f64, f64)>| -> Vec<Line> {
+        runs.iter()
+            .map(|(n, r)| Line {
+                name: n.to_string(),
+                points: f(r),
+            })
+            .collect()
+    };
+    let charts = vec![
+        spectrum_chart(format!("chart-{k}-spectrum"), &named(&|r| spectrum(&[r])))?,
+        throughput_chart(format!("chart-{k}-throughput"), &named(&throughput_series))?,
+    ];
+    let about = runs
+        .iter()
+        .map(|(n, r)| about_run(n, r))
+        .collect::<Vec<_>>()
+        .join("");
+    Ok(Section {
+        heading: format!(
+            "Runs: {}",
+            runs.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        ),
+        table,
+        charts,
+        about,
+    })
+}
+
+/// Plan, environment and server fingerprints of one run.
+fn about_run(name: &str, r: &RunResult) -> String {
+    let p = &r.plan;
+    let e = &r.environment;
+    let mut s = format!(
+        "<dl class=\"about\"><dt>{}</dt><dd><code>{} {}</code>, {} connections, {} threads, {}, {}</dd>\
+         <dd>client: {} {}, {} cores, kernel {}, archbench {}</dd>",
+        esc(name),
+        esc(&p.method),
+        esc(&p.url),
+        p.connections,
+        p.threads,
+        match p.rate {
+            Some(rate) => format!("open loop at {} req/s", grouped(rate.round() as u64)),
+            None => "closed loop".into(),
+        },
+        match (p.duration_s, p.requests) {
+            (Some(d), _) => format!("{d} s"),
+            (None, Some(n)) => format!("{n} requests"),
+            _ => String::new(),
+        },
+        esc(&e.arch),
+        esc(&e.cpu_model),
+        e.cores,
+        esc(&e.kernel),
+        esc(&e.archbench_version),
+    );
+    for srv in &r.servers {
+        if let Some(d) = srv.fingerprint.describe() {
+            s.push_str(&format!("<dd>server {}: {}</dd>", esc(&srv.label), esc(&d)));
+        }
+        for w in &srv.fingerprint.warnings {
+            s.push_str(&format!("<dd class=\"fail\">{}</dd>", esc(w)));
+        }
+    }
+    s.push_str("</dl>\n");
+    s
+}
+
+fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
+    let mut table = String::from("<table class=\"figures comparison\"><tr><th>metric</th>");
+    for (i, t) in c.targets.iter().enumerate() {
+        let base = if i == 0 { " (baseline)" } else { "" };
+        table.push_str(&format!("<th>{}{base}</th>", esc(&t.name)));
+    }
+    table.push_str("<th>vs baseline</th></tr>\n");
+    for m in &c.metrics {
+        let unit = if m.unit.is_empty() || m.metric.contains(m.unit.as_str()) {
+            String::new()
+        } else {
+            format!(" ({})", esc(&m.unit))
+        };
+        table.push_str(&format!("<tr><th>{}{unit}</th>", esc(&m.metric)));
+        for t in &m.targets {
+            match (t.median, t.min, t.max) {
+                (Some(med), Some(lo), Some(hi)) => table.push_str(&num(
+                    &format!(
+                        "{} [{}..{}]",
+                        super::units::metric_figure(med, &m.unit),
+                        super::units::metric_figure(lo, &m.unit),
+                        super::units::metric_figure(hi, &m.unit)
+                    ),
+                    med,
+                )),
+                _ => table.push_str("<td>–</td>"),
+            }
+        }
+        let deltas: Vec<String> = m
+            .targets
+            .iter()
+            .skip(1)
+            .filter_map(|t| Some(format!("{}: {}", t.name, super::compare::delta_text(t)?)))
+            .collect();
+        table.push_str(&format!("<td>{}</td></tr>\n", esc(&deltas.join("; "))));
+    }
+    table.push_str("</table>\n");
+    for t in &c.slo {
+        for cond in &t.outcome.conditions {
+            let (class, verdict) = if cond.passed {
+                ("pass", "pass")
+            } else {
+                ("fail", "FAIL")
+            };
+            table.push_str(&format!(
+                "<p>SLO {}: {} measured {} — <span class=\"{class}\">{verdict}</span></p>\n",
+                esc(&t.name),
+                esc(&cond.condition),
+                cond.measured
+                    .map_or("nothing".into(), |v| super::units::slo_figure(
+                        v, &cond.unit
+                    ))
+            ));
+        }
+    }
+    for cost in &c.cost {
+        if let Some(v) = cost.cost_per_million {
+            table.push_str(&format!(
+                "<p>Cost {}: {} per million requests at {} req/s ({}/h)</p>\n",
+                esc(&cost.name),
+                super::compare::money(v),
+                grouped(cost.requests_per_sec.round() as u64),
+                super::compare::money(cost.price_per_hour)
+            ));
+        }
+    }
+    let spectra: Vec<Line> = c
+        .targets
+        .iter()
+        .map(|t| Line {
+            name: t.name.clone(),
+            points: spectrum(&t.judged().collect::<Vec<_>>()),
+        })
+        .collect();
+    let over_time: Vec<Line> = c
+        .targets
+        .iter()
+        .map(|t| Line {
+            name: t.name.clone(),
+            points: t.runs.first().map(throughput_series).unwrap_or_default(),
+        })
+        .collect();
+    let charts = vec![
+        spectrum_chart(format!("chart-{k}-spectrum"), &spectra)?,
+        throughput_chart(format!("chart-{k}-throughput"), &over_time)?,
+    ];
+    let mut about = String::from("<dl class=\"about\"><dt>Reproduce</dt>");
+    for t in &c.targets {
+        about.push_str(&format!(
+            "<dd>{}: <code>{}</code></dd>",
+            esc(&t.name),
+            esc(&t.command)
+        ));
+    }
+    about.push_str("</dl>\n");
+    for t in &c.targets {
+        if let Some(r) = t.runs.first() {
+            about.push_str(&about_run(&t.name, r));
+        }
+    }
+    Ok(Section {
+        heading: format!(
+            "Comparison: {}",
+            c.targets
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" vs ")
+        ),
+        table,
+        charts,
+        about,
+    })
+}
+
+fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
+    let load_title = match s.ladder {
+        LadderKind::Connections => "connections",
+        LadderKind::Rates => "offered req/s",
+    };
+    let mut table = String::new();
+    for t in &s.targets {
+        table.push_str(&format!(
+            "<h3>{}</h3><table class=\"figures sweep\" data-target=\"{}\"><tr><th>{load_title}</th><th>req/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>errors %</th><th>SLO</th></tr>\n",
+            esc(&t.name),
+            esc(&t.name)
+        ));
+        for p in &t.points {
+            table.push_str(&format!(
+                "<tr>{}{}{}{}{}{}{}<td>{}</td></tr>\n",
+                num(&grouped(p.load.round() as u64), p.load),
+                num(
+                    &grouped(p.requests_per_sec.round() as u64),
+                    p.requests_per_sec
+                ),
+                num(&wrk_time_us(p.p50_us), p.p50_us),
+                num(&wrk_time_us(p.p90_us), p.p90_us),
+                num(&wrk_time_us(p.p99_us), p.p99_us),
+                num(&wrk_time_us(p.p99_9_us), p.p99_9_us),
+                num(&format!("{:.2}", p.error_percent), p.error_percent),
+                match p.slo_passed {
+                    Some(true) => "<span class=\"pass\">pass</span>",
+                    Some(false) => "<span class=\"fail\">FAIL</span>",
+                    None => "–",
+                }
+            ));
+        }
+        table.push_str("</table>\n");
+        table.push_str(&format!("<p>Knee: {}</p>\n", esc(&t.knee_reason)));
+        if let Some(stop) = &t.stopped {
+            table.push_str(&format!(
+                "<p>Stopped after {}: {}</p>\n",
+                stop.after,
+                esc(&stop.reason)
+            ));
+        }
+        match (&t.usl, &t.usl_refused) {
+            (Some(f), _) => table.push_str(&format!(
+                "<p>USL: σ = {:.4}, κ = {:.6}, λ = {} req/s per connection{}, R² = {:.3}</p>\n",
+                f.sigma,
+                f.kappa,
+                grouped(f.lambda.round() as u64),
+                f.peak_concurrency
+                    .map(|n| format!(", throughput peaks at {n:.0} connections"))
+                    .unwrap_or_default(),
+                f.r_squared
+            )),
+            (None, Some(why)) => table.push_str(&format!("<p>USL: {}</p>\n", esc(why))),
+            (None, None) => {}
+        }
+    }
+    let curve = |f: &dyn Fn(&crate::sweep::StepFigures) -> (f64, f64)| -> Vec<Line> {
+        s.targets
+            .iter()
+            .map(|t| Line {
+                name: t.name.clone(),
+                points: t.points.iter().map(f).collect(),
+            })
+            .collect()
+    };
+    let knees = |f: &dyn Fn(&crate::sweep::StepFigures) -> (f64, f64)| -> Vec<Mark> {
+        s.targets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let p = t.points.iter().find(|p| Some(p.load) == t.knee)?;
+                Some(Mark {
+                    line: i,
+                    at: f(p),
+                    label: format!("knee {}", t.name),
+                })
+            })
+            .collect()
+    };
+    let by_load = |p: &crate::sweep::StepFigures| (p.load, p.requests_per_sec);
+    let by_rps = |p: &crate::sweep::StepFigures| (p.requests_per_sec, p.p99_us);
+    let fits: Vec<Option<Line>> = s
+        .targets
+        .iter()
+        .map(|t| {
+            let f = t.usl.as_ref()?;
+            let (lo, hi) = (t.points.first()?.load, t.points.last()?.load);
+            Some(Line {
+                name: t.name.clone(),
+                points: (0..=60)
+                    .map(|i| {
+                        let n = lo * (hi / lo).powf(f64::from(i) / 60.0);
+                        (n, f.throughput(n))
+                    })
+                    .collect(),
+            })
+        })
+        .collect();
+    let slo_p99 = s.slo.iter().find_map(|c| {
+        let rest = c.strip_prefix("p99<=").or_else(|| c.strip_prefix("p99<"))?;
+        let (n, unit) = rest.split_at(rest.find(|ch: char| ch.is_alphabetic())?);
+        let v: f64 = n.parse().ok()?;
+        let scale = match unit {
+            "us" | "µs" => 1.0,
+            "ms" => 1e3,
+            "s" => 1e6,
+            _ => return None,
+        };
+        Some((v * scale, format!("SLO {c}")))
+    });
+    let load_axis = match s.ladder {
+        LadderKind::Connections => Axis::Log2(|v| format!("{v:.0}")),
+        LadderKind::Rates => Axis::Linear(rate_axis),
+    };
+    let charts = vec![
+        Chart {
+            svg: charts::svg(&LineChart {
+                title: "Throughput against load",
+                x_title: load_title,
+                y_title: "req/s answered",
+                x: load_axis,
+                y: Axis::Linear(rate_axis),
+                lines: &curve(&by_load),
+                fits: &fits,
+                marks: &knees(&by_load),
+                threshold: None,
+            })?,
+            id: format!("chart-{k}-throughput-vs-load"),
+            title: "Answered req/s at each load (medians), knees marked, USL fits dotted".into(),
+        },
+        Chart {
+            svg: charts::svg(&LineChart {
+                title: "p99 latency against throughput",
+                x_title: "req/s answered",
+                y_title: "p99 latency",
+                x: Axis::Linear(rate_axis),
+                y: Axis::Log(latency_axis),
+                lines: &curve(&by_rps),
+                fits: &[],
+                marks: &knees(&by_rps),
+                threshold: slo_p99,
+            })?,
+            id: format!("chart-{k}-p99-vs-throughput"),
+            title: "p99 at each step's throughput (medians), knees marked, the SLO's p99 dashed"
+                .into(),
+        },
+    ];
+    let mut about = String::new();
+    if let Some(step) = s.steps.first() {
+        about.push_str("<dl class=\"about\"><dt>Reproduce one step</dt>");
+        for t in &step.comparison.targets {
+            about.push_str(&format!(
+                "<dd>{}: <code>{}</code></dd>",
+                esc(&t.name),
+                esc(&t.command)
+            ));
+        }
+        about.push_str("</dl>\n");
+        for t in &step.comparison.targets {
+            if let Some(r) = t.runs.first() {
+                about.push_str(&about_run(&t.name, r));
+            }
+        }
+    }
+    Ok(Section {
+        heading: format!(
+            "Sweep of {}: {} {}",
+            s.targets
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            load_title,
+            s.loads
+                .iter()
+                .map(|l| grouped(l.round() as u64))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        table,
+        charts,
+        about,
+    })
+}

@@ -1,0 +1,279 @@
+//! The HTML report, opened the way a reader opens it: in Chromium (Debian's package), headless,
+//! in a network namespace without any network — so a page that needed one would show it —
+//! with its DOM read back and each chart's pixels checked.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::{bin, finish_within, read_json, stderr, ServeChild, PROMPTLY};
+
+/// Runs archbench, expecting `code` (1: an SLO the test made fail on purpose).
+fn archbench(args: &[&str], code: i32) {
+    let child = bin()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
+}
+
+/// Headless Chromium without a network; its standard output.
+fn chromium(chromium: &Path, args: &[&str]) -> String {
+    let child = std::process::Command::new("unshare")
+        .arg("-n")
+        .arg(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = finish_within(child, PROMPTLY);
+    assert!(o.status.success(), "chromium {args:?}: {}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The numbers in `data-value` attributes of the part of `dom` from `from` to `to`.
+fn values(dom: &str, from: &str, to: &str) -> Vec<f64> {
+    let start = dom
+        .find(from)
+        .unwrap_or_else(|| panic!("{from:?} not in the page"));
+    let part = &dom[start..];
+    let part = &part[..part.find(to).unwrap_or(part.len())];
+    part.split("data-value=\"")
+        .skip(1)
+        .map(|s| s[..s.find('"').unwrap()].parse().unwrap())
+        .collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// Share of a PNG's pixels that are not white.
+fn inked(png_path: &Path) -> f64 {
+    let decoder = png::Decoder::new(std::fs::File::open(png_path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    let pixels = &buf[..info.buffer_size()];
+    let total = pixels.len() / channels;
+    let ink = pixels
+        .chunks(channels)
+        .filter(|p| p[..3].iter().any(|&c| c < 235))
+        .count();
+    ink as f64 / total as f64
+}
+
+#[test]
+fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
+    let Some(chromium_bin) = crate::util::require_tool("chromium") else {
+        return;
+    };
+    let fast = ServeChild::start(&["--threads", "1"]);
+    let slow = ServeChild::start(&["--threads", "1", "--delay", "3ms"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| -> PathBuf { dir.path().join(name) };
+    let (a, b) = (format!("fast={}", fast.url), format!("slow={}", slow.url));
+    let cmp = path("cmp.json");
+    archbench(
+        &[
+            "compare",
+            &a,
+            &b,
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "-d",
+            "1s",
+            "--runs",
+            "2",
+            "--no-warmup",
+            "-q",
+            "--slo",
+            "p99<2ms",
+            "--cost",
+            "fast=0.192",
+            "--json",
+            cmp.to_str().unwrap(),
+        ],
+        1,
+    );
+    let sweep = path("sweep.json");
+    archbench(
+        &[
+            "sweep",
+            &a,
+            &b,
+            "-c",
+            "1,2,4,8",
+            "-t",
+            "1",
+            "-d",
+            "400ms",
+            "--no-warmup",
+            "-q",
+            "--slo",
+            "p99<10ms",
+            "--json",
+            sweep.to_str().unwrap(),
+        ],
+        0,
+    );
+    let run = path("run.json");
+    archbench(
+        &[
+            "run",
+            &fast.url,
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "-d",
+            "1s",
+            "-q",
+            "--json",
+            run.to_str().unwrap(),
+        ],
+        0,
+    );
+    let html = path("report.html");
+    let svgs = path("charts");
+    archbench(
+        &[
+            "report",
+            run.to_str().unwrap(),
+            cmp.to_str().unwrap(),
+            sweep.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+            "--svg",
+            svgs.to_str().unwrap(),
+        ],
+        0,
+    );
+    // Nothing in the page asks for anything: no script, link, image, font or url().
+    let page = std::fs::read_to_string(&html).unwrap();
+    for needle in [
+        "<script",
+        "<link",
+        "<img",
+        "<iframe",
+        " src=",
+        " href=",
+        "url(",
+        "@import",
+        "@font-face",
+    ] {
+        assert!(!page.contains(needle), "{needle:?} in the report");
+    }
+    // Chromium without a network renders it; the DOM it built holds six charts, each drawn.
+    let dom = chromium(
+        &chromium_bin,
+        &["--dump-dom", &format!("file://{}", html.display())],
+    );
+    let figures: Vec<&str> = dom.split("<figure class=\"chart\"").skip(1).collect();
+    assert_eq!(
+        figures.len(),
+        6,
+        "runs, comparison and sweep: two charts each"
+    );
+    for f in &figures {
+        let svg = &f[..f.find("</figure>").unwrap()];
+        let drawn = svg.matches("<polyline").count()
+            + svg.matches("<line").count()
+            + svg.matches("<circle").count();
+        assert!(
+            drawn > 20,
+            "a chart with {drawn} drawn elements: {}",
+            &svg[..200.min(svg.len())]
+        );
+    }
+    // The comparison table's medians are the JSON's.
+    let c = read_json(&cmp);
+    for (row, metric) in ["req/s", "p99"].iter().enumerate() {
+        let m = c["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == *metric)
+            .unwrap();
+        let want: Vec<f64> = m["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["median"].as_f64().unwrap())
+            .collect();
+        let row_start = format!("<tr><th>{metric}");
+        let got = values(&dom, &row_start, "</tr>");
+        assert_eq!(got.len(), 2, "row {row}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(close(*g, *w), "{metric}: page {g}, JSON {w}");
+        }
+    }
+    assert!(
+        dom.contains("SLO slow: p99&lt;2ms measured"),
+        "the SLO lines"
+    );
+    assert!(dom.contains("Cost fast: "), "the cost line");
+    // The sweep's table for each target is its points, in order.
+    let s = read_json(&sweep);
+    for t in s["targets"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        let got = values(&dom, &format!("data-target=\"{name}\""), "</table>");
+        let want: Vec<f64> = t["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| {
+                [
+                    "load",
+                    "requests_per_sec",
+                    "p50_us",
+                    "p90_us",
+                    "p99_us",
+                    "p99_9_us",
+                    "error_percent",
+                ]
+                .map(|k| p[k].as_f64().unwrap())
+            })
+            .collect();
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(close(*g, *w), "{name}: page {g}, JSON {w}");
+        }
+    }
+    // Each chart, drawn on its own: ink over a good part of it, not a blank frame.
+    let mut charts: Vec<PathBuf> = std::fs::read_dir(&svgs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    charts.sort();
+    assert_eq!(charts.len(), 6);
+    for chart in &charts {
+        let png = chart.with_extension("png");
+        chromium(
+            &chromium_bin,
+            &[
+                &format!("--screenshot={}", png.display()),
+                "--window-size=860,430",
+                &format!("file://{}", chart.display()),
+            ],
+        );
+        let ink = inked(&png);
+        assert!(
+            ink > 0.03,
+            "{}: {:.1}% of its pixels drawn",
+            chart.display(),
+            ink * 100.0
+        );
+    }
+}
