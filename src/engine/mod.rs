@@ -7,6 +7,7 @@
 //! recording goes into histograms sized up front.
 
 mod conn;
+pub mod live;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -205,6 +206,8 @@ pub enum EngineError {
     Tls(#[from] TlsSetupError),
     #[error("a worker thread panicked; this is a bug in archbench")]
     WorkerPanic,
+    #[error("adding up the latency series failed: {0}; this is a bug in archbench")]
+    LatencySeries(String),
     #[error("merging the workers' recordings failed: {0}; this is a bug in archbench")]
     Merge(#[from] IncompatibleHistograms),
 }
@@ -251,6 +254,8 @@ pub fn run_from(
     let progress: Vec<WorkerProgress> = (0..threads).map(|_| WorkerProgress::default()).collect();
 
     let (done_tx, done_rx) = mpsc::channel::<()>();
+    let (mut collector, shippers) = live::channels(threads, start);
+    let mut shippers = shippers.into_iter();
 
     let results = std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(threads);
@@ -286,6 +291,9 @@ pub fn run_from(
                 timeout: plan.timeout,
                 start,
                 expected: plan.stop.duration,
+                live: shippers
+                    .next()
+                    .expect("one interval shipper per worker thread"),
             };
             first_conn += conns;
             let done = done_tx.clone();
@@ -304,7 +312,9 @@ pub fn run_from(
         let spawned = handles.iter().filter(|h| h.is_ok()).count();
         let mut finished = 0;
         while finished < spawned {
-            match done_rx.recv_timeout(Duration::from_millis(250)) {
+            let waited = done_rx.recv_timeout(live::TICK);
+            collector.drain();
+            match waited {
                 Ok(()) => finished += 1,
                 Err(mpsc::RecvTimeoutError::Timeout) => on_progress(&Progress {
                     elapsed: start.elapsed(),
@@ -346,6 +356,7 @@ pub fn run_from(
         };
         merged.merge(&w.recording, 0)?;
     }
+    merged.latency = collector.finish().map_err(EngineError::LatencySeries)?;
     let elapsed = stopped_at.saturating_duration_since(start);
     Ok(RunOutcome {
         recording: merged,

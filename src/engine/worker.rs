@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::live::IntervalShipper;
+
 use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -64,6 +66,8 @@ pub struct WorkerSpec {
     pub timeout: Duration,
     pub start: Instant,
     pub expected: Option<Duration>,
+    /// Hands each quarter second's latencies to the calling thread.
+    pub live: IntervalShipper,
 }
 
 /// See [`WorkerSpec::schedule`].
@@ -412,12 +416,14 @@ impl<'a> Worker<'a> {
             self.progress
                 .errors
                 .store(self.rec.error_total(), Ordering::Relaxed);
+            self.spec.live.tick(now);
         };
         // Closing thousands of sockets takes time that is not part of the measurement.
         Ok(self.outcome(interrupted, stopped_at))
     }
 
     fn outcome(&mut self, interrupted: bool, stopped_at: Instant) -> WorkerOutcome {
+        self.spec.live.finish();
         WorkerOutcome {
             recording: std::mem::replace(&mut self.rec, Recorder::new(None)),
             first_send: self.first_send,
@@ -733,6 +739,7 @@ impl<'a> Worker<'a> {
             ),
             connect_us: conn.connect_us,
         };
+        self.spec.live.response(now, times.total_us);
         self.rec
             .response(second, conn.parser.status, conn.parser.body_bytes, times);
         if let Some(server) = conn.parser.server.take() {
@@ -750,6 +757,7 @@ impl<'a> Worker<'a> {
         self.read_done(i);
         let second = self.second(now);
         self.rec.error(second, kind);
+        self.spec.live.error(now, kind);
         self.conns[i].io = None;
         self.next(i, now);
     }

@@ -273,10 +273,42 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(200, 200, 200))
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(legend_corner(&mapped, (x0 - px, x1 + px), (y_lo, y1 + py)))
         .draw()
         .map_err(chart_error)?;
     Ok(())
+}
+
+/// The corner of the plot with the fewest points under it, for the legend (which would hide
+/// them): upper left, upper right, lower right, lower left, in that order of preference.
+fn legend_corner(
+    lines: &[Vec<(f64, f64)>],
+    (x_lo, x_hi): (f64, f64),
+    (y_lo, y_hi): (f64, f64),
+) -> SeriesLabelPosition {
+    // The legend box takes about a third of the width and of the height.
+    let (w, h) = ((x_hi - x_lo) * 0.35, (y_hi - y_lo) * 0.35);
+    let corners = [
+        (SeriesLabelPosition::UpperLeft, x_lo, y_hi - h),
+        (SeriesLabelPosition::UpperRight, x_hi - w, y_hi - h),
+        (SeriesLabelPosition::LowerRight, x_hi - w, y_lo),
+        (SeriesLabelPosition::LowerLeft, x_lo, y_lo),
+    ];
+    let under = |x: f64, y: f64| {
+        lines
+            .iter()
+            .flatten()
+            .filter(|(px, py)| *px >= x && *px <= x + w && *py >= y && *py <= y + h)
+            .count()
+    };
+    let mut best = (usize::MAX, SeriesLabelPosition::UpperLeft);
+    for (pos, x, y) in corners {
+        let n = under(x, y);
+        if n < best.0 {
+            best = (n, pos);
+        }
+    }
+    best.1
 }
 
 /// 0 → "0%", 1 → "90%", 2 → "99%", 2.5 → "99.68%", 3 → "99.9%".

@@ -232,6 +232,43 @@ fn throughput_chart(id: String, lines: &[Line]) -> io::Result<Chart> {
     })
 }
 
+/// p99 of total latency per step of the run (from its latency series; empty for documents
+/// of builds before it).
+fn p99_series(r: &RunResult) -> Vec<(f64, f64)> {
+    let step = f64::from(r.latency_step_s.max(1));
+    r.latency_series
+        .iter()
+        .map(|s| {
+            // At the middle of the time the step covers (the last one ends with the run).
+            let from = f64::from(s.second);
+            let to = (from + step).min(r.totals.elapsed_s.max(from));
+            ((from + to) / 2.0, s.p99_us as f64)
+        })
+        .collect()
+}
+
+/// The p99-over-time chart, when some line has points.
+fn p99_chart(id: String, lines: &[Line]) -> io::Result<Option<Chart>> {
+    if lines.iter().all(|l| l.points.is_empty()) {
+        return Ok(None);
+    }
+    Ok(Some(Chart {
+        svg: charts::svg(&LineChart {
+            title: "p99 latency over time",
+            x_title: "seconds into the run",
+            y_title: "p99 latency",
+            x: Axis::Linear(seconds_axis),
+            y: Axis::Log(latency_axis),
+            lines,
+            fits: &[],
+            marks: &[],
+            threshold: None,
+        })?,
+        id,
+        title: "99th percentile of total latency, per second of the run (the first measured run of each; each second's histogram is in the JSON's latency_series)".into(),
+    }))
+}
+
 fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
     let mut table = String::from(
         "<table class=\"figures\"><tr><th>run</th><th>URL</th><th>req/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>errors</th><th>limiter</th></tr>\n",
@@ -264,10 +301,11 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
             })
             .collect()
     };
-    let charts = vec![
+    let mut charts = vec![
         spectrum_chart(format!("chart-{k}-spectrum"), &named(&|r| spectrum(&[r])))?,
         throughput_chart(format!("chart-{k}-throughput"), &named(&throughput_series))?,
     ];
+    charts.extend(p99_chart(format!("chart-{k}-p99"), &named(&p99_series))?);
     let about = runs
         .iter()
         .map(|(n, r)| about_run(n, r))
@@ -405,10 +443,19 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
             points: t.runs.first().map(throughput_series).unwrap_or_default(),
         })
         .collect();
-    let charts = vec![
+    let p99_over_time: Vec<Line> = c
+        .targets
+        .iter()
+        .map(|t| Line {
+            name: t.name.clone(),
+            points: t.runs.first().map(p99_series).unwrap_or_default(),
+        })
+        .collect();
+    let mut charts = vec![
         spectrum_chart(format!("chart-{k}-spectrum"), &spectra)?,
         throughput_chart(format!("chart-{k}-throughput"), &over_time)?,
     ];
+    charts.extend(p99_chart(format!("chart-{k}-p99"), &p99_over_time)?);
     let mut about = String::from("<dl class=\"about\"><dt>Reproduce</dt>");
     for t in &c.targets {
         about.push_str(&format!(

@@ -21,25 +21,36 @@ pub struct SerializedHistogram(pub Histogram<u64>);
 
 impl Serialize for SerializedHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut bytes = Vec::new();
-        V2DeflateSerializer::new()
-            .serialize(&self.0, &mut bytes)
-            .map_err(|e| serde::ser::Error::custom(format!("histogram encoding: {e:?}")))?;
-        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+        s.serialize_str(&encode_histogram(&self.0).map_err(serde::ser::Error::custom)?)
     }
 }
 
 impl<'de> Deserialize<'de> for SerializedHistogram {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text.as_bytes())
-            .map_err(serde::de::Error::custom)?;
-        let h: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| serde::de::Error::custom(format!("histogram decoding: {e:?}")))?;
-        Ok(SerializedHistogram(h))
+        decode_histogram(&text)
+            .map(SerializedHistogram)
+            .map_err(serde::de::Error::custom)
     }
+}
+
+/// Base64 of HdrHistogram's V2 compressed encoding.
+pub fn encode_histogram(h: &Histogram<u64>) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .map_err(|e| format!("histogram encoding: {e:?}"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// A histogram from [`encode_histogram`]'s text.
+pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.as_bytes())
+        .map_err(|e| format!("histogram decoding: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("histogram decoding: {e:?}"))
 }
 
 /// The numbers people quote from a latency distribution, in microseconds.

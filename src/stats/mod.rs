@@ -5,6 +5,7 @@
 //! fixed arrays, and the per-second series grows once per second at most.
 
 mod histogram;
+mod latency_series;
 mod merge;
 mod recorder;
 mod result;
@@ -14,6 +15,7 @@ pub use histogram::{
     latency_histogram, within_one_stdev as histogram_within_stdev, LatencySummary,
     SerializedHistogram,
 };
+pub use latency_series::{LatencySeries, LatencyStep, MAX_LATENCY_STEPS};
 pub use merge::{
     first_send_vs_schedule, merge_results, same_load, start_skew, started_at, MergeError, Merger,
     NamedResult,

@@ -4,6 +4,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::histogram::latency_histogram;
+use super::latency_series::LatencySeries;
 
 /// Why a request failed. A failed request is data: counted by kind, never by message text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +132,10 @@ pub struct Recorder {
     /// Seconds each series sample covers: 1, doubled each time the series outgrows
     /// [`MAX_SERIES`].
     pub series_step_s: u32,
+    /// Latency over time: per step, the histogram of total latency. Workers do not fill it
+    /// (the engine's live collector does, from their interval shipments); merged documents
+    /// add theirs.
+    pub latency: LatencySeries,
 }
 
 impl Recorder {
@@ -161,6 +166,7 @@ impl Recorder {
             // what a user typed alone (-d 100000h would ask for gigabytes).
             series: Vec::with_capacity(seconds.min(4096)),
             series_step_s: 1,
+            latency: LatencySeries::default(),
         }
     }
 
@@ -286,6 +292,18 @@ impl Recorder {
                 });
             }
         }
+        // Latency over time merges by decoding and adding each step's histogram; done on a
+        // copy so that a step that fails to decode changes nothing either.
+        let latency = if other.latency.steps.is_empty() {
+            None
+        } else {
+            let mut l = self.latency.clone();
+            l.merge(&other.latency, offset_s)
+                .map_err(|_| IncompatibleHistograms {
+                    which: "latency_series",
+                })?;
+            Some(l)
+        };
         for (which, mine, theirs) in pairs.iter_mut() {
             mine.add(&**theirs)
                 .map_err(|_| IncompatibleHistograms { which })?;
@@ -297,6 +315,9 @@ impl Recorder {
                 .map_err(|_| IncompatibleHistograms {
                     which: "send_lateness",
                 })?;
+        }
+        if let Some(l) = latency {
+            self.latency = l;
         }
         self.sends_held_by_busy_connection += other.sends_held_by_busy_connection;
         self.completed += other.completed;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::{os, timefmt};
 
 use super::histogram::{latency_histogram, LatencySummary, SerializedHistogram};
+use super::latency_series::{LatencySeries, LatencyStep};
 use super::recorder::{ErrorKind, Recorder, SecondSample};
 
 /// Bumped when a field changes meaning or disappears; `schema/result.schema.json` follows it.
@@ -50,6 +51,14 @@ pub struct RunResult {
     /// Seconds each `series` sample covers: 1, more for runs longer than 18 hours.
     #[serde(default = "one")]
     pub series_step_s: u32,
+    /// Latency over time: per step (`latency_step_s` seconds; steps without a response left
+    /// out), the count, p50/p90/p99/p99.9/max of total latency and the step's histogram.
+    /// Their counts add up to `totals.requests`. Absent from documents of older builds.
+    #[serde(default)]
+    pub latency_series: Vec<LatencyStep>,
+    /// Seconds each `latency_series` step covers: 1, more for runs longer than 68 minutes.
+    #[serde(default = "one")]
+    pub latency_step_s: u32,
     /// Open loop only: how well the client kept its send schedule.
     #[serde(default)]
     pub pacing: Option<PacingSummary>,
@@ -473,6 +482,8 @@ impl RunResult {
             },
             series,
             series_step_s: rec.series_step_s,
+            latency_series: rec.latency.steps,
+            latency_step_s: rec.latency.step_s,
             pacing,
             histograms: Histograms {
                 total: SerializedHistogram(rec.total),
@@ -536,6 +547,15 @@ impl RunResult {
         if let Some((_, why)) = checks.iter().find(|(ok, _)| !ok) {
             return Err(format!("its figures disagree: {why}"));
         }
+        let latency = LatencySeries::checked(self.latency_step_s, self.latency_series.clone())
+            .map_err(|why| format!("its figures disagree: {why}"))?;
+        if !latency.steps.is_empty() && latency.count() != t.requests {
+            return Err(format!(
+                "its figures disagree: latency_series counts {} responses, totals.requests {}",
+                latency.count(),
+                t.requests
+            ));
+        }
         let mut rec = Recorder::new(None);
         rec.total = self.histograms.total.0.clone();
         rec.service = self.histograms.service.0.clone();
@@ -565,6 +585,7 @@ impl RunResult {
         rec.server_header.clone_from(&self.response.server);
         rec.series.clone_from(&self.series);
         rec.series_step_s = self.series_step_s;
+        rec.latency = latency;
         Ok(rec)
     }
 }

@@ -28,6 +28,58 @@ fn exact_count_matches_the_access_log() {
 }
 
 #[test]
+fn latency_over_time_adds_up_second_by_second_closed_and_open() {
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let closed = run(&[&ng.url("/"), "-d", "2500ms", "-c", "8", "-t", "2"]);
+    let open = run(&[
+        &ng.url("/"),
+        "-d",
+        "2500ms",
+        "--rate",
+        "3000",
+        "-c",
+        "8",
+        "-t",
+        "2",
+    ]);
+    let log = ng.stop_and_read_log();
+    for r in [&closed, &open] {
+        assert_consistent(r);
+        assert_eq!(r.latency_step_s, 1);
+        // Three seconds begun, each step holding the responses the series counted in it.
+        let steps: Vec<(u32, u64)> = r
+            .latency_series
+            .iter()
+            .map(|s| (s.second, s.count))
+            .collect();
+        let series: Vec<(u32, u64)> = r
+            .series
+            .iter()
+            .filter(|s| s.completed > 0)
+            .map(|s| (s.second, s.completed))
+            .collect();
+        assert_eq!(steps, series);
+        assert_eq!(steps.len(), 3, "{steps:?}");
+        for s in &r.latency_series {
+            let h = s.decode().unwrap();
+            assert_eq!(s.p99_us, h.value_at_quantile(0.99));
+            assert_eq!(s.max_us, h.max());
+            assert!(s.p50_us <= s.p90_us && s.p90_us <= s.p99_us && s.p99_us <= s.p99_9_us);
+        }
+    }
+    // Every response the two runs counted is one nginx logged (at most one per connection in
+    // flight at each deadline was logged but not counted).
+    let counted = closed.totals.requests + open.totals.requests;
+    let logged = log.len() as u64;
+    assert!(
+        counted <= logged && logged <= counted + 16,
+        "{counted} {logged}"
+    );
+}
+
+#[test]
 fn keepalive_and_no_keepalive_seen_from_the_server() {
     let Some(ng) = Nginx::start(NginxConfig::default()) else {
         return;

@@ -72,6 +72,17 @@ pub fn assert_consistent(r: &RunResult) {
     assert_eq!(r.status_codes.values().sum::<u64>(), t.requests);
     let series: u64 = r.series.iter().map(|s| s.completed).sum();
     assert_eq!(series, t.requests, "per-second series adds up to the total");
+    // Latency over time: the steps' histograms together are the run's, value for value.
+    let mut steps = archbench::stats::latency_histogram();
+    for s in &r.latency_series {
+        let h = s.decode().expect("a step's histogram decodes");
+        assert_eq!(h.len(), s.count);
+        steps.add(&h).unwrap();
+    }
+    assert_eq!(
+        steps, r.histograms.total.0,
+        "latency series = the total histogram"
+    );
 }
 
 /// A tool from Debian's packages, or None with a visible note. Under

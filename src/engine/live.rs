@@ -1,0 +1,432 @@
+//! Latency as the run goes: each worker records every response's total latency a second
+//! time, into the histogram of the current quarter second ([`TICK`]), and hands that
+//! histogram over when the interval is over — one channel send per worker and interval, never
+//! a lock or an allocation per request (spent histograms come back to be reused). The calling
+//! thread adds the intervals of all workers up: per second into the run's latency series
+//! (exact, merged like any histogram), and for live views the last interval and the whole run
+//! so far.
+
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::stats::{latency_histogram, ErrorKind, LatencySeries};
+
+/// How often workers hand over their interval histograms.
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// Intervals per second of the latency series.
+const TICKS_PER_SECOND: u32 = 4;
+
+/// How long after an interval's end a worker still takes responses into it: in the open loop
+/// small responses are read at the next send's wake-up (up to 5 ms late) and placed by their
+/// kernel arrival time, which may lie in the interval just over.
+const GRACE: Duration = Duration::from_millis(20);
+
+/// One worker's interval, handed to the collector.
+pub struct Shipment {
+    worker: usize,
+    interval: u32,
+    /// The worker will ship no interval below this one again (`u32::MAX`: it has finished).
+    upto: u32,
+    latency: Option<Histogram<u64>>,
+    errors: [u64; ErrorKind::COUNT],
+}
+
+/// A worker's side: the histograms of the interval it is in and the next one.
+pub struct IntervalShipper {
+    worker: usize,
+    start: Instant,
+    tx: Sender<Shipment>,
+    spares: Receiver<Histogram<u64>>,
+    /// The oldest interval not yet shipped; `slots[0]` holds it, `slots[1]` the next.
+    interval: u32,
+    slots: [Slot; 2],
+}
+
+struct Slot {
+    latency: Histogram<u64>,
+    errors: [u64; ErrorKind::COUNT],
+}
+
+impl Slot {
+    fn new(latency: Histogram<u64>) -> Slot {
+        Slot {
+            latency,
+            errors: [0; ErrorKind::COUNT],
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.latency.is_empty() && self.errors.iter().all(|&e| e == 0)
+    }
+}
+
+impl IntervalShipper {
+    /// Records a response's total latency at `at` (when it ended).
+    #[inline]
+    pub fn response(&mut self, at: Instant, total_us: u64) {
+        let k = self.slot_for(at);
+        self.slots[k].latency.saturating_record(total_us);
+    }
+
+    /// Counts a failed request at `at`.
+    #[inline]
+    pub fn error(&mut self, at: Instant, kind: ErrorKind) {
+        let k = self.slot_for(at);
+        self.slots[k].errors[kind as usize] += 1;
+    }
+
+    /// Ships the intervals over by more than the grace, as the loop passes `now`.
+    #[inline]
+    pub fn tick(&mut self, now: Instant) {
+        if now >= self.interval_end(self.interval) + GRACE {
+            let t = now
+                .saturating_duration_since(self.start)
+                .saturating_sub(GRACE);
+            self.ship_until(Self::index_of(t));
+        }
+    }
+
+    /// Ships what is left: the worker has finished.
+    pub fn finish(&mut self) {
+        self.ship_until(u32::MAX);
+    }
+
+    fn index(&self, at: Instant) -> u32 {
+        Self::index_of(at.saturating_duration_since(self.start))
+    }
+
+    /// The interval `t` after the start lies in (capped below `u32::MAX`, which means "done").
+    fn index_of(t: Duration) -> u32 {
+        u32::try_from(t.as_nanos() / TICK.as_nanos()).unwrap_or(u32::MAX - 1)
+    }
+
+    fn interval_end(&self, interval: u32) -> Instant {
+        super::after(self.start, TICK.as_secs_f64() * (f64::from(interval) + 1.0))
+    }
+
+    /// The slot a record at `at` goes to, shipping older intervals when `at` lies beyond
+    /// the next one. A record from before the oldest unshipped interval (later than the
+    /// grace) counts in that interval.
+    #[inline]
+    fn slot_for(&mut self, at: Instant) -> usize {
+        let k = self.index(at);
+        if k <= self.interval {
+            0
+        } else if k == self.interval + 1 {
+            1
+        } else {
+            // Intervals before k - 1 ended over a tick ago (longer than the grace).
+            self.ship_until(k - 1);
+            1
+        }
+    }
+
+    /// Ships every interval below `until`; a stretch with nothing recorded is skipped with
+    /// one message saying so.
+    fn ship_until(&mut self, until: u32) {
+        while self.interval < until {
+            if self.slots[0].is_empty() && self.slots[1].is_empty() {
+                self.interval = until;
+                self.send(until, until, None, [0; ErrorKind::COUNT]);
+                return;
+            }
+            let shipped = self.interval;
+            if self.slots[0].is_empty() {
+                self.send(shipped, shipped + 1, None, [0; ErrorKind::COUNT]);
+            } else {
+                let spare = self
+                    .spares
+                    .try_recv()
+                    .unwrap_or_else(|_| latency_histogram());
+                let slot = std::mem::replace(&mut self.slots[0], Slot::new(spare));
+                self.send(shipped, shipped + 1, Some(slot.latency), slot.errors);
+            }
+            // The next interval's slot becomes the oldest; the emptied one takes the next.
+            self.slots.swap(0, 1);
+            self.interval = shipped + 1;
+        }
+    }
+
+    fn send(
+        &self,
+        interval: u32,
+        upto: u32,
+        latency: Option<Histogram<u64>>,
+        errors: [u64; ErrorKind::COUNT],
+    ) {
+        // The collector outlives the workers; should it be gone, the figures have no reader.
+        let _ = self.tx.send(Shipment {
+            worker: self.worker,
+            interval,
+            upto,
+            latency,
+            errors,
+        });
+    }
+}
+
+/// What the intervals of all workers added up to so far.
+#[derive(Debug, Clone)]
+pub struct LiveLatency {
+    /// The latest interval every worker has shipped: its index (from the start) and its
+    /// latencies and errors by kind.
+    pub last_interval: Option<(u32, Histogram<u64>, [u64; ErrorKind::COUNT])>,
+    /// Every response since the start.
+    pub since_start: Histogram<u64>,
+    /// Intervals added up so far (each worker's count, exactly).
+    pub errors_since_start: [u64; ErrorKind::COUNT],
+}
+
+/// The calling thread's side: adds up the workers' intervals.
+pub struct Collector {
+    rx: Receiver<Shipment>,
+    spares: Vec<Sender<Histogram<u64>>>,
+    /// Per worker: the interval it will ship next at the earliest.
+    upto: Vec<u32>,
+    /// Intervals not every worker has shipped yet: (index, latencies, errors).
+    pending: Vec<(u32, Histogram<u64>, [u64; ErrorKind::COUNT])>,
+    /// The second being added up, and its histogram.
+    second: (u32, Histogram<u64>),
+    series: LatencySeries,
+    live: LiveLatency,
+    /// A failure to encode the series (a bug): reported once the run is over.
+    failed: Option<String>,
+}
+
+/// The collector and one shipper per worker.
+pub fn channels(workers: usize, start: Instant) -> (Collector, Vec<IntervalShipper>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut spares = Vec::with_capacity(workers);
+    let mut shippers = Vec::with_capacity(workers);
+    for worker in 0..workers {
+        let (spare_tx, spare_rx) = std::sync::mpsc::channel();
+        // One spare each from the start, so the first hand-over allocates nothing.
+        let _ = spare_tx.send(latency_histogram());
+        spares.push(spare_tx);
+        shippers.push(IntervalShipper {
+            worker,
+            start,
+            tx: tx.clone(),
+            spares: spare_rx,
+            interval: 0,
+            slots: [
+                Slot::new(latency_histogram()),
+                Slot::new(latency_histogram()),
+            ],
+        });
+    }
+    let collector = Collector {
+        rx,
+        spares,
+        upto: vec![0; workers],
+        pending: Vec::new(),
+        second: (0, latency_histogram()),
+        series: LatencySeries::default(),
+        live: LiveLatency {
+            last_interval: None,
+            since_start: latency_histogram(),
+            errors_since_start: [0; ErrorKind::COUNT],
+        },
+        failed: None,
+    };
+    (collector, shippers)
+}
+
+impl Collector {
+    /// Takes what the workers have shipped; returns whether an interval was completed.
+    pub fn drain(&mut self) -> bool {
+        let mut completed = false;
+        while let Ok(s) = self.rx.try_recv() {
+            self.take(s);
+            completed |= self.complete_intervals();
+        }
+        completed
+    }
+
+    fn take(&mut self, s: Shipment) {
+        if let Some(u) = self.upto.get_mut(s.worker) {
+            *u = (*u).max(s.upto);
+        }
+        let has_errors = s.errors.iter().any(|&e| e > 0);
+        if s.latency.is_none() && !has_errors {
+            return;
+        }
+        let i = match self.pending.iter().position(|p| p.0 == s.interval) {
+            Some(i) => i,
+            None => {
+                let at = self
+                    .pending
+                    .iter()
+                    .position(|p| p.0 > s.interval)
+                    .unwrap_or(self.pending.len());
+                self.pending
+                    .insert(at, (s.interval, latency_histogram(), [0; ErrorKind::COUNT]));
+                at
+            }
+        };
+        let entry = &mut self.pending[i];
+        for (a, b) in entry.2.iter_mut().zip(s.errors) {
+            *a += b;
+        }
+        if let Some(h) = s.latency {
+            // Same bounds everywhere (latency_histogram), so adding cannot fail.
+            let _ = entry.1.add(&h);
+            self.recycle(s.worker, h);
+        }
+    }
+
+    fn recycle(&self, worker: usize, mut h: Histogram<u64>) {
+        h.reset();
+        if let Some(tx) = self.spares.get(worker) {
+            let _ = tx.send(h);
+        }
+    }
+
+    /// Adds up the intervals every worker has passed.
+    fn complete_intervals(&mut self) -> bool {
+        let done_below = self.upto.iter().copied().min().unwrap_or(u32::MAX);
+        let mut completed = false;
+        while self.pending.first().is_some_and(|p| p.0 < done_below) {
+            let (interval, h, errors) = self.pending.remove(0);
+            self.add_interval(interval, h, errors);
+            completed = true;
+        }
+        // Seconds no worker can add to any more.
+        let second_done = done_below / TICKS_PER_SECOND;
+        if self.second.0 < second_done && !self.second.1.is_empty() {
+            self.flush_second();
+        }
+        completed
+    }
+
+    fn add_interval(&mut self, interval: u32, h: Histogram<u64>, errors: [u64; ErrorKind::COUNT]) {
+        let second = interval / TICKS_PER_SECOND;
+        if second != self.second.0 {
+            self.flush_second();
+            self.second.0 = second;
+        }
+        let _ = self.second.1.add(&h);
+        let _ = self.live.since_start.add(&h);
+        for (a, b) in self.live.errors_since_start.iter_mut().zip(errors) {
+            *a += b;
+        }
+        self.live.last_interval = Some((interval, h, errors));
+    }
+
+    fn flush_second(&mut self) {
+        if self.second.1.is_empty() {
+            return;
+        }
+        if let Err(e) = self.series.add(self.second.0, &self.second.1) {
+            self.failed.get_or_insert(e);
+        }
+        self.second.1.reset();
+    }
+
+    /// What the intervals completed so far add up to.
+    pub fn live(&self) -> &LiveLatency {
+        &self.live
+    }
+
+    /// The series of the whole run, once every worker has finished (their last shipments
+    /// sent before they ended).
+    pub fn finish(mut self) -> Result<LatencySeries, String> {
+        self.drain();
+        // Workers that never shipped (a failed start) hold nothing back.
+        for u in &mut self.upto {
+            *u = u32::MAX;
+        }
+        self.complete_intervals();
+        self.flush_second();
+        match self.failed {
+            Some(e) => Err(e),
+            None => Ok(self.series),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_add_up_per_second_and_keep_every_count() {
+        let start = Instant::now();
+        let (mut c, mut shippers) = channels(2, start);
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let (a, rest) = shippers.split_at_mut(1);
+        let (a, b) = (&mut a[0], &mut rest[0]);
+        // Worker a answers in the first three quarters and in second 2; b only in second 0
+        // and again at 2.9 s, after a silence.
+        for ms in [10, 260, 510, 2_100] {
+            a.response(at(ms), ms);
+        }
+        b.response(at(20), 5);
+        b.error(at(30), ErrorKind::Timeout);
+        // a is past its first interval by more than the grace: shipped; b has not moved on, so
+        // nothing is complete yet.
+        a.tick(at(300));
+        assert!(!c.drain());
+        b.tick(at(300));
+        assert!(c.drain());
+        let live = c.live();
+        assert_eq!(live.last_interval.as_ref().unwrap().0, 0);
+        assert_eq!(live.since_start.len(), 2);
+        assert_eq!(live.errors_since_start[ErrorKind::Timeout as usize], 1);
+        b.response(at(2_900), 7);
+        a.finish();
+        b.finish();
+        let series = c.finish().unwrap();
+        assert_eq!(
+            series
+                .steps
+                .iter()
+                .map(|s| (s.second, s.count))
+                .collect::<Vec<_>>(),
+            vec![(0, 4), (2, 2)]
+        );
+        assert_eq!(series.steps[0].max_us, 510);
+    }
+
+    #[test]
+    fn a_late_arrival_within_the_grace_lands_in_its_own_interval() {
+        let start = Instant::now();
+        let (c, mut shippers) = channels(1, start);
+        let w = &mut shippers[0];
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        w.response(at(999), 1);
+        // The loop is already past the second, but within the grace…
+        w.tick(at(1_010));
+        // …and a response read now that arrived before it ends still counts in second 0.
+        w.response(at(998), 2);
+        w.response(at(1_005), 3);
+        w.finish();
+        let s = c.finish().unwrap();
+        assert_eq!(
+            s.steps
+                .iter()
+                .map(|s| (s.second, s.count))
+                .collect::<Vec<_>>(),
+            vec![(0, 2), (1, 1)]
+        );
+    }
+
+    #[test]
+    fn spent_histograms_come_back_to_their_worker() {
+        let start = Instant::now();
+        let (mut c, mut shippers) = channels(1, start);
+        let w = &mut shippers[0];
+        for k in 0..20u64 {
+            w.response(start + TICK * k as u32 + Duration::from_millis(1), k + 1);
+            w.tick(start + TICK * (k as u32 + 1) + GRACE);
+            c.drain();
+        }
+        // The first spare and the recycled ones were enough: the spare channel never ran dry.
+        assert!(w.spares.try_recv().is_ok());
+        w.finish();
+        assert_eq!(c.finish().unwrap().count(), 20);
+    }
+}
