@@ -9,6 +9,7 @@ pub mod document;
 pub mod engine;
 pub mod http;
 pub mod k8s;
+pub mod live;
 pub mod measure;
 pub mod monitor;
 pub mod nginx;

@@ -37,9 +37,16 @@ pub fn execute(
         .iter()
         .map(|w| Monitor::start(w.as_ref(), monitors_from))
         .collect::<Result<Vec<_>, _>>()?;
+    // Progress carries the watched servers' latest figures too.
+    let mut on_progress = on_progress;
+    let with_servers = |p: &Progress| {
+        let mut p = p.clone();
+        p.servers = monitors.iter().filter_map(Monitor::now).collect();
+        on_progress(&p);
+    };
     let outcome = match clock {
-        Some(clock) => engine::run_from(plan, clock, stop, on_progress),
-        None => engine::run(plan, stop, on_progress),
+        Some(clock) => engine::run_from(plan, clock, stop, with_servers),
+        None => engine::run(plan, stop, with_servers),
     };
     // Monitors stop even when the engine failed, so no sampling thread outlives the run.
     let servers: Vec<_> = monitors.into_iter().map(Monitor::finish).collect();

@@ -61,6 +61,26 @@ pub enum OutputFormat {
     Json,
 }
 
+/// Live views of a load, shared by `run` and `compare`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LiveArgs {
+    /// Serve live OpenMetrics of the load on GET /metrics at this address (PORT alone binds
+    /// 127.0.0.1:PORT; give an address, e.g. 0.0.0.0:9464, to serve beyond loopback).
+    #[arg(long, value_name = "ADDR", value_parser = super::values::listen_addr)]
+    pub prometheus: Option<std::net::SocketAddr>,
+    /// With --prometheus: after the report, keep serving the final figures until Ctrl-C (so
+    /// a scraper gets the end of the run).
+    #[arg(long, requires = "prometheus")]
+    pub linger: bool,
+    /// The live dashboard in the terminal [default: on when stdin and stdout are terminals,
+    /// the output is text and the run lasts 5 s or more].
+    #[arg(long, conflicts_with = "no_tui")]
+    pub tui: bool,
+    /// Plain progress lines instead of the dashboard.
+    #[arg(long)]
+    pub no_tui: bool,
+}
+
 /// The flags that shape a load, shared by `run` and `compare` (one definition, one default).
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
@@ -146,6 +166,8 @@ pub struct RunArgs {
     /// No progress line.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 fn parse_watch(s: &str) -> Result<crate::monitor::WatchSpec, String> {
@@ -274,6 +296,8 @@ pub struct CompareArgs {
     /// No per-run progress lines.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

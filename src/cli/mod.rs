@@ -5,6 +5,7 @@ mod agent;
 mod args;
 mod demo;
 mod k8s;
+mod live;
 mod plan;
 mod sweep;
 mod values;
@@ -250,6 +251,15 @@ impl StopSignals {
         Ok(StopSignals { stop, which })
     }
 
+    /// What a key that stops the load does: what SIGINT would (stop, exit status 130).
+    fn as_if_interrupted(&self) -> Box<dyn Fn() + Send> {
+        let (stop, which) = (self.stop.clone(), self.which.clone());
+        Box::new(move || {
+            which.store(signal_hook::consts::SIGINT as usize, Ordering::Relaxed);
+            stop.store(true, Ordering::Relaxed);
+        })
+    }
+
     /// 130 after SIGINT, 143 after SIGTERM, as shells report them.
     fn exit_code(&self) -> i32 {
         128 + self.which.load(Ordering::Relaxed) as i32
@@ -411,9 +421,25 @@ fn finish_code(result: &RunResult, signals: &StopSignals) -> i32 {
 fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = run_plan(a)?;
     let watch = plan::with_perf(&a.load.watch, &a.load.perf)?;
-    let mut progress = ProgressLine::new(!a.quiet && a.output == OutputFormat::Text);
-    let result = execute(&plan, &watch, &signals.stop, |p| progress.update(p));
+    let name = plan.target.redacted_url.clone();
+    let views = live::LiveViews::start(&a.live, &[(&name, &plan)])?;
+    let text = a.output == OutputFormat::Text;
+    let tui = live::want_tui(&a.live, a.quiet, text, plan.stop.duration)?;
+    let dashboard = match tui {
+        true => Some(views.dashboard("run".into(), signals)?),
+        false => None,
+    };
+    let mut progress = ProgressLine::new(!a.quiet && text && !tui);
+    let result = execute(&plan, &watch, &signals.stop, |p| {
+        progress.update(p);
+        views.update(&name, p);
+    });
     progress.finish();
+    views.board.finish_run(&name);
+    // The terminal is restored before anything else prints.
+    if let Some(d) = dashboard {
+        d.finish()?;
+    }
     let mut result = result?;
     if let Some(slo) = &a.load.slo {
         result.slo = Some(slo.judge_run(&result));
@@ -443,6 +469,7 @@ fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         );
         return Ok(EXIT_FAILURE);
     }
+    views.linger(signals, result.interrupted);
     if !result.interrupted && slo_failed(std::slice::from_ref(&("run", result.slo.as_ref()))) {
         return Ok(EXIT_FAILURE);
     }
@@ -566,15 +593,39 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         .map(|c| plan::reproduce(&c.plan))
         .collect();
     let quiet = a.quiet;
-    let run_one =
-        |c: &crate::compare::Contender| measure_sources(&c.plan, &c.watch, &signals.stop, |_| {});
+    let targets: Vec<(&str, &Plan)> = plan
+        .contenders
+        .iter()
+        .map(|c| (c.name.as_str(), &c.plan))
+        .collect();
+    let views = live::LiveViews::start(&a.live, &targets)?;
+    let tui = live::want_tui(
+        &a.live,
+        a.quiet,
+        true,
+        plan.contenders.first().and_then(|c| c.plan.stop.duration),
+    )?;
+    let dashboard = match tui {
+        true => Some(views.dashboard(format!("compare {}", names.join(" vs ")), signals)?),
+        false => None,
+    };
+    let quiet = quiet || tui;
+    let run_one = |c: &crate::compare::Contender| {
+        let r = measure_sources(&c.plan, &c.watch, &signals.stop, |p| {
+            views.update(&c.name, p)
+        });
+        views.board.finish_run(&c.name);
+        r
+    };
     let mut on_run = |name: &str, n: usize, measured: bool| {
+        let label = if measured {
+            format!("run {n}")
+        } else {
+            "warm-up".to_string()
+        };
+        views.board.begin_run(name, &label);
         if !quiet {
-            if measured {
-                eprintln!("  {name}: run {n}");
-            } else {
-                eprintln!("  {name}: warm-up");
-            }
+            eprintln!("  {name}: {label}");
         }
     };
     let mut save_so_far = |c: &crate::compare::ComparisonResult| -> anyhow::Result<()> {
@@ -584,14 +635,18 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
         Ok(())
     };
-    let mut result = crate::compare::run(
+    let result = crate::compare::run(
         &plan,
         commands,
         &signals.stop,
         &run_one,
         &mut on_run,
         &mut save_so_far,
-    )?;
+    );
+    if let Some(d) = dashboard {
+        d.finish()?;
+    }
+    let mut result = result?;
     if let Some(slo) = &a.load.slo {
         result.slo = result.judge_slo(slo);
     }
@@ -601,6 +656,7 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         write_markdown(&result, p)?;
     }
     write_stdout(|out| crate::report::ComparisonReport.write(&result, out))?;
+    views.linger(signals, result.interrupted);
     if result.interrupted {
         return Ok(signals.exit_code());
     }

@@ -35,6 +35,16 @@ pub fn duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Parses a count with an optional metric suffix: `100`, `10k`, `1M` (wrk's notation).
+/// A listening address: `PORT` (on loopback) or `IP:PORT`.
+pub fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse().map_err(|_| {
+        format!("invalid address {text:?}: give PORT (on 127.0.0.1) or IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464")
+    })
+}
+
 pub fn count(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let (num, mult) = match t.char_indices().last() {

@@ -168,16 +168,92 @@ impl IntervalShipper {
     }
 }
 
-/// What the intervals of all workers added up to so far.
+/// Intervals of history kept for live views: a minute.
+pub const HISTORY: usize = 240;
+
+/// One interval's counts, for sparklines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntervalCounts {
+    /// Its index from the start ([`TICK`] each).
+    pub interval: u32,
+    pub completed: u64,
+    pub errors: u64,
+}
+
+/// What the intervals of all workers added up to so far: complete intervals only, so every
+/// figure here is exact for the time it covers.
 #[derive(Debug, Clone)]
 pub struct LiveLatency {
-    /// The latest interval every worker has shipped: its index (from the start) and its
-    /// latencies and errors by kind.
-    pub last_interval: Option<(u32, Histogram<u64>, [u64; ErrorKind::COUNT])>,
+    /// The last second: the latest four complete intervals.
+    pub last_second: Histogram<u64>,
     /// Every response since the start.
     pub since_start: Histogram<u64>,
-    /// Intervals added up so far (each worker's count, exactly).
     pub errors_since_start: [u64; ErrorKind::COUNT],
+    /// The latest complete intervals, oldest first (at most [`HISTORY`]; intervals in which
+    /// nothing ended are there with zeros).
+    pub history: std::collections::VecDeque<IntervalCounts>,
+    /// The recent intervals' histograms that make up `last_second`.
+    recent: std::collections::VecDeque<(u32, Histogram<u64>)>,
+}
+
+impl LiveLatency {
+    fn new() -> LiveLatency {
+        LiveLatency {
+            last_second: latency_histogram(),
+            since_start: latency_histogram(),
+            errors_since_start: [0; ErrorKind::COUNT],
+            history: std::collections::VecDeque::with_capacity(HISTORY + 1),
+            recent: std::collections::VecDeque::with_capacity(TICKS_PER_SECOND as usize + 1),
+        }
+    }
+
+    /// Seconds covered by the complete intervals.
+    pub fn covered_s(&self) -> f64 {
+        self.history
+            .back()
+            .map_or(0.0, |c| f64::from(c.interval + 1) * TICK.as_secs_f64())
+    }
+
+    fn add(&mut self, interval: u32, h: Histogram<u64>, errors: [u64; ErrorKind::COUNT]) {
+        // Intervals in between in which nothing ended count as zeros.
+        let mut next = self.history.back().map_or(0, |c| c.interval + 1);
+        while next < interval {
+            self.push_counts(IntervalCounts {
+                interval: next,
+                completed: 0,
+                errors: 0,
+            });
+            next += 1;
+        }
+        self.push_counts(IntervalCounts {
+            interval,
+            completed: h.len(),
+            errors: errors.iter().sum(),
+        });
+        let _ = self.since_start.add(&h);
+        for (a, b) in self.errors_since_start.iter_mut().zip(errors) {
+            *a += b;
+        }
+        // The last second slides: add the new interval, subtract those now older.
+        let _ = self.last_second.add(&h);
+        self.recent.push_back((interval, h));
+        while self
+            .recent
+            .front()
+            .is_some_and(|(k, _)| k + TICKS_PER_SECOND <= interval)
+        {
+            if let Some((_, old)) = self.recent.pop_front() {
+                let _ = self.last_second.subtract(&old);
+            }
+        }
+    }
+
+    fn push_counts(&mut self, c: IntervalCounts) {
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(c);
+    }
 }
 
 /// The calling thread's side: adds up the workers' intervals.
@@ -192,8 +268,6 @@ pub struct Collector {
     second: (u32, Histogram<u64>),
     series: LatencySeries,
     live: LiveLatency,
-    /// A failure to encode the series (a bug): reported once the run is over.
-    failed: Option<String>,
 }
 
 /// The collector and one shipper per worker.
@@ -225,12 +299,7 @@ pub fn channels(workers: usize, start: Instant) -> (Collector, Vec<IntervalShipp
         pending: Vec::new(),
         second: (0, latency_histogram()),
         series: LatencySeries::default(),
-        live: LiveLatency {
-            last_interval: None,
-            since_start: latency_histogram(),
-            errors_since_start: [0; ErrorKind::COUNT],
-        },
-        failed: None,
+        live: LiveLatency::new(),
     };
     (collector, shippers)
 }
@@ -309,20 +378,14 @@ impl Collector {
             self.second.0 = second;
         }
         let _ = self.second.1.add(&h);
-        let _ = self.live.since_start.add(&h);
-        for (a, b) in self.live.errors_since_start.iter_mut().zip(errors) {
-            *a += b;
-        }
-        self.live.last_interval = Some((interval, h, errors));
+        self.live.add(interval, h, errors);
     }
 
     fn flush_second(&mut self) {
         if self.second.1.is_empty() {
             return;
         }
-        if let Err(e) = self.series.add(self.second.0, &self.second.1) {
-            self.failed.get_or_insert(e);
-        }
+        self.series.add(self.second.0, &self.second.1);
         self.second.1.reset();
     }
 
@@ -333,7 +396,7 @@ impl Collector {
 
     /// The series of the whole run, once every worker has finished (their last shipments
     /// sent before they ended).
-    pub fn finish(mut self) -> Result<LatencySeries, String> {
+    pub fn finish(&mut self) -> LatencySeries {
         self.drain();
         // Workers that never shipped (a failed start) hold nothing back.
         for u in &mut self.upto {
@@ -341,10 +404,7 @@ impl Collector {
         }
         self.complete_intervals();
         self.flush_second();
-        match self.failed {
-            Some(e) => Err(e),
-            None => Ok(self.series),
-        }
+        std::mem::take(&mut self.series)
     }
 }
 
@@ -373,28 +433,35 @@ mod tests {
         b.tick(at(300));
         assert!(c.drain());
         let live = c.live();
-        assert_eq!(live.last_interval.as_ref().unwrap().0, 0);
+        assert_eq!(
+            live.history.back(),
+            Some(&IntervalCounts {
+                interval: 0,
+                completed: 2,
+                errors: 1
+            })
+        );
         assert_eq!(live.since_start.len(), 2);
+        assert_eq!(live.last_second.len(), 2);
         assert_eq!(live.errors_since_start[ErrorKind::Timeout as usize], 1);
         b.response(at(2_900), 7);
         a.finish();
         b.finish();
-        let series = c.finish().unwrap();
+        let series = c.finish().to_steps().unwrap();
         assert_eq!(
             series
-                .steps
                 .iter()
                 .map(|s| (s.second, s.count))
                 .collect::<Vec<_>>(),
             vec![(0, 4), (2, 2)]
         );
-        assert_eq!(series.steps[0].max_us, 510);
+        assert_eq!(series[0].max_us, 510);
     }
 
     #[test]
     fn a_late_arrival_within_the_grace_lands_in_its_own_interval() {
         let start = Instant::now();
-        let (c, mut shippers) = channels(1, start);
+        let (mut c, mut shippers) = channels(1, start);
         let w = &mut shippers[0];
         let at = |ms: u64| start + Duration::from_millis(ms);
         w.response(at(999), 1);
@@ -404,14 +471,36 @@ mod tests {
         w.response(at(998), 2);
         w.response(at(1_005), 3);
         w.finish();
-        let s = c.finish().unwrap();
+        let s = c.finish().to_steps().unwrap();
         assert_eq!(
-            s.steps
-                .iter()
-                .map(|s| (s.second, s.count))
-                .collect::<Vec<_>>(),
+            s.iter().map(|s| (s.second, s.count)).collect::<Vec<_>>(),
             vec![(0, 2), (1, 1)]
         );
+    }
+
+    #[test]
+    fn the_last_second_slides_and_the_history_has_every_interval() {
+        let start = Instant::now();
+        let (mut c, mut shippers) = channels(1, start);
+        let w = &mut shippers[0];
+        for k in 0..10u32 {
+            if k != 3 {
+                w.response(
+                    start + TICK * k + Duration::from_millis(1),
+                    u64::from(k + 1) * 10,
+                );
+            }
+        }
+        w.finish();
+        c.finish();
+        let live = c.live();
+        // Intervals 6 to 9: values 70, 80, 90, 100.
+        assert_eq!(live.last_second.len(), 4);
+        assert_eq!(live.last_second.min(), 70);
+        assert_eq!(live.since_start.len(), 9);
+        let counts: Vec<u64> = live.history.iter().map(|c| c.completed).collect();
+        assert_eq!(counts, [1, 1, 1, 0, 1, 1, 1, 1, 1, 1]);
+        assert_eq!(live.covered_s(), 2.5);
     }
 
     #[test]
@@ -427,6 +516,6 @@ mod tests {
         // The first spare and the recycled ones were enough: the spare channel never ran dry.
         assert!(w.spares.try_recv().is_ok());
         w.finish();
-        assert_eq!(c.finish().unwrap().count(), 20);
+        assert_eq!(c.finish().count(), 20);
     }
 }

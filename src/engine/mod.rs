@@ -167,12 +167,22 @@ pub(crate) fn seconds(s: f64) -> Duration {
     })
 }
 
-/// Live counters, for progress lines.
-#[derive(Debug, Clone, Copy)]
-pub struct Progress {
+/// The run as it goes, about four times a second: what progress lines, the dashboard and
+/// the Prometheus endpoint show.
+#[derive(Debug, Clone)]
+pub struct Progress<'a> {
     pub elapsed: Duration,
+    /// Answered and failed so far (the workers' counters, read without waiting for them).
     pub completed: u64,
     pub errors: u64,
+    /// Latencies and errors by kind of the intervals every worker has handed over.
+    pub latency: &'a live::LiveLatency,
+    /// Each worker thread's share of a core since the previous progress call (None where the
+    /// kernel does not say).
+    pub worker_busy: &'a [Option<f64>],
+    /// The watched servers now (filled in by whoever watches them; the engine leaves it
+    /// empty).
+    pub servers: Vec<crate::stats::ServerNow>,
 }
 
 /// What a run measured.
@@ -206,8 +216,6 @@ pub enum EngineError {
     Tls(#[from] TlsSetupError),
     #[error("a worker thread panicked; this is a bug in archbench")]
     WorkerPanic,
-    #[error("adding up the latency series failed: {0}; this is a bug in archbench")]
-    LatencySeries(String),
     #[error("merging the workers' recordings failed: {0}; this is a bug in archbench")]
     Merge(#[from] IncompatibleHistograms),
 }
@@ -217,6 +225,40 @@ pub enum EngineError {
 struct WorkerProgress {
     completed: AtomicU64,
     errors: AtomicU64,
+    /// The worker thread's kernel id, for its CPU time in /proc (0 until it starts).
+    tid: AtomicU64,
+}
+
+/// Each worker's CPU since the previous reading, from /proc/self/task/TID/schedstat.
+struct WorkerBusy {
+    last: Vec<Option<(u64, Instant)>>,
+    busy: Vec<Option<f64>>,
+}
+
+impl WorkerBusy {
+    fn new(workers: usize) -> WorkerBusy {
+        WorkerBusy {
+            last: vec![None; workers],
+            busy: vec![None; workers],
+        }
+    }
+
+    fn read(&mut self, progress: &[WorkerProgress]) -> &[Option<f64>] {
+        for (k, p) in progress.iter().enumerate() {
+            let tid = p.tid.load(Ordering::Relaxed);
+            let now = Instant::now();
+            let ran = (tid != 0).then(|| crate::os::thread_ran_ns(tid)).flatten();
+            self.busy[k] = match (ran, self.last[k]) {
+                (Some(ns), Some((before, at))) => {
+                    let wall = now.duration_since(at).as_nanos() as f64;
+                    (wall > 0.0).then(|| ns.saturating_sub(before) as f64 / wall)
+                }
+                _ => None,
+            };
+            self.last[k] = ran.map(|ns| (ns, now));
+        }
+        &self.busy
+    }
 }
 
 /// Runs the plan to completion (or until `stop` is set) and merges the workers' recordings.
@@ -255,6 +297,7 @@ pub fn run_from(
 
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let (mut collector, shippers) = live::channels(threads, start);
+    let mut busy = WorkerBusy::new(threads);
     let mut shippers = shippers.into_iter();
 
     let results = std::thread::scope(|scope| {
@@ -326,6 +369,9 @@ pub fn run_from(
                         .iter()
                         .map(|p| p.errors.load(Ordering::Relaxed))
                         .sum(),
+                    latency: collector.live(),
+                    worker_busy: busy.read(&progress),
+                    servers: Vec::new(),
                 }),
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
@@ -356,7 +402,16 @@ pub fn run_from(
         };
         merged.merge(&w.recording, 0)?;
     }
-    merged.latency = collector.finish().map_err(EngineError::LatencySeries)?;
+    merged.latency = collector.finish();
+    // One last view of the whole run, every interval in.
+    on_progress(&Progress {
+        elapsed: stopped_at.saturating_duration_since(start),
+        completed: merged.completed,
+        errors: merged.error_total(),
+        latency: collector.live(),
+        worker_busy: busy.read(&progress),
+        servers: Vec::new(),
+    });
     let elapsed = stopped_at.saturating_duration_since(start);
     Ok(RunOutcome {
         recording: merged,

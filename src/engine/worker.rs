@@ -295,6 +295,9 @@ impl<'a> Worker<'a> {
     /// Runs until the stop rule or the stop flag; returns the recording and whether the flag
     /// (a signal) ended it.
     pub fn run(mut self) -> Result<WorkerOutcome, EngineError> {
+        self.progress
+            .tid
+            .store(crate::os::this_thread_id(), Ordering::Relaxed);
         let mut events = Events::with_capacity(1024);
         let start = self.spec.start;
         if !self.wait_for_start() {

@@ -265,6 +265,8 @@ impl ResourceSampler for PodSampler {
             context_switches: 0,
             processes: 1,
             busiest_thread_demand_s: None,
+            // The pod's limit is in its spec, not in what the stream reads.
+            cpu_limit_cores: None,
         })
     }
 

@@ -85,6 +85,9 @@ impl ResourceSampler for CgroupSampler {
                     .ok()
                     .and_then(|t| t.trim().parse().ok())
                     .unwrap_or(0);
+                s.cpu_limit_cores = read(&self.dir.join("cpu.max"))
+                    .ok()
+                    .and_then(|t| cpu_max_cores(&t));
             }
             Version::V1 { memory } => {
                 let stat = read(&self.dir.join("cpuacct.stat"))?;
@@ -93,15 +96,42 @@ impl ResourceSampler for CgroupSampler {
                 if let Some(m) = memory {
                     s.memory_bytes = read(m)?.trim().parse().unwrap_or(0);
                 }
+                let number = |f: &str| -> Option<i64> {
+                    std::fs::read_to_string(self.dir.join(f))
+                        .ok()?
+                        .trim()
+                        .parse()
+                        .ok()
+                };
+                s.cpu_limit_cores = match (number("cpu.cfs_quota_us"), number("cpu.cfs_period_us"))
+                {
+                    (Some(q), Some(p)) if q > 0 && p > 0 => Some(q as f64 / p as f64),
+                    _ => None,
+                };
             }
         }
         Ok(s)
     }
 }
 
+/// cgroup v2's `cpu.max` ("QUOTA PERIOD", QUOTA "max" when unlimited) as cores.
+fn cpu_max_cores(text: &str) -> Option<f64> {
+    let mut f = text.split_whitespace();
+    let quota: f64 = f.next()?.parse().ok()?;
+    let period: f64 = f.next()?.parse().ok()?;
+    (quota > 0.0 && period > 0.0).then(|| quota / period)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_max_is_read_as_cores() {
+        assert_eq!(cpu_max_cores("max 100000\n"), None);
+        assert_eq!(cpu_max_cores("150000 100000\n"), Some(1.5));
+        assert_eq!(cpu_max_cores("garbage"), None);
+    }
 
     #[test]
     fn reads_a_v2_cgroup() {

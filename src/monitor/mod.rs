@@ -13,13 +13,14 @@ mod proc;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 use crate::stats::{
-    CounterValue, Limiter, LimiterSide, RunResult, SamplingStopped, ServerFingerprint, ServerUsage,
+    CounterValue, Limiter, LimiterSide, RunResult, SamplingStopped, ServerFingerprint, ServerNow,
+    ServerUsage,
 };
 
 pub use cgroup::CgroupSampler;
@@ -114,6 +115,8 @@ pub struct ResourceSample {
     /// Seconds the busiest single thread ran or waited to run since the sampler started.
     /// None for cgroups.
     pub busiest_thread_demand_s: Option<f64>,
+    /// The CPU limit in cores (a cgroup's quota over its period), where one is set.
+    pub cpu_limit_cores: Option<f64>,
 }
 
 pub trait ResourceSampler: Send {
@@ -225,6 +228,8 @@ impl WatchSource for WatchSpec {
 
 /// Samples one target on its own thread until stopped.
 pub struct Monitor {
+    /// The latest sample interval, for live views.
+    now: Arc<Mutex<Option<ServerNow>>>,
     stop: Arc<AtomicBool>,
     wake: mpsc::Sender<()>,
     thread: std::thread::JoinHandle<ServerUsage>,
@@ -248,6 +253,8 @@ impl Monitor {
         let (wake, wait) = mpsc::channel::<()>();
         let (label, target) = (source.label().to_string(), source.target());
         let flag = stop.clone();
+        let now = Arc::new(Mutex::new(None));
+        let publish = now.clone();
         let thread = std::thread::Builder::new()
             .name(format!("archbench-watch-{label}"))
             .spawn(move || {
@@ -289,7 +296,22 @@ impl Monitor {
                             samples += 1;
                             peak = peak.max(s.memory_bytes);
                             processes = processes.max(s.processes);
-                            last = (s, Instant::now());
+                            let at = Instant::now();
+                            let dt = at.duration_since(last.1).as_secs_f64();
+                            let used = (s.cpu_user_s + s.cpu_system_s)
+                                - (last.0.cpu_user_s + last.0.cpu_system_s);
+                            if let Ok(mut n) = publish.lock() {
+                                *n = Some(ServerNow {
+                                    label: label.clone(),
+                                    target: target.clone(),
+                                    cores: if dt > 0.0 { used.max(0.0) / dt } else { 0.0 },
+                                    limit_cores: s.cpu_limit_cores,
+                                    memory_bytes: s.memory_bytes,
+                                    at_s: at.saturating_duration_since(run_start).as_secs_f64(),
+                                    stopped: None,
+                                });
+                            }
+                            last = (s, at);
                         }
                         Err(e) => {
                             stopped = Some(SamplingStopped {
@@ -346,12 +368,18 @@ impl Monitor {
                 source,
             })?;
         Ok(Monitor {
+            now,
             stop,
             wake,
             thread,
             label: source.label().to_string(),
             target: source.target(),
         })
+    }
+
+    /// The latest sample interval (None before the first one after the start).
+    pub fn now(&self) -> Option<ServerNow> {
+        self.now.lock().ok().and_then(|n| n.clone())
     }
 
     /// Takes a last sample and returns what was used since [`Monitor::start`]. Never fails:

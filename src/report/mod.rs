@@ -20,7 +20,7 @@ pub use html::{Chart, HtmlDoc, HtmlReport};
 pub use markdown::MarkdownReport;
 pub use sweep::SweepReport;
 pub use text::{ports_note, TextReport};
-pub use units::{bytes_iec, slo_figure};
+pub use units::{bytes_iec, grouped, slo_figure, wrk_time_us};
 pub use wrk::WrkReport;
 
 use crate::stats::RunResult;

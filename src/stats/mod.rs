@@ -29,4 +29,4 @@ pub use result::{
     RunTimes, SloOutcome, SourceRun, Totals, READABLE_RESULT_VERSIONS, RESULT_KIND,
     RESULT_SCHEMA_VERSION,
 };
-pub use server::{CounterValue, SamplingStopped, ServerFingerprint, ServerUsage};
+pub use server::{CounterValue, SamplingStopped, ServerFingerprint, ServerNow, ServerUsage};

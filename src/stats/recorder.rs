@@ -292,18 +292,6 @@ impl Recorder {
                 });
             }
         }
-        // Latency over time merges by decoding and adding each step's histogram; done on a
-        // copy so that a step that fails to decode changes nothing either.
-        let latency = if other.latency.steps.is_empty() {
-            None
-        } else {
-            let mut l = self.latency.clone();
-            l.merge(&other.latency, offset_s)
-                .map_err(|_| IncompatibleHistograms {
-                    which: "latency_series",
-                })?;
-            Some(l)
-        };
         for (which, mine, theirs) in pairs.iter_mut() {
             mine.add(&**theirs)
                 .map_err(|_| IncompatibleHistograms { which })?;
@@ -316,9 +304,7 @@ impl Recorder {
                     which: "send_lateness",
                 })?;
         }
-        if let Some(l) = latency {
-            self.latency = l;
-        }
+        self.latency.merge(&other.latency, offset_s);
         self.sends_held_by_busy_connection += other.sends_held_by_busy_connection;
         self.completed += other.completed;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {

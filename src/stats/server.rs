@@ -4,6 +4,23 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A watched server now: what its last sample interval showed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerNow {
+    /// The target it serves (the compare name), and what is watched (`pid:123`, a cgroup).
+    pub label: String,
+    pub target: String,
+    /// Cores used over the last sample interval.
+    pub cores: f64,
+    /// Its CPU limit in cores, where a cgroup sets one.
+    pub limit_cores: Option<f64>,
+    pub memory_bytes: u64,
+    /// Seconds into the run of the sample.
+    pub at_s: f64,
+    /// Why sampling stopped, once it has.
+    pub stopped: Option<String>,
+}
+
 /// What a watched server used during a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ServerUsage {

@@ -499,23 +499,6 @@ fn ctrl_c_while_waiting_says_what_stays_and_exits_130() {
     assert!(rest.contains("archbench k8s down removes it"), "{rest}");
 }
 
-/// Output of a tmux pane, as a user sees it.
-fn capture(session: &str) -> String {
-    let o = std::process::Command::new("tmux")
-        .args(["capture-pane", "-p", "-t", session])
-        .output()
-        .unwrap();
-    stdout(&o)
-}
-
-fn tmux(args: &[&str]) {
-    let o = std::process::Command::new("tmux")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "tmux {args:?}: {}", stderr(&o));
-}
-
 #[test]
 fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
     let Some(tmux_bin) = crate::util::require_tool("tmux") else {
@@ -527,11 +510,12 @@ fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
     ok(&k8s(&c, &["up", "--arch", "arm", "--wait-timeout", "60s"]));
     let session = format!("archbench-login-{}", std::process::id());
     let script = format!(
-        "{} k8s --kubeconfig {} login arm; echo EXIT=$?; stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | sed 's/^/MODE /'",
+        "{} k8s --kubeconfig {} login arm; echo EXIT=$?; {}",
         env!("CARGO_BIN_EXE_archbench"),
-        c.kubeconfig().display()
+        c.kubeconfig().display(),
+        crate::util::PRINT_TERMINAL_MODES
     );
-    tmux(&[
+    crate::util::tmux(&[
         "new-session",
         "-d",
         "-s",
@@ -544,12 +528,12 @@ fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
         "-c",
         &script,
     ]);
-    tmux(&["set-option", "-t", &session, "remain-on-exit", "on"]);
+    crate::util::tmux(&["set-option", "-t", &session, "remain-on-exit", "on"]);
     // A shell in the pod: it answers, and sees the pane's size.
     crate::util::wait_until("the pod's shell prompt", PROMPTLY, || {
-        capture(&session).contains('#')
+        crate::util::tmux_capture(&session).contains('#')
     });
-    tmux(&[
+    crate::util::tmux(&[
         "send-keys",
         "-t",
         &session,
@@ -557,18 +541,18 @@ fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
         "Enter",
     ]);
     crate::util::wait_until("the shell's answer", PROMPTLY, || {
-        let screen = capture(&session);
+        let screen = crate::util::tmux_capture(&session);
         screen.contains("\n42") && screen.contains("30 100")
     });
-    tmux(&["send-keys", "-t", &session, "exit 5", "Enter"]);
+    crate::util::tmux(&["send-keys", "-t", &session, "exit 5", "Enter"]);
     crate::util::wait_until(
         "the exit status and the restored terminal",
         PROMPTLY,
-        || capture(&session).contains("EXIT=5"),
+        || crate::util::tmux_capture(&session).contains("EXIT=5"),
     );
     // Raw mode is gone: the local terminal is canonical and echoes again.
     crate::util::wait_until("stty's report", PROMPTLY, || {
-        let screen = capture(&session);
+        let screen = crate::util::tmux_capture(&session);
         screen.lines().any(|l| l.trim() == "MODE icanon")
             && screen.lines().any(|l| l.trim() == "MODE echo")
     });

@@ -232,14 +232,15 @@ fn merge_refuses_what_it_cannot_merge_exactly() {
 /// source. Time and memory at this scale are measured by bench/merge-scale.sh.
 #[test]
 fn a_thousand_worker_results_merge_exactly() {
-    use crate::util::synthetic::{latencies, worker_result};
+    use crate::util::synthetic::{latencies, latency_second, worker_result};
     const WORKERS: u32 = 1_000;
     const REQUESTS: u64 = 100;
+    const SECONDS: u32 = 10;
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
     for i in 0..WORKERS {
         // Worker i sent first i µs after the earliest.
-        let r = worker_result(i, WORKERS, REQUESTS, 30, u64::from(i));
+        let r = worker_result(i, WORKERS, REQUESTS, SECONDS, u64::from(i));
         let f = dir.path().join(format!("worker-{i}.json"));
         std::fs::write(&f, serde_json::to_vec(&r).unwrap()).unwrap();
         files.push(f);
@@ -261,10 +262,25 @@ fn a_thousand_worker_results_merge_exactly() {
     assert!((skew - 999e-6).abs() < 1e-9, "skew {skew}");
     // One histogram of every latency the workers recorded, built here from the raw values.
     let mut all = archbench::stats::latency_histogram();
+    let mut per_second: Vec<_> = (0..SECONDS)
+        .map(|_| archbench::stats::latency_histogram())
+        .collect();
     for i in 0..WORKERS {
-        for us in latencies(i, REQUESTS) {
+        for (k, us) in latencies(i, REQUESTS).enumerate() {
             all.record(us).unwrap();
+            per_second[latency_second(k as u64, REQUESTS, SECONDS) as usize]
+                .record(us)
+                .unwrap();
         }
+    }
+    // Latency over time too: each merged second is one histogram of that second's latencies
+    // of every worker (their starts lie within a millisecond: no second shifts).
+    let steps = m["latency_series"].as_array().unwrap();
+    assert_eq!(steps.len(), SECONDS as usize);
+    for (s, h) in steps.iter().zip(&per_second) {
+        assert_eq!(s["count"].as_u64(), Some(h.len()));
+        assert_eq!(s["p99_us"].as_u64(), Some(h.value_at_quantile(0.99)));
+        assert_eq!(s["max_us"].as_u64(), Some(h.max()));
     }
     for (q, field) in [
         (0.5, "p50_us"),

@@ -6,6 +6,7 @@ mod faults;
 mod html;
 mod k8s;
 mod layouts;
+mod live;
 mod merge;
 mod nginx;
 mod open_loop;

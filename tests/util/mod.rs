@@ -269,3 +269,25 @@ pub fn finish_within(child: std::process::Child, timeout: std::time::Duration) -
         }
     }
 }
+
+/// Output of a tmux pane, as a user sees it.
+pub fn tmux_capture(session: &str) -> String {
+    let o = std::process::Command::new("tmux")
+        .args(["capture-pane", "-p", "-t", session])
+        .output()
+        .unwrap();
+    stdout(&o)
+}
+
+/// A tmux command that must succeed.
+pub fn tmux(args: &[&str]) {
+    let o = std::process::Command::new("tmux")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "tmux {args:?}: {}", stderr(&o));
+}
+
+/// A pane's terminal modes as the shell line of the tmux tests prints them ("MODE icanon").
+pub const PRINT_TERMINAL_MODES: &str =
+    "stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | sed 's/^/MODE /'";

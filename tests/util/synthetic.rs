@@ -24,6 +24,11 @@ pub fn latencies(worker: u32, requests: u64) -> impl Iterator<Item = u64> {
     })
 }
 
+/// The second of a worker's run in which its `k`-th of `requests` responses ended.
+pub fn latency_second(k: u64, requests: u64, seconds: u32) -> u32 {
+    (k * u64::from(seconds) / requests.max(1)) as u32
+}
+
 /// Worker `index` of `count`: `requests` answered over `seconds`, started `skew_us` after
 /// the common start.
 pub fn worker_result(
@@ -34,8 +39,13 @@ pub fn worker_result(
     skew_us: u64,
 ) -> RunResult {
     let mut rec = Recorder::new(Some(Duration::from_secs(u64::from(seconds))));
+    // Latency over time, as the engine's collector builds it: one histogram per second.
+    let mut per_second: Vec<_> = (0..seconds)
+        .map(|_| archbench::stats::latency_histogram())
+        .collect();
     for (k, us) in latencies(index, requests).enumerate() {
-        let second = (k as u64 * u64::from(seconds) / requests.max(1)) as u32;
+        let second = latency_second(k as u64, requests, seconds);
+        per_second[second as usize].record(us).unwrap();
         rec.response(
             second,
             200,
@@ -48,6 +58,9 @@ pub fn worker_result(
             },
         );
         rec.bytes_in(second, 850);
+    }
+    for (second, h) in per_second.iter().enumerate() {
+        rec.latency.add(second as u32, h);
     }
     let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_000_000);
     let plan = PlanSummary {

@@ -1,0 +1,124 @@
+//! The live views a command asked for (`--prometheus`, `--linger`), fed from its runs'
+//! progress.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::args::LiveArgs;
+use super::{PlanError, StopSignals};
+use crate::engine::{Pacing, Plan, Progress};
+use crate::live::prometheus::Endpoint;
+use crate::live::tui::Dashboard;
+use crate::live::Board;
+
+pub struct LiveViews {
+    pub board: Arc<Board>,
+    endpoint: Option<Endpoint>,
+    linger: bool,
+}
+
+impl LiveViews {
+    /// Starts what `a` asks for, showing `targets` from the first scrape or frame on; a port
+    /// that cannot be bound is a usage error.
+    pub fn start(a: &LiveArgs, targets: &[(&str, &Plan)]) -> Result<LiveViews, PlanError> {
+        let board = Board::new();
+        for (name, plan) in targets {
+            board.add_target(
+                name,
+                &plan_line(plan),
+                plan.stop.duration.map(|d| d.as_secs_f64()),
+            );
+        }
+        let endpoint = match a.prometheus {
+            Some(addr) => {
+                let ep = Endpoint::start(addr, board.clone())
+                    .map_err(|e| PlanError::Invalid(e.to_string()))?;
+                eprintln!("archbench: live metrics on http://{}/metrics", ep.addr());
+                Some(ep)
+            }
+            None => None,
+        };
+        Ok(LiveViews {
+            board,
+            endpoint,
+            linger: a.linger,
+        })
+    }
+
+    pub fn update(&self, name: &str, p: &Progress) {
+        self.board.update(name, p);
+    }
+
+    /// With `--linger`, after a run that was not interrupted: serves the final figures until
+    /// SIGINT or SIGTERM.
+    pub fn linger(&self, signals: &StopSignals, interrupted: bool) {
+        let Some(ep) = &self.endpoint else { return };
+        if !self.linger || interrupted {
+            return;
+        }
+        eprintln!(
+            "archbench: --linger: the final figures stay on http://{}/metrics until Ctrl-C",
+            ep.addr()
+        );
+        // Waiting for the user, as asked: the signal handler sets the flag.
+        while !signals.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Runs shorter than this get progress lines, not the dashboard, unless --tui asks.
+const TUI_FROM: Duration = Duration::from_secs(5);
+
+/// Whether to show the dashboard: as asked, else on an interactive terminal for a text report
+/// of a run long enough to watch. `--tui` without a terminal on stdout is a usage error.
+pub fn want_tui(
+    a: &LiveArgs,
+    quiet: bool,
+    text_output: bool,
+    planned: Option<Duration>,
+) -> Result<bool, PlanError> {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    if a.tui {
+        return if terminal {
+            Ok(true)
+        } else {
+            Err(PlanError::Invalid(
+                "--tui needs a terminal on stdin and stdout; drop it for progress lines".into(),
+            ))
+        };
+    }
+    Ok(!a.no_tui && terminal && !quiet && text_output && planned.is_some_and(|d| d >= TUI_FROM))
+}
+
+impl LiveViews {
+    /// The dashboard over these views; `q` or Ctrl-C in it stops the load as SIGINT would.
+    pub fn dashboard(&self, title: String, signals: &StopSignals) -> anyhow::Result<Dashboard> {
+        Ok(Dashboard::start(
+            self.board.clone(),
+            title,
+            signals.as_if_interrupted(),
+        )?)
+    }
+}
+
+/// "GET http://host/ · 50 connections · closed loop · 10s".
+pub fn plan_line<A>(plan: &Plan<A>) -> String {
+    let pacing = match plan.pacing {
+        Pacing::Closed => "closed loop".to_string(),
+        Pacing::Open { rate } => format!("{rate} req/s"),
+    };
+    let mut line = format!(
+        "{} {} · {} connections · {pacing}",
+        plan.request.method, plan.target.redacted_url, plan.connections
+    );
+    if let Some(d) = plan.stop.duration {
+        line.push_str(&format!(" · {:.3}s", d.as_secs_f64()).replace(".000s", "s"));
+    }
+    if let Some(n) = plan.stop.requests {
+        line.push_str(&format!(" · {n} requests"));
+    }
+    line
+}

@@ -1,0 +1,349 @@
+//! Live views of a running load: one producer (each target's progress, four times a second,
+//! into a [`Board`]), several readers (the Prometheus endpoint, the terminal dashboard).
+//! Nothing here touches the hot path: the board is updated from the engine's calling thread
+//! with what the workers already handed over.
+
+pub mod prometheus;
+pub mod tui;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hdrhistogram::Histogram;
+
+use crate::engine::live::{HISTORY, TICK};
+use crate::engine::Progress;
+use crate::stats::{ErrorKind, ServerNow};
+
+/// Latency bucket bounds of the Prometheus histogram, in microseconds (upper bounds; +Inf
+/// follows).
+pub const BUCKETS_US: [u64; 18] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
+];
+
+/// Percentiles of a latency histogram, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub p99_9_us: u64,
+    pub p99_99_us: u64,
+    pub max_us: u64,
+}
+
+impl Percentiles {
+    fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: h.len(),
+            p50_us: h.value_at_quantile(0.5),
+            p90_us: h.value_at_quantile(0.9),
+            p99_us: h.value_at_quantile(0.99),
+            p99_9_us: h.value_at_quantile(0.999),
+            p99_99_us: h.value_at_quantile(0.9999),
+            max_us: h.max(),
+        }
+    }
+}
+
+/// A watched server with a little history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerLive {
+    pub now: ServerNow,
+    /// Cores used, per sample, oldest first (a minute at most).
+    pub cpu_history: VecDeque<f64>,
+    pub memory_history: VecDeque<u64>,
+}
+
+/// One target's load as it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetLive {
+    pub name: String,
+    /// The load in one line (URL, connections, pacing, duration).
+    pub plan: String,
+    /// "run 2", "warm-up", or "" for a single run.
+    pub run_label: String,
+    pub planned_s: Option<f64>,
+    pub elapsed_s: f64,
+    /// The run has ended (its last progress is in).
+    pub finished: bool,
+    /// Answered and failed, from the workers' counters (the freshest figures).
+    pub completed: u64,
+    pub errors: u64,
+    /// Requests per second of the latest complete interval.
+    pub rps_now: f64,
+    /// Requests per second of each of the latest intervals, oldest first.
+    pub rps_history: Vec<f64>,
+    /// Errors by kind of the complete intervals (every run of this target so far).
+    pub errors_by_kind: [u64; ErrorKind::COUNT],
+    pub last_second: Percentiles,
+    pub since_start: Percentiles,
+    /// Cumulative counts of responses at or under each of [`BUCKETS_US`] (every run of
+    /// this target so far), and all of them.
+    pub buckets: [u64; BUCKETS_US.len()],
+    pub latency_count: u64,
+    /// Answered requests of every run of this target so far (complete intervals).
+    pub answered_total: u64,
+    /// Each worker's share of a core now.
+    pub worker_busy: Vec<Option<f64>>,
+    pub servers: Vec<ServerLive>,
+    /// Who limits the load right now, in a few words.
+    pub limiter: String,
+    /// Totals of this target's earlier runs, which the counters above go on from.
+    before: Totals,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Totals {
+    answered: u64,
+    errors_by_kind: [u64; ErrorKind::COUNT],
+    buckets: [u64; BUCKETS_US.len()],
+    latency_count: u64,
+}
+
+impl TargetLive {
+    /// A target before its first progress.
+    pub fn new(name: &str, plan: &str, planned_s: Option<f64>) -> TargetLive {
+        TargetLive {
+            name: name.to_string(),
+            plan: plan.to_string(),
+            run_label: String::new(),
+            planned_s,
+            elapsed_s: 0.0,
+            finished: false,
+            completed: 0,
+            errors: 0,
+            rps_now: 0.0,
+            rps_history: Vec::new(),
+            errors_by_kind: [0; ErrorKind::COUNT],
+            last_second: Percentiles::default(),
+            since_start: Percentiles::default(),
+            buckets: [0; BUCKETS_US.len()],
+            latency_count: 0,
+            answered_total: 0,
+            worker_busy: Vec::new(),
+            servers: Vec::new(),
+            limiter: String::new(),
+            before: Totals::default(),
+        }
+    }
+
+    fn update(&mut self, p: &Progress) {
+        let l = p.latency;
+        let b = &self.before;
+        self.elapsed_s = p.elapsed.as_secs_f64();
+        self.completed = p.completed;
+        self.errors = p.errors;
+        let per_interval = |n: u64| n as f64 / TICK.as_secs_f64();
+        self.rps_history = l
+            .history
+            .iter()
+            .map(|c| per_interval(c.completed))
+            .collect();
+        self.rps_now = self.rps_history.last().copied().unwrap_or(0.0);
+        for (k, e) in self.errors_by_kind.iter_mut().enumerate() {
+            *e = b.errors_by_kind[k] + l.errors_since_start[k];
+        }
+        self.last_second = Percentiles::of(&l.last_second);
+        self.since_start = Percentiles::of(&l.since_start);
+        let h = &l.since_start;
+        for (k, bound) in BUCKETS_US.iter().enumerate() {
+            // HdrHistogram counts a value by its bucket: at 3 digits a bound may take in
+            // values up to 0.1% above it.
+            let at_or_under = if h.is_empty() {
+                0
+            } else {
+                h.count_between(0, *bound)
+            };
+            self.buckets[k] = b.buckets[k] + at_or_under;
+        }
+        self.latency_count = b.latency_count + h.len();
+        self.answered_total = b.answered + h.len();
+        self.worker_busy = p.worker_busy.to_vec();
+        for now in &p.servers {
+            match self.servers.iter_mut().find(|s| s.now.label == now.label) {
+                Some(s) => {
+                    // One history point per new sample.
+                    if s.now.at_s != now.at_s {
+                        push_capped(&mut s.cpu_history, now.cores);
+                        push_capped(&mut s.memory_history, now.memory_bytes);
+                    }
+                    s.now = now.clone();
+                }
+                None => self.servers.push(ServerLive {
+                    now: now.clone(),
+                    cpu_history: VecDeque::from([now.cores]),
+                    memory_history: VecDeque::from([now.memory_bytes]),
+                }),
+            }
+        }
+        self.limiter = limiter_now(&self.worker_busy, &self.servers);
+    }
+
+    /// A new run of this target begins: what the last one counted stays in the totals.
+    fn begin_run(&mut self, label: &str) {
+        self.before = Totals {
+            answered: self.answered_total,
+            errors_by_kind: self.errors_by_kind,
+            buckets: self.buckets,
+            latency_count: self.latency_count,
+        };
+        self.run_label = label.to_string();
+        self.finished = false;
+        self.elapsed_s = 0.0;
+        self.completed = 0;
+        self.errors = 0;
+        self.rps_now = 0.0;
+        self.rps_history.clear();
+        self.last_second = Percentiles::default();
+        self.since_start = Percentiles::default();
+    }
+}
+
+fn push_capped<T>(q: &mut VecDeque<T>, v: T) {
+    if q.len() == HISTORY {
+        q.pop_front();
+    }
+    q.push_back(v);
+}
+
+/// Busier than this share of a core counts as saturated.
+const SATURATED: f64 = 0.9;
+
+/// Who limits the load right now: a busy worker, a server at its CPU limit, or neither.
+pub fn limiter_now(worker_busy: &[Option<f64>], servers: &[ServerLive]) -> String {
+    let busiest = worker_busy
+        .iter()
+        .flatten()
+        .copied()
+        .fold(None, |m: Option<f64>, b| Some(m.map_or(b, |m| m.max(b))));
+    let client = busiest.is_some_and(|b| b >= SATURATED);
+    let limited: Vec<String> = servers
+        .iter()
+        .filter_map(|s| {
+            let limit = s.now.limit_cores?;
+            (s.now.cores >= SATURATED * limit).then(|| {
+                format!(
+                    "{} at its CPU limit ({:.2} of {:.2} cores)",
+                    s.now.label, s.now.cores, limit
+                )
+            })
+        })
+        .collect();
+    match (client, limited.is_empty()) {
+        (true, true) => format!(
+            "client: a worker is busy {:.0}% of a core",
+            busiest.unwrap_or(0.0) * 100.0
+        ),
+        (true, false) => format!("client and server: {}", limited.join("; ")),
+        (false, false) => format!("server: {}", limited.join("; ")),
+        (false, true) => match busiest {
+            Some(b) => format!("neither saturated (busiest worker {:.0}%)", b * 100.0),
+            None => "neither saturated".to_string(),
+        },
+    }
+}
+
+/// Every target's live figures, shared between the runs that produce them and the views that
+/// read them.
+#[derive(Debug, Default)]
+pub struct Board {
+    targets: Mutex<Vec<TargetLive>>,
+}
+
+impl Board {
+    pub fn new() -> Arc<Board> {
+        Arc::new(Board::default())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<TargetLive>> {
+        // A view that panicked while holding the lock leaves figures that are still whole.
+        self.targets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a target (in the order its views show them).
+    pub fn add_target(&self, name: &str, plan: &str, planned_s: Option<f64>) {
+        let mut t = self.lock();
+        if !t.iter().any(|x| x.name == name) {
+            t.push(TargetLive::new(name, plan, planned_s));
+        }
+    }
+
+    /// A run of `name` begins ("run 2", "warm-up").
+    pub fn begin_run(&self, name: &str, label: &str) {
+        if let Some(t) = self.lock().iter_mut().find(|t| t.name == name) {
+            t.begin_run(label);
+        }
+    }
+
+    /// The latest progress of `name`'s run.
+    pub fn update(&self, name: &str, p: &Progress) {
+        if let Some(t) = self.lock().iter_mut().find(|t| t.name == name) {
+            t.update(p);
+        }
+    }
+
+    /// `name`'s run has ended.
+    pub fn finish_run(&self, name: &str) {
+        if let Some(t) = self.lock().iter_mut().find(|t| t.name == name) {
+            t.finished = true;
+        }
+    }
+
+    /// How many targets there are.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// A copy of every target's figures now.
+    pub fn snapshot(&self) -> Vec<TargetLive> {
+        self.lock().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(label: &str, cores: f64, limit: Option<f64>) -> ServerLive {
+        ServerLive {
+            now: ServerNow {
+                label: label.into(),
+                target: "pid:1".into(),
+                cores,
+                limit_cores: limit,
+                memory_bytes: 1 << 20,
+                at_s: 1.0,
+                stopped: None,
+            },
+            cpu_history: VecDeque::new(),
+            memory_history: VecDeque::new(),
+        }
+    }
+
+    #[test]
+    fn the_live_limiter_names_who_is_saturated() {
+        assert_eq!(
+            limiter_now(&[Some(0.97), Some(0.5)], &[]),
+            "client: a worker is busy 97% of a core"
+        );
+        assert_eq!(
+            limiter_now(&[Some(0.4)], &[server("web", 1.95, Some(2.0))]),
+            "server: web at its CPU limit (1.95 of 2.00 cores)"
+        );
+        assert_eq!(
+            limiter_now(&[Some(0.4)], &[server("web", 1.95, None)]),
+            "neither saturated (busiest worker 40%)"
+        );
+        assert_eq!(limiter_now(&[None], &[]), "neither saturated");
+    }
+}

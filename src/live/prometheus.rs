@@ -1,0 +1,290 @@
+//! `--prometheus ADDR`: the running load as OpenMetrics text on `GET /metrics`, for users who
+//! watch everything in Grafana. A plain thread with a blocking listener: a scrape every few
+//! seconds needs no runtime.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Board, TargetLive, BUCKETS_US};
+use crate::stats::ErrorKind;
+
+/// The endpoint: serving until dropped.
+pub struct Endpoint {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Could not listen where asked.
+#[derive(Debug, thiserror::Error)]
+#[error("--prometheus {addr}: cannot listen there: {source}")]
+pub struct BindError {
+    addr: SocketAddr,
+    #[source]
+    source: std::io::Error,
+}
+
+impl Endpoint {
+    /// Listens on `addr` and serves `board`'s figures from a thread of its own.
+    pub fn start(addr: SocketAddr, board: Arc<Board>) -> Result<Endpoint, BindError> {
+        let listener = TcpListener::bind(addr).map_err(|source| BindError { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| BindError { addr, source })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("archbench-prometheus".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if flag.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // A scraper that misbehaves costs its own connection, nothing else.
+                    if let Ok(conn) = conn {
+                        let _ = serve(conn, &board);
+                    }
+                }
+            })
+            .map_err(|source| BindError { addr, source })?;
+        Ok(Endpoint {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wakes the blocking accept so the thread sees the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(mut conn: TcpStream, board: &Board) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut buf = [0u8; 8192];
+    let mut len = 0;
+    let path = loop {
+        let n = conn.read(&mut buf[len..])?;
+        if n == 0 {
+            return Ok(());
+        }
+        len += n;
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&buf[..len]) {
+            Ok(httparse::Status::Complete(_)) => {
+                break (req.method == Some("GET")).then(|| req.path.unwrap_or("").to_string());
+            }
+            Ok(httparse::Status::Partial) if len < buf.len() => continue,
+            _ => break None,
+        }
+    };
+    let (status, ctype, body) = match path.as_deref() {
+        Some("/metrics") => (
+            "200 OK",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            render(&board.snapshot()),
+        ),
+        Some(_) => (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "archbench serves /metrics\n".to_string(),
+        ),
+        None => (
+            "400 Bad Request",
+            "text/plain; charset=utf-8",
+            "GET /metrics\n".to_string(),
+        ),
+    };
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    conn.flush()
+}
+
+/// A label value with OpenMetrics' escapes.
+fn label(v: &str) -> String {
+    v.replace('\\', r"\\")
+        .replace('"', "\\\"")
+        .replace('\n', r"\n")
+}
+
+/// The OpenMetrics exposition of every target.
+pub fn render(targets: &[TargetLive]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# TYPE archbench_requests counter");
+    let _ = writeln!(
+        out,
+        "# HELP archbench_requests Responses received in full (every run of the target so far)."
+    );
+    for t in targets {
+        let _ = writeln!(
+            out,
+            "archbench_requests_total{{target=\"{}\"}} {}",
+            label(&t.name),
+            t.answered_total
+        );
+    }
+    out.push_str(&families(targets));
+    out.push_str("# EOF\n");
+    out
+}
+
+/// A per-target gauge: name, unit ("" for none), help, and how to read it.
+type Gauge = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&TargetLive) -> f64,
+);
+
+/// The other families, after `archbench_requests`.
+fn families(targets: &[TargetLive]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# TYPE archbench_errors counter");
+    let _ = writeln!(
+        out,
+        "# HELP archbench_errors Requests that failed, by kind (every run of the target so far)."
+    );
+    for t in targets {
+        for k in ErrorKind::ALL {
+            let _ = writeln!(
+                out,
+                "archbench_errors_total{{target=\"{}\",kind=\"{}\"}} {}",
+                label(&t.name),
+                k.name(),
+                t.errors_by_kind[k as usize]
+            );
+        }
+    }
+    let _ = writeln!(out, "# TYPE archbench_latency_seconds histogram");
+    let _ = writeln!(out, "# UNIT archbench_latency_seconds seconds");
+    let _ = writeln!(
+        out,
+        "# HELP archbench_latency_seconds Total latency of each response (from HDR histograms at 3 significant digits; the +Inf bucket is the count; no _sum, which they do not keep exactly)."
+    );
+    for t in targets {
+        let name = label(&t.name);
+        for (bound, n) in BUCKETS_US.iter().zip(t.buckets) {
+            let _ = writeln!(
+                out,
+                "archbench_latency_seconds_bucket{{target=\"{name}\",le=\"{}\"}} {n}",
+                *bound as f64 / 1e6
+            );
+        }
+        let _ = writeln!(
+            out,
+            "archbench_latency_seconds_bucket{{target=\"{name}\",le=\"+Inf\"}} {}",
+            t.latency_count
+        );
+    }
+    let gauges: [Gauge; 4] = [
+        (
+            "archbench_throughput",
+            "requests_per_second",
+            "Responses per second over the latest quarter second.",
+            |t| t.rps_now,
+        ),
+        (
+            "archbench_latency_p99",
+            "seconds",
+            "p99 of total latency over the last second.",
+            |t| t.last_second.p99_us as f64 / 1e6,
+        ),
+        (
+            "archbench_elapsed",
+            "seconds",
+            "Seconds into the target's current run.",
+            |t| t.elapsed_s,
+        ),
+        (
+            "archbench_running",
+            "",
+            "1 while the target's run goes on, 0 once it has ended.",
+            |t| if t.finished { 0.0 } else { 1.0 },
+        ),
+    ];
+    for (name, unit, help, value) in gauges {
+        let full = if unit.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name}_{unit}")
+        };
+        let _ = writeln!(out, "# TYPE {full} gauge");
+        if !unit.is_empty() {
+            let _ = writeln!(out, "# UNIT {full} {unit}");
+        }
+        let _ = writeln!(out, "# HELP {full} {help}");
+        for t in targets {
+            let _ = writeln!(out, "{full}{{target=\"{}\"}} {}", label(&t.name), value(t));
+        }
+    }
+    let _ = writeln!(out, "# TYPE archbench_client_worker_busy_ratio gauge");
+    let _ = writeln!(
+        out,
+        "# HELP archbench_client_worker_busy_ratio Share of a core each load worker thread used over the latest quarter second."
+    );
+    for t in targets {
+        for (w, b) in t.worker_busy.iter().enumerate() {
+            if let Some(b) = b {
+                let _ = writeln!(
+                    out,
+                    "archbench_client_worker_busy_ratio{{target=\"{}\",worker=\"{w}\"}} {b}",
+                    label(&t.name)
+                );
+            }
+        }
+    }
+    let _ = writeln!(out, "# TYPE archbench_server_cpu_cores gauge");
+    let _ = writeln!(
+        out,
+        "# HELP archbench_server_cpu_cores Cores a watched server used over its latest sample."
+    );
+    for t in targets {
+        for s in &t.servers {
+            let _ = writeln!(
+                out,
+                "archbench_server_cpu_cores{{target=\"{}\",server=\"{}\"}} {}",
+                label(&t.name),
+                label(&s.now.target),
+                s.now.cores
+            );
+        }
+    }
+    let _ = writeln!(out, "# TYPE archbench_server_memory_bytes gauge");
+    let _ = writeln!(out, "# UNIT archbench_server_memory_bytes bytes");
+    let _ = writeln!(
+        out,
+        "# HELP archbench_server_memory_bytes Resident memory of a watched server."
+    );
+    for t in targets {
+        for s in &t.servers {
+            let _ = writeln!(
+                out,
+                "archbench_server_memory_bytes{{target=\"{}\",server=\"{}\"}} {}",
+                label(&t.name),
+                label(&s.now.target),
+                s.now.memory_bytes
+            );
+        }
+    }
+    out
+}

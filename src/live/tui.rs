@@ -1,0 +1,475 @@
+//! `--tui`: the terminal dashboard. One column per target — throughput now and over the last
+//! minute, errors by kind, latency over the last second and since the start, the watched
+//! servers' CPU and memory, the load workers' CPU and who limits the load now — redrawn four
+//! times a second from the [`Board`]. Keys: `q`, Esc or Ctrl-C stop the load early (its
+//! results are kept and reported), `p` switches percentiles, ←/→ switch targets when the
+//! terminal is too narrow for all of them.
+//!
+//! The terminal is restored when the dashboard ends, when the run is stopped by a signal
+//! (the run ends, then the dashboard) and on a panic (a hook restores it first).
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+
+use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::{cursor, execute, terminal};
+use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Sparkline, Wrap};
+use ratatui::{Frame, Terminal};
+
+use super::{Board, Percentiles, TargetLive};
+use crate::engine::live::TICK;
+use crate::stats::ErrorKind;
+
+/// Columns narrower than this show one target at a time.
+const MIN_COLUMN: u16 = 46;
+
+/// What the user chose to see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct View {
+    /// false: p50, p99, p99.9; true: p90, p99.99, max.
+    pub tail: bool,
+    /// The target shown when only one fits.
+    pub selected: usize,
+    /// Colours (off with NO_COLOR).
+    pub colour: bool,
+}
+
+/// Draws one frame of the dashboard.
+pub fn draw(frame: &mut Frame, title: &str, view: &View, targets: &[TargetLive]) {
+    let area = frame.area();
+    let [top, body] = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([Constraint::Length(1), Constraint::Min(0)])
+        .areas(area);
+    let fits_all = !targets.is_empty() && body.width / targets.len() as u16 >= MIN_COLUMN;
+    let shown: Vec<(usize, &TargetLive)> = if fits_all {
+        targets.iter().enumerate().collect()
+    } else {
+        targets
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i == view.selected.min(targets.len().saturating_sub(1)))
+            .collect()
+    };
+    let mut keys = "q stop · p percentiles".to_string();
+    if !fits_all && targets.len() > 1 {
+        keys.push_str(&format!(
+            " · ←→ target {}/{}",
+            view.selected.min(targets.len() - 1) + 1,
+            targets.len()
+        ));
+    }
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled("archbench ", Style::default().add_modifier(Modifier::BOLD)),
+            Span::raw(title.to_string()),
+            Span::raw("  "),
+            Span::styled(keys, Style::default().add_modifier(Modifier::DIM)),
+        ])),
+        top,
+    );
+    if shown.is_empty() {
+        return;
+    }
+    let columns = Layout::default()
+        .direction(Direction::Horizontal)
+        .constraints(vec![Constraint::Ratio(1, shown.len() as u32); shown.len()])
+        .split(body);
+    for ((_, t), area) in shown.iter().zip(columns.iter()) {
+        column(frame, *area, view, t);
+    }
+}
+
+fn grouped(v: f64) -> String {
+    crate::report::grouped(v.max(0.0).round() as u64)
+}
+
+/// Microseconds as wrk prints them: 38.00us, 1.25ms, 2.10s.
+fn latency(us: u64) -> String {
+    crate::report::wrk_time_us(us as f64)
+}
+
+
+/// Three percentiles of a summary, in the order of their names.
+type PickPercentiles = fn(&Percentiles) -> [u64; 3];
+
+fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let warn = if view.colour {
+        Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
+    } else {
+        bold
+    };
+    let mut title = format!(" {} ", t.name);
+    if !t.run_label.is_empty() {
+        title.push_str(&format!("· {} ", t.run_label));
+    }
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(Span::styled(title, bold));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let servers = t.servers.len() as u16;
+    let [head, spark, figures, server_area, tail] = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([
+            Constraint::Length(3),
+            Constraint::Length(2),
+            Constraint::Length(5),
+            Constraint::Length(3 * servers),
+            Constraint::Min(0),
+        ])
+        .areas(inner);
+    let time = match t.planned_s {
+        Some(p) => format!(
+            "{:.1}s of {p:.0}s · {:.1}s left",
+            t.elapsed_s,
+            (p - t.elapsed_s).max(0.0)
+        ),
+        None => format!("{:.1}s", t.elapsed_s),
+    };
+    let state = if t.finished { " · done" } else { "" };
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::styled(t.plan.clone(), dim),
+            Line::raw(format!("{time}{state}")),
+            Line::from(vec![
+                Span::raw("req/s "),
+                Span::styled(grouped(t.rps_now), bold),
+                Span::raw(format!("  ({} answered)", grouped(t.completed as f64))),
+            ]),
+        ]),
+        head,
+    );
+    // The last minute, one bar per quarter second (the newest on the right).
+    let width = spark.width as usize;
+    let bars: Vec<u64> = t
+        .rps_history
+        .iter()
+        .rev()
+        .take(width)
+        .rev()
+        .map(|r| r.round() as u64)
+        .collect();
+    frame.render_widget(Sparkline::default().data(&bars), spark);
+    let (names, pick): ([&str; 3], PickPercentiles) = if view.tail {
+        (["p90", "p99.99", "max"], |p| {
+            [p.p90_us, p.p99_99_us, p.max_us]
+        })
+    } else {
+        (["p50", "p99", "p99.9"], |p| {
+            [p.p50_us, p.p99_us, p.p99_9_us]
+        })
+    };
+    let (now, all) = (pick(&t.last_second), pick(&t.since_start));
+    let mut lines = vec![Line::styled(
+        format!("{:<8}{:>11}{:>13}", "latency", "last 1s", "since start"),
+        dim,
+    )];
+    for k in 0..3 {
+        lines.push(Line::raw(format!(
+            "{:<8}{:>11}{:>13}",
+            names[k],
+            latency(now[k]),
+            latency(all[k])
+        )));
+    }
+    let failed: Vec<String> = ErrorKind::ALL
+        .iter()
+        .filter(|k| t.errors_by_kind[**k as usize] > 0)
+        .map(|k| {
+            format!(
+                "{} {}",
+                k.name(),
+                grouped(t.errors_by_kind[*k as usize] as f64)
+            )
+        })
+        .collect();
+    lines.push(if t.errors == 0 && failed.is_empty() {
+        Line::raw("errors 0")
+    } else {
+        Line::styled(
+            format!("errors {}: {}", grouped(t.errors as f64), failed.join(", ")),
+            warn,
+        )
+    });
+    frame.render_widget(Paragraph::new(lines), figures);
+    for (k, s) in t.servers.iter().enumerate() {
+        let row = |n: u16| Rect {
+            y: server_area.y + 3 * k as u16 + n,
+            height: 1,
+            ..server_area
+        };
+        let of_limit = s
+            .now
+            .limit_cores
+            .map(|l| format!(" ({:.0}% of {l:.2})", s.now.cores * 100.0 / l))
+            .unwrap_or_default();
+        frame.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled(format!("{} ", s.now.target), dim),
+                Span::styled(format!("{:.2} cores", s.now.cores), bold),
+                Span::raw(format!("{of_limit} · {}", crate::report::bytes_iec(s.now.memory_bytes as f64))),
+            ])),
+            row(0),
+        );
+        // A minute of samples each: CPU and memory, labelled (no colour needed).
+        let cpu: Vec<u64> = s
+            .cpu_history
+            .iter()
+            .map(|c| (c * 100.0).round() as u64)
+            .collect();
+        let memory: Vec<u64> = s.memory_history.iter().copied().collect();
+        for (n, label, data) in [(1, "cpu ", cpu), (2, "mem ", memory)] {
+            let [name, chart] = Layout::default()
+                .direction(Direction::Horizontal)
+                .constraints([Constraint::Length(4), Constraint::Min(0)])
+                .areas(row(n));
+            frame.render_widget(Paragraph::new(Span::styled(label, dim)), name);
+            let shown = &data[data.len().saturating_sub(chart.width as usize)..];
+            frame.render_widget(Sparkline::default().data(shown), chart);
+        }
+    }
+    let workers: Vec<String> = t
+        .worker_busy
+        .iter()
+        .map(|b| b.map_or("?".into(), |b| format!("{:.0}%", b * 100.0)))
+        .collect();
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::raw(format!("client workers {}", workers.join(" "))),
+            Line::styled(format!("limiter: {}", t.limiter), bold),
+        ])
+        .wrap(Wrap { trim: true }),
+        tail,
+    );
+}
+
+/// Puts the terminal back as it was: cooked mode, main screen, cursor shown.
+fn restore() {
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+}
+
+/// A panic anywhere restores the terminal before its message prints.
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+    });
+}
+
+/// The dashboard, drawing on its own thread until [`Dashboard::finish`].
+pub struct Dashboard {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+}
+
+impl Dashboard {
+    /// Takes over the terminal (stdout) and draws `board` until finished; `on_quit` is called
+    /// when the user asks to stop.
+    pub fn start(
+        board: Arc<Board>,
+        title: String,
+        on_quit: Box<dyn Fn() + Send>,
+    ) -> io::Result<Dashboard> {
+        install_panic_hook();
+        terminal::enable_raw_mode()?;
+        if let Err(e) = execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide) {
+            restore();
+            return Err(e);
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("archbench-tui".into())
+            .spawn(move || {
+                let r = (|| {
+                    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+                    run(&mut terminal, &board, &title, &flag, on_quit.as_ref())
+                })();
+                restore();
+                r
+            })?;
+        Ok(Dashboard {
+            done,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops drawing and restores the terminal (also when the thread failed).
+    pub fn finish(mut self) -> io::Result<()> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> io::Result<()> {
+        self.done.store(true, Ordering::Relaxed);
+        let r = match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the dashboard thread panicked"))),
+            None => Ok(()),
+        };
+        restore();
+        r
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn run<B: Backend>(
+    terminal: &mut Terminal<B>,
+    board: &Board,
+    title: &str,
+    done: &AtomicBool,
+    on_quit: &dyn Fn(),
+) -> io::Result<()>
+where
+    B::Error: Into<io::Error>,
+{
+    let mut view = View {
+        colour: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        ..View::default()
+    };
+    let mut next_draw = Instant::now();
+    while !done.load(Ordering::Relaxed) {
+        if Instant::now() >= next_draw {
+            let targets = board.snapshot();
+            terminal
+                .draw(|f| draw(f, title, &view, &targets))
+                .map_err(Into::into)?;
+            next_draw = Instant::now() + TICK;
+        }
+        // Keys are read as they come; the wait is short so `done` is seen promptly.
+        if event::poll(Duration::from_millis(50))? {
+            if let Event::Key(k) = event::read()? {
+                if k.kind != KeyEventKind::Press {
+                    continue;
+                }
+                let ctrl_c =
+                    k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                match k.code {
+                    _ if ctrl_c => on_quit(),
+                    KeyCode::Char('q') | KeyCode::Esc => on_quit(),
+                    KeyCode::Char('p') => view.tail = !view.tail,
+                    KeyCode::Left => view.selected = view.selected.saturating_sub(1),
+                    KeyCode::Right => {
+                        view.selected = (view.selected + 1).min(board.len().saturating_sub(1))
+                    }
+                    _ => continue,
+                }
+                next_draw = Instant::now();
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::ServerLive;
+    use crate::stats::ServerNow;
+    use ratatui::backend::TestBackend;
+
+    fn target(name: &str, rps: f64, p99_us: u64) -> TargetLive {
+        let mut t = TargetLive::new(
+            name,
+            &format!("GET http://127.0.0.1:8080/{name} · 50 connections · closed loop · 30s"),
+            Some(30.0),
+        );
+        t.run_label = "run 2".into();
+        t.elapsed_s = 12.25;
+        t.completed = 503_211;
+        t.errors = 3;
+        t.rps_now = rps;
+        t.rps_history = (0..48)
+            .map(|k| rps * (0.8 + 0.2 * f64::from(k % 5) / 4.0))
+            .collect();
+        t.errors_by_kind[ErrorKind::Timeout as usize] = 3;
+        let p = |scale: u64| Percentiles {
+            count: 1000,
+            p50_us: 40 * scale,
+            p90_us: 55 * scale,
+            p99_us: p99_us * scale,
+            p99_9_us: 2 * p99_us * scale,
+            p99_99_us: 3 * p99_us * scale,
+            max_us: 10 * p99_us * scale,
+        };
+        t.last_second = p(1);
+        t.since_start = p(2);
+        t.worker_busy = vec![Some(0.76), Some(0.81)];
+        t.servers = vec![ServerLive {
+            now: ServerNow {
+                label: name.into(),
+                target: "pid:4242".into(),
+                cores: 1.93,
+                limit_cores: Some(2.0),
+                memory_bytes: 12 << 20,
+                at_s: 12.0,
+                stopped: None,
+            },
+            cpu_history: (0..48).map(|k| 1.5 + f64::from(k % 3) * 0.2).collect(),
+            memory_history: (0..48).map(|_| 12 << 20).collect(),
+        }];
+        t.limiter = crate::live::limiter_now(&t.worker_busy, &t.servers);
+        t
+    }
+
+    fn frame(width: u16, height: u16, view: &View, targets: &[TargetLive]) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        terminal
+            .draw(|f| draw(f, "compare intel vs arm", view, targets))
+            .unwrap();
+        let buf = terminal.backend().buffer();
+        (0..height)
+            .map(|y| {
+                (0..width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn two_targets_side_by_side() {
+        let targets = [target("intel", 41_234.0, 98), target("arm", 52_876.0, 71)];
+        insta::assert_snapshot!(frame(100, 30, &View::default(), &targets));
+    }
+
+    #[test]
+    fn at_80_by_24_one_target_at_a_time_and_the_tail_percentiles() {
+        let targets = [target("intel", 41_234.0, 98), target("arm", 52_876.0, 71)];
+        let view = View {
+            tail: true,
+            selected: 1,
+            colour: false,
+        };
+        let text = frame(80, 24, &view, &targets);
+        assert!(text.contains("←→ target 2/2"), "{text}");
+        assert!(
+            text.contains(" arm · run 2 ") && !text.contains(" intel · "),
+            "{text}"
+        );
+        assert!(text.contains("p99.99") && text.contains("max"), "{text}");
+        insta::assert_snapshot!(text);
+    }
+}

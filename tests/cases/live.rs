@@ -1,0 +1,328 @@
+//! Live views: `--prometheus` scraped during a run against real nginx and parsed by the
+//! Prometheus project's own OpenMetrics parser (Python's prometheus_client, Debian's
+//! python3-prometheus-client).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use crate::util::nginx::{Nginx, NginxConfig};
+use crate::util::{bin, finish_within, read_json, stderr, wait_until, LineReader, PROMPTLY};
+
+const PARSE: &str = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = {}
+for f in text_string_to_metric_families(sys.stdin.read()):
+    for s in f.samples:
+        out.setdefault(s.name, []).append([s.labels, s.value])
+print(json.dumps(out))
+"#;
+
+/// Debian's Python with prometheus_client, or None (a failure where tools are required).
+fn parser_available() -> bool {
+    let ok = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import prometheus_client.openmetrics.parser"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
+            "python3-prometheus-client is required here but not installed"
+        );
+        eprintln!("SKIPPED: apt-get install python3-prometheus-client to run this test");
+    }
+    ok
+}
+
+/// GET /metrics, as a scraper does; the body.
+fn scrape(addr: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: application/openmetrics-text\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.contains("application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
+    body.to_string()
+}
+
+type Samples = BTreeMap<String, Vec<(BTreeMap<String, String>, f64)>>;
+
+/// The scraped text through the strict OpenMetrics parser.
+fn parse(text: &str) -> Samples {
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", PARSE])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let o = finish_within(child, PROMPTLY);
+    assert!(o.status.success(), "parser: {}\n{text}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn one(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+    s.get(name)
+        .unwrap_or_else(|| panic!("no {name}"))
+        .iter()
+        .find(|(l, _)| {
+            labels
+                .iter()
+                .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+        })
+        .unwrap_or_else(|| panic!("no {name} with {labels:?}"))
+        .1
+}
+
+#[test]
+fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
+    if !parser_available() {
+        return;
+    }
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let url = ng.url("/");
+    let mut child = bin()
+        .args([
+            "run",
+            &url,
+            "-d",
+            "3s",
+            "-c",
+            "4",
+            "-t",
+            "2",
+            "-q",
+            "--prometheus",
+            "127.0.0.1:0",
+            "--linger",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = LineReader::new(child.stderr.take().unwrap());
+    let line = err.wait_for("live metrics on http://", PROMPTLY);
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .unwrap()
+        .to_string();
+    let target = [("target", url.as_str())];
+    // During the run: the counter grows from one scrape to a later one.
+    let mut first = None;
+    let mut grew = false;
+    wait_until("the request counter to grow", PROMPTLY, || {
+        let s = parse(&scrape(&addr));
+        let n = one(&s, "archbench_requests_total", &target);
+        assert!(one(&s, "archbench_running", &target) == 1.0 || grew);
+        match first {
+            None if n > 0.0 => first = Some(n),
+            Some(f) if n > f => grew = true,
+            _ => {}
+        }
+        grew
+    });
+    // After it: --linger keeps the final figures up.
+    err.wait_for("--linger", PROMPTLY);
+    let s = parse(&scrape(&addr));
+    let r = read_json(&json);
+    let requests = r["totals"]["requests"].as_f64().unwrap();
+    assert!(requests > 0.0);
+    assert_eq!(one(&s, "archbench_requests_total", &target), requests);
+    // The histogram's +Inf bucket: every interval the workers handed over, added up.
+    assert_eq!(
+        one(
+            &s,
+            "archbench_latency_seconds_bucket",
+            &[("target", url.as_str()), ("le", "+Inf")]
+        ),
+        requests
+    );
+    // Buckets are cumulative and end at the count; under 10 ms on loopback, nearly all.
+    let buckets: Vec<f64> = s["archbench_latency_seconds_bucket"]
+        .iter()
+        .map(|(_, v)| *v)
+        .collect();
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+    let p99_us = r["latency"]["total"]["p99_us"].as_f64().unwrap();
+    if p99_us < 10_000.0 {
+        assert!(one(&s, "archbench_latency_seconds_bucket", &[("le", "0.01")]) >= 0.99 * requests);
+    }
+    for kind in ["connect", "tls", "timeout", "read", "write", "protocol"] {
+        assert_eq!(
+            one(&s, "archbench_errors_total", &[("kind", kind)]),
+            r["errors"][kind].as_f64().unwrap(),
+            "{kind}"
+        );
+    }
+    assert_eq!(one(&s, "archbench_running", &target), 0.0);
+    // Ctrl-C ends the lingering; the run itself was complete, so the exit status is 0.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(0));
+    // Every response counted is one nginx logged (at most one per connection in flight at
+    // the deadline was logged but not counted).
+    let logged = ng.stop_and_read_log().len() as f64;
+    assert!(
+        requests <= logged && logged <= requests + 4.0,
+        "{requests} {logged}"
+    );
+}
+
+#[test]
+fn a_prometheus_address_that_is_none_or_taken_is_a_usage_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    for (addr, says) in [
+        ("localhost", "invalid address"),
+        ("99999", "invalid address"),
+        (port.as_str(), "cannot listen there"),
+    ] {
+        let o = bin()
+            .args([
+                "run",
+                "http://127.0.0.1:1/",
+                "-n",
+                "1",
+                "-c",
+                "1",
+                "--prometheus",
+                addr,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{addr}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(says), "{addr}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+    }
+    let o = bin()
+        .args(["run", "http://127.0.0.1:1/", "-n", "1", "--linger"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn the_dashboard_shows_live_figures_stops_on_q_and_restores_the_terminal() {
+    let Some(tmux_bin) = crate::util::require_tool("tmux") else {
+        return;
+    };
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let session = format!("archbench-tui-{}", std::process::id());
+    // Bounded by its own duration should `q` never arrive.
+    let script = format!(
+        "{} run {} --tui -d 60s -c 2 -t 1 --json {}; echo EXIT=$?; {}",
+        env!("CARGO_BIN_EXE_archbench"),
+        ng.url("/"),
+        json.display(),
+        crate::util::PRINT_TERMINAL_MODES
+    );
+    crate::util::tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    crate::util::tmux(&["set-option", "-t", &session, "remain-on-exit", "on"]);
+    let capture = || crate::util::tmux_capture(&session);
+    let answered = |screen: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains("answered)"))
+            .map(str::to_string)
+    };
+    // Live figures, changing from one capture to a later one.
+    let mut first = None;
+    wait_until("the dashboard's figures to change", PROMPTLY, || {
+        let screen = capture();
+        match (answered(&screen), &first) {
+            (Some(now), None) => {
+                assert!(
+                    screen.contains("latency") && screen.contains("p99"),
+                    "{screen}"
+                );
+                assert!(screen.contains("limiter:"), "{screen}");
+                first = Some(now);
+                false
+            }
+            (Some(now), Some(then)) => now != *then,
+            (None, _) => false,
+        }
+    });
+    crate::util::tmux(&["send-keys", "-t", &session, "q"]);
+    // The report follows on the restored screen, the exit status is an interrupted run's,
+    // and the terminal is cooked again.
+    wait_until("the report and the terminal modes", PROMPTLY, || {
+        let screen = capture();
+        screen.contains("EXIT=130")
+            && screen.lines().any(|l| l.trim() == "MODE icanon")
+            && screen.lines().any(|l| l.trim() == "MODE echo")
+    });
+    let screen = capture();
+    assert!(screen.contains("Requests"), "{screen}");
+    assert!(
+        !screen.contains("limiter:"),
+        "the dashboard is gone: {screen}"
+    );
+    let r = read_json(&json);
+    assert_eq!(r["interrupted"], true);
+    let requests = r["totals"]["requests"].as_u64().unwrap();
+    let logged = ng.stop_and_read_log().len() as u64;
+    assert!(
+        requests > 0 && requests <= logged && logged <= requests + 2,
+        "{requests} {logged}"
+    );
+    let _ = std::process::Command::new(tmux_bin)
+        .args(["kill-session", "-t", &session])
+        .output();
+}
+
+#[test]
+fn tui_without_a_terminal_is_a_usage_error() {
+    let o = bin()
+        .args(["run", "http://127.0.0.1:1/", "-n", "1", "-c", "1", "--tui"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--tui needs a terminal"),
+        "{}",
+        stderr(&o)
+    );
+}
