@@ -61,7 +61,7 @@ pub enum OutputFormat {
     Json,
 }
 
-/// Live views of a load, shared by `run` and `compare`.
+/// Live views of a load, shared by `run`, `compare`, `sweep` and `k8s load`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct LiveArgs {
     /// Serve live OpenMetrics of the load on GET /metrics at this address (PORT alone binds
@@ -541,6 +541,8 @@ pub struct K8sLoadArgs {
     /// In-cluster: how long the load pods may take to be scheduled and ready.
     #[arg(long, default_value = "5m", value_parser = super::values::duration)]
     pub wait_timeout: std::time::Duration,
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 /// The image `k8s load --in-cluster` runs unless told otherwise: this version's.
@@ -644,6 +646,8 @@ pub struct SweepArgs {
     /// No per-step progress on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 #[derive(Debug, Args)]

@@ -434,9 +434,27 @@ fn load(
             eprintln!("  {line}");
         }
     };
+    let live_targets: Vec<(&str, &crate::engine::Plan)> = plan
+        .contenders
+        .iter()
+        .map(|c| (c.name.as_str(), &c.plan))
+        .collect();
+    let views = super::live::LiveViews::start(&l.live, &live_targets)?;
+    // Load from outside the cluster is measured here, live; in-cluster workers report only
+    // when they end, so they get no dashboard.
+    let tui = how.is_none()
+        && super::live::want_tui(&l.live, l.layout != K8sLayout::Text, true, Some(l.duration))?;
+    let dashboard = match tui {
+        true => Some(views.dashboard(format!("k8s load {}", names.join(" vs ")), signals)?),
+        false => None,
+    };
     let run_one = |c: &Contender| -> anyhow::Result<crate::stats::RunResult> {
         let Some(how) = &how else {
-            return super::measure_sources(&c.plan, &c.watch, &signals.stop, |_| {});
+            let r = super::measure_sources(&c.plan, &c.watch, &signals.stop, |p| {
+                views.update(&c.name, p)
+            });
+            views.board.finish_run(&c.name);
+            return r;
         };
         let target = targets
             .iter()
@@ -469,29 +487,32 @@ fn load(
         Ok(d.merged)
     };
     let mut on_run = |name: &str, n: usize, measured: bool| {
-        if l.layout == K8sLayout::Text {
-            eprintln!(
-                "  {name}: {}",
-                if measured {
-                    format!("run {n}")
-                } else {
-                    "warm-up".into()
-                }
-            );
+        let run = if measured {
+            format!("run {n}")
+        } else {
+            "warm-up".into()
+        };
+        views.board.begin_run(name, &run);
+        if l.layout == K8sLayout::Text && !tui {
+            eprintln!("  {name}: {run}");
         }
     };
     let mut save = |c: &ComparisonResult| -> anyhow::Result<()> {
         crate::report::save_json_value(c, &json)
             .with_context(|| format!("cannot write {}", json.display()))
     };
-    let mut result = crate::compare::run(
+    let result = crate::compare::run(
         &plan,
         commands,
         &signals.stop,
         &run_one,
         &mut on_run,
         &mut save,
-    )?;
+    );
+    if let Some(d) = dashboard {
+        d.finish()?;
+    }
+    let mut result = result?;
     result.cost = result.costs(&l.cost);
     save(&result)?;
     write_markdown(&result, &md)?;
@@ -533,6 +554,7 @@ fn load(
             dir.join("workers").display()
         );
     }
+    views.linger(signals, result.interrupted);
     Ok(if result.interrupted {
         signals.exit_code()
     } else {

@@ -65,6 +65,8 @@ impl LiveViews {
         while !signals.stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(50));
         }
+        // That signal ended the lingering, not the run: the run's own status stands.
+        signals.stop.store(false, Ordering::Relaxed);
     }
 }
 

@@ -80,7 +80,26 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         targets: Vec::new(),
     };
     let mut stopped: BTreeMap<String, EarlyStop> = BTreeMap::new();
-    let run_one = |c: &Contender| measure_sources(&c.plan, &c.watch, &signals.stop, |_| {});
+    let targets: Vec<(&str, &crate::engine::Plan)> = first
+        .contenders
+        .iter()
+        .map(|c| (c.name.as_str(), &c.plan))
+        .collect();
+    let views = super::live::LiveViews::start(&a.live, &targets)?;
+    let tui = super::live::want_tui(&a.live, a.quiet, true, Some(a.duration))?;
+    let dashboard = match tui {
+        true => Some(views.dashboard(format!("sweep {}", names.join(" vs ")), signals)?),
+        false => None,
+    };
+    let quiet = a.quiet || tui;
+    let run_one = |c: &Contender| {
+        let r = measure_sources(&c.plan, &c.watch, &signals.stop, |p| {
+            views.update(&c.name, p)
+        });
+        views.board.finish_run(&c.name);
+        r
+    };
+
     for (k, &load) in loads.iter().enumerate() {
         let active: Vec<String> = a
             .targets
@@ -100,7 +119,14 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             warmup,
             Schedule::Interleave,
         )?;
-        if !a.quiet {
+        for c in &plan.contenders {
+            views.board.set_plan(
+                &c.name,
+                &super::live::plan_line(&c.plan),
+                c.plan.stop.duration.map(|d| d.as_secs_f64()),
+            );
+        }
+        if !quiet {
             eprintln!(
                 "sweep: {load} {} ({} of {})",
                 kind.unit(),
@@ -113,17 +139,17 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             .iter()
             .map(|c| plan::reproduce(&c.plan))
             .collect();
-        let quiet = a.quiet;
         let mut on_run = |name: &str, n: usize, measured: bool| {
+            let run = if measured {
+                format!("run {n}")
+            } else {
+                "warm-up".into()
+            };
+            views
+                .board
+                .begin_run(name, &format!("{load} {} · {run}", kind.unit()));
             if !quiet {
-                eprintln!(
-                    "  {name}: {}",
-                    if measured {
-                        format!("run {n}")
-                    } else {
-                        "warm-up".into()
-                    }
-                );
+                eprintln!("  {name}: {run}");
             }
         };
         let mut comparison = crate::compare::run(
@@ -149,7 +175,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
                 .filter_map(|s| crate::sweep::figures(s, name))
                 .collect();
             if let Some(reason) = past_knee(&points, kind) {
-                if k + 1 < loads.len() && !a.quiet {
+                if k + 1 < loads.len() && !quiet {
                     eprintln!("sweep: {name} is past its knee ({reason}); higher loads without it");
                 }
                 stopped.insert(
@@ -170,25 +196,34 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     }
     finish(&mut sweep, &names, &stopped, a);
     save(&sweep, a)?;
+    // The terminal is restored before the report (an error above restores it on drop).
+    if let Some(d) = dashboard {
+        d.finish()?;
+    }
     write_stdout(|out| crate::report::SweepReport.write(&sweep, out))?;
-    if sweep.interrupted || signals.stop.load(Ordering::Relaxed) {
-        return Ok(signals.exit_code());
-    }
-    // With an SLO: a target that met it at no load fails the sweep.
-    let missed: Vec<&str> = sweep
-        .targets
-        .iter()
-        .filter(|t| a.slo.is_some() && t.knee.is_none())
-        .map(|t| t.name.as_str())
-        .collect();
-    if !missed.is_empty() {
-        eprintln!(
-            "archbench: SLO not met at any load by {}",
-            missed.join(", ")
-        );
-        return Ok(EXIT_FAILURE);
-    }
-    Ok(0)
+    let interrupted = sweep.interrupted || signals.stop.load(Ordering::Relaxed);
+    let code = if interrupted {
+        signals.exit_code()
+    } else {
+        // With an SLO: a target that met it at no load fails the sweep.
+        let missed: Vec<&str> = sweep
+            .targets
+            .iter()
+            .filter(|t| a.slo.is_some() && t.knee.is_none())
+            .map(|t| t.name.as_str())
+            .collect();
+        if missed.is_empty() {
+            0
+        } else {
+            eprintln!(
+                "archbench: SLO not met at any load by {}",
+                missed.join(", ")
+            );
+            EXIT_FAILURE
+        }
+    };
+    views.linger(signals, interrupted);
+    Ok(code)
 }
 
 /// Each target's summary over the steps so far; a stop after the last load is no early stop.

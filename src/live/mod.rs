@@ -274,6 +274,14 @@ impl Board {
         }
     }
 
+    /// `name`'s load changed (a sweep's next step).
+    pub fn set_plan(&self, name: &str, plan: &str, planned_s: Option<f64>) {
+        if let Some(t) = self.lock().iter_mut().find(|t| t.name == name) {
+            t.plan = plan.to_string();
+            t.planned_s = planned_s;
+        }
+    }
+
     /// A run of `name` begins ("run 2", "warm-up").
     pub fn begin_run(&self, name: &str, label: &str) {
         if let Some(t) = self.lock().iter_mut().find(|t| t.name == name) {

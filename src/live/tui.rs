@@ -95,7 +95,6 @@ fn latency(us: u64) -> String {
     crate::report::wrk_time_us(us as f64)
 }
 
-
 /// Three percentiles of a summary, in the order of their names.
 type PickPercentiles = fn(&Percentiles) -> [u64; 3];
 
@@ -216,7 +215,10 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
             Paragraph::new(Line::from(vec![
                 Span::styled(format!("{} ", s.now.target), dim),
                 Span::styled(format!("{:.2} cores", s.now.cores), bold),
-                Span::raw(format!("{of_limit} · {}", crate::report::bytes_iec(s.now.memory_bytes as f64))),
+                Span::raw(format!(
+                    "{of_limit} · {}",
+                    crate::report::bytes_iec(s.now.memory_bytes as f64)
+                )),
             ])),
             row(0),
         );

@@ -1035,3 +1035,87 @@ fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
     assert_eq!(r["plan"]["connections"], 1);
     assert_eq!(r["started_at"], soon.as_str());
 }
+
+/// `k8s load both` with live metrics: both architectures' counters and their pods' CPU, as a
+/// scraper sees them, ending at the comparison's figures.
+#[test]
+fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
+    use super::live::{one, parse, parser_available, scrape};
+    if !parser_available() {
+        return;
+    }
+    let Some(c) = cluster(Options::default()) else {
+        return;
+    };
+    ok(&k8s(&c, &["up", "--wait-timeout", "60s"]));
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .args(["k8s", "--kubeconfig"])
+        .arg(c.kubeconfig())
+        .args([
+            "load",
+            "both",
+            "-d",
+            "2s",
+            "-c",
+            "2",
+            "--prometheus",
+            "127.0.0.1:0",
+            "--linger",
+            "--out-dir",
+        ])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    let line = err.wait_for("live metrics on http://", PROMPTLY);
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .unwrap()
+        .to_string();
+    // While both load: each pod's CPU is there, labelled by its target.
+    crate::util::wait_until("both pods' CPU in the metrics", PROMPTLY, || {
+        let s = parse(&scrape(&addr));
+        s.get("archbench_server_cpu_cores").is_some_and(|v| {
+            ["intel", "arm"].iter().all(|t| {
+                v.iter().any(|(l, _)| {
+                    l.get("target").map(String::as_str) == Some(*t)
+                        && l.get("server").is_some_and(|p| p.starts_with("pod:nginx/"))
+                })
+            })
+        })
+    });
+    err.wait_for("--linger", PROMPTLY * 2);
+    let s = parse(&scrape(&addr));
+    let json = std::fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("k8s-load.json");
+    let doc = read_json(&json);
+    for t in doc["targets"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        // k8s load runs no warm-up unless asked: the counter is the measured run's.
+        let requests: u64 = t["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["totals"]["requests"].as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            one(&s, "archbench_requests_total", &[("target", name)]),
+            requests as f64,
+            "{name}"
+        );
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

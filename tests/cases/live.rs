@@ -20,7 +20,7 @@ print(json.dumps(out))
 "#;
 
 /// Debian's Python with prometheus_client, or None (a failure where tools are required).
-fn parser_available() -> bool {
+pub(crate) fn parser_available() -> bool {
     let ok = std::process::Command::new("/usr/bin/python3")
         .args(["-c", "import prometheus_client.openmetrics.parser"])
         .output()
@@ -36,7 +36,7 @@ fn parser_available() -> bool {
 }
 
 /// GET /metrics, as a scraper does; the body.
-fn scrape(addr: &str) -> String {
+pub(crate) fn scrape(addr: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
@@ -55,10 +55,10 @@ fn scrape(addr: &str) -> String {
     body.to_string()
 }
 
-type Samples = BTreeMap<String, Vec<(BTreeMap<String, String>, f64)>>;
+pub(crate) type Samples = BTreeMap<String, Vec<(BTreeMap<String, String>, f64)>>;
 
 /// The scraped text through the strict OpenMetrics parser.
-fn parse(text: &str) -> Samples {
+pub(crate) fn parse(text: &str) -> Samples {
     let mut child = std::process::Command::new("/usr/bin/python3")
         .args(["-c", PARSE])
         .stdin(std::process::Stdio::piped())
@@ -77,7 +77,7 @@ fn parse(text: &str) -> Samples {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-fn one(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn one(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
     s.get(name)
         .unwrap_or_else(|| panic!("no {name}"))
         .iter()
@@ -227,8 +227,16 @@ fn a_prometheus_address_that_is_none_or_taken_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
-#[test]
-fn the_dashboard_shows_live_figures_stops_on_q_and_restores_the_terminal() {
+/// How the test ends a run under the dashboard.
+#[derive(Clone, Copy, PartialEq)]
+enum StopWith {
+    KeyQ,
+    Sigterm,
+}
+
+/// `archbench run --tui` in a tmux pane of 100×30 against nginx: live figures that change,
+/// then stopped; the report on the restored screen, the exit status, the terminal's modes.
+fn dashboard_run(stop: StopWith) {
     let Some(tmux_bin) = crate::util::require_tool("tmux") else {
         return;
     };
@@ -237,8 +245,8 @@ fn the_dashboard_shows_live_figures_stops_on_q_and_restores_the_terminal() {
     };
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let session = format!("archbench-tui-{}", std::process::id());
-    // Bounded by its own duration should `q` never arrive.
+    let session = format!("archbench-tui-{}-{}", std::process::id(), stop as u8);
+    // Bounded by its own duration should the stop never arrive.
     let script = format!(
         "{} run {} --tui -d 60s -c 2 -t 1 --json {}; echo EXIT=$?; {}",
         env!("CARGO_BIN_EXE_archbench"),
@@ -285,12 +293,35 @@ fn the_dashboard_shows_live_figures_stops_on_q_and_restores_the_terminal() {
             (None, _) => false,
         }
     });
-    crate::util::tmux(&["send-keys", "-t", &session, "q"]);
+    let code = match stop {
+        StopWith::KeyQ => {
+            crate::util::tmux(&["send-keys", "-t", &session, "q"]);
+            "EXIT=130"
+        }
+        StopWith::Sigterm => {
+            // The archbench process of this pane: the one writing our JSON.
+            let marker = json.display().to_string();
+            let pid = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .find(|e| {
+                    std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                        let c = String::from_utf8_lossy(&c);
+                        c.contains(&marker) && c.starts_with(env!("CARGO_BIN_EXE_archbench"))
+                    })
+                })
+                .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .expect("the pane's archbench process");
+            // SAFETY: signalling a process this test started.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            "EXIT=143"
+        }
+    };
     // The report follows on the restored screen, the exit status is an interrupted run's,
     // and the terminal is cooked again.
     wait_until("the report and the terminal modes", PROMPTLY, || {
         let screen = capture();
-        screen.contains("EXIT=130")
+        screen.contains(code)
             && screen.lines().any(|l| l.trim() == "MODE icanon")
             && screen.lines().any(|l| l.trim() == "MODE echo")
     });
@@ -311,6 +342,87 @@ fn the_dashboard_shows_live_figures_stops_on_q_and_restores_the_terminal() {
     let _ = std::process::Command::new(tmux_bin)
         .args(["kill-session", "-t", &session])
         .output();
+}
+
+#[test]
+fn the_dashboard_shows_live_figures_stops_on_q_and_restores_the_terminal() {
+    dashboard_run(StopWith::KeyQ);
+}
+
+#[test]
+fn sigterm_under_the_dashboard_keeps_the_results_and_restores_the_terminal() {
+    dashboard_run(StopWith::Sigterm);
+}
+
+#[test]
+fn a_sweeps_counters_go_on_across_its_runs() {
+    if !parser_available() {
+        return;
+    }
+    let a = crate::util::ServeChild::start(&["--threads", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("sweep.json");
+    let mut child = bin()
+        .args([
+            "sweep",
+            &format!("a={}", a.url),
+            "-c",
+            "1,2",
+            "-t",
+            "1",
+            "-d",
+            "300ms",
+            "--runs",
+            "2",
+            "--no-warmup",
+            "-q",
+            "--prometheus",
+            "127.0.0.1:0",
+            "--linger",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = LineReader::new(child.stderr.take().unwrap());
+    let line = err.wait_for("live metrics on http://", PROMPTLY);
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .unwrap()
+        .to_string();
+    err.wait_for("--linger", PROMPTLY);
+    let s = parse(&scrape(&addr));
+    // Four runs (two loads, two runs each): the counter holds all of them.
+    let doc = read_json(&json);
+    let total: u64 = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|st| {
+            st["comparison"]["targets"][0]["runs"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .map(|r| r["totals"]["requests"].as_u64().unwrap())
+        .sum();
+    assert!(total > 0);
+    assert_eq!(
+        one(&s, "archbench_requests_total", &[("target", "a")]),
+        total as f64
+    );
+    assert_eq!(
+        one(&s, "archbench_latency_seconds_bucket", &[("le", "+Inf")]),
+        total as f64
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(0));
 }
 
 #[test]
