@@ -18,7 +18,9 @@ cat $f/cpu.stat 2>/dev/null; \
 echo memory.current $(cat $f/memory.current 2>/dev/null); \
 echo v1.cpuacct.usage $(cat $f/cpuacct/cpuacct.usage 2>/dev/null || cat $f/cpu,cpuacct/cpuacct.usage 2>/dev/null); \
 sed 's/^/v1.cpuacct./' $f/cpuacct/cpuacct.stat 2>/dev/null || sed 's/^/v1.cpuacct./' $f/cpu,cpuacct/cpuacct.stat 2>/dev/null; \
-echo v1.memory.usage $(cat $f/memory/memory.usage_in_bytes 2>/dev/null)";
+echo v1.memory.usage $(cat $f/memory/memory.usage_in_bytes 2>/dev/null); \
+echo cpu.max $(cat $f/cpu.max 2>/dev/null); \
+echo v1.cfs $(cat $f/cpu/cpu.cfs_quota_us $f/cpu/cpu.cfs_period_us 2>/dev/null || cat $f/cpu,cpuacct/cpu.cfs_quota_us $f/cpu,cpuacct/cpu.cfs_period_us 2>/dev/null)";
 
 /// One reading of a pod's cgroup: cumulative CPU and current memory.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,6 +31,8 @@ pub struct CgroupReading {
     pub system_usec: Option<u64>,
     /// Memory charged to the cgroup now (memory.current or memory.usage_in_bytes).
     pub memory_bytes: u64,
+    /// The pod's CPU limit in cores (cpu.max, or v1's CFS quota over its period), if set.
+    pub cpu_limit_cores: Option<f64>,
 }
 
 /// Parses [`READ_CGROUP`]'s output; None when neither a v2 nor a v1 CPU counter was there.
@@ -56,6 +60,21 @@ pub fn parse_cgroup(text: &str) -> Option<CgroupReading> {
         memory_bytes: field("memory.current")
             .or_else(|| field("v1.memory.usage"))
             .unwrap_or(0),
+        cpu_limit_cores: cpu_limit(text),
+    })
+}
+
+/// "cpu.max QUOTA PERIOD" (QUOTA "max": none) or "v1.cfs QUOTA PERIOD" (QUOTA -1: none).
+fn cpu_limit(text: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let key = f.next()?;
+        if key != "cpu.max" && key != "v1.cfs" {
+            return None;
+        }
+        let quota: f64 = f.next()?.parse().ok()?;
+        let period: f64 = f.next()?.parse().ok()?;
+        (quota > 0.0 && period > 0.0).then(|| quota / period)
     })
 }
 
@@ -192,7 +211,7 @@ mod tests {
 
     #[test]
     fn reads_v2_and_v1_cgroups() {
-        let v2 = "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\nnr_periods 0\nmemory.current 4669440\nv1.cpuacct.usage\nv1.memory.usage\n";
+        let v2 = "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\nnr_periods 0\nmemory.current 4669440\nv1.cpuacct.usage\nv1.memory.usage\ncpu.max 150000 100000\nv1.cfs\n";
         assert_eq!(
             parse_cgroup(v2),
             Some(CgroupReading {
@@ -200,9 +219,10 @@ mod tests {
                 user_usec: Some(2_000_000),
                 system_usec: Some(500_000),
                 memory_bytes: 4_669_440,
+                cpu_limit_cores: Some(1.5),
             })
         );
-        let v1 = "memory.current\nv1.cpuacct.usage 3000000000\nv1.cpuacct.user 250\nv1.cpuacct.system 50\nv1.memory.usage 8192\n";
+        let v1 = "memory.current\nv1.cpuacct.usage 3000000000\nv1.cpuacct.user 250\nv1.cpuacct.system 50\nv1.memory.usage 8192\ncpu.max\nv1.cfs -1 100000\n";
         assert_eq!(
             parse_cgroup(v1),
             Some(CgroupReading {
@@ -210,8 +230,16 @@ mod tests {
                 user_usec: Some(2_500_000),
                 system_usec: Some(500_000),
                 memory_bytes: 8192,
+                cpu_limit_cores: None,
             })
         );
+        let v1_limited = v1.replace("v1.cfs -1 100000", "v1.cfs 50000 100000");
+        assert_eq!(
+            parse_cgroup(&v1_limited).unwrap().cpu_limit_cores,
+            Some(0.5)
+        );
+        let unlimited = v2.replace("cpu.max 150000 100000", "cpu.max max 100000");
+        assert_eq!(parse_cgroup(&unlimited).unwrap().cpu_limit_cores, None);
         assert_eq!(parse_cgroup("memory.current\nv1.cpuacct.usage\n"), None);
     }
 

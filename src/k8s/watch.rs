@@ -251,6 +251,7 @@ impl ResourceSampler for PodSampler {
             user_usec: None,
             system_usec: None,
             memory_bytes: 0,
+            cpu_limit_cores: None,
         });
         let usage = s.carried.usage_usec + latest.usage_usec;
         let (user, system) = match (latest.user_usec, latest.system_usec) {
@@ -265,8 +266,7 @@ impl ResourceSampler for PodSampler {
             context_switches: 0,
             processes: 1,
             busiest_thread_demand_s: None,
-            // The pod's limit is in its spec, not in what the stream reads.
-            cpu_limit_cores: None,
+            cpu_limit_cores: latest.cpu_limit_cores,
         })
     }
 
