@@ -509,9 +509,7 @@ fn load(
         &mut on_run,
         &mut save,
     );
-    if let Some(d) = dashboard {
-        d.finish()?;
-    }
+    super::live::close(dashboard);
     let mut result = result?;
     result.cost = result.costs(&l.cost);
     save(&result)?;
@@ -564,6 +562,11 @@ fn load(
 
 /// The in-cluster settings of `k8s load`, checked before any cluster is asked.
 fn in_cluster(l: &K8sLoadArgs) -> Result<Option<k8s::InCluster>, super::PlanError> {
+    if l.in_cluster && (l.live.prometheus.is_some() || l.live.tui) {
+        return Err(super::PlanError::Invalid(
+            "--prometheus and --tui show load measured by this process; --in-cluster workers report only when they end".into(),
+        ));
+    }
     if !l.in_cluster {
         return Ok(None);
     }

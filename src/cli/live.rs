@@ -106,6 +106,14 @@ impl LiveViews {
     }
 }
 
+/// Ends the dashboard, restoring the terminal. Its own failure (a thread that panicked) is
+/// said on stderr and costs nothing else: the run's results are still saved and reported.
+pub fn close(dashboard: Option<Dashboard>) {
+    if let Some(Err(e)) = dashboard.map(Dashboard::finish) {
+        eprintln!("archbench: the dashboard failed: {e}; the results follow");
+    }
+}
+
 /// "GET http://host/ · 50 connections · closed loop · 10s".
 pub fn plan_line<A>(plan: &Plan<A>) -> String {
     let pacing = match plan.pacing {

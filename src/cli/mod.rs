@@ -255,7 +255,13 @@ impl StopSignals {
     fn as_if_interrupted(&self) -> Box<dyn Fn() + Send> {
         let (stop, which) = (self.stop.clone(), self.which.clone());
         Box::new(move || {
-            which.store(signal_hook::consts::SIGINT as usize, Ordering::Relaxed);
+            // A signal that came first keeps its own status.
+            let _ = which.compare_exchange(
+                0,
+                signal_hook::consts::SIGINT as usize,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
             stop.store(true, Ordering::Relaxed);
         })
     }
@@ -437,9 +443,7 @@ fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     progress.finish();
     views.board.finish_run(&name);
     // The terminal is restored before anything else prints.
-    if let Some(d) = dashboard {
-        d.finish()?;
-    }
+    live::close(dashboard);
     let mut result = result?;
     if let Some(slo) = &a.load.slo {
         result.slo = Some(slo.judge_run(&result));
@@ -643,9 +647,7 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         &mut on_run,
         &mut save_so_far,
     );
-    if let Some(d) = dashboard {
-        d.finish()?;
-    }
+    live::close(dashboard);
     let mut result = result?;
     if let Some(slo) = &a.load.slo {
         result.slo = result.judge_slo(slo);

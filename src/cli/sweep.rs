@@ -197,9 +197,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     finish(&mut sweep, &names, &stopped, a);
     save(&sweep, a)?;
     // The terminal is restored before the report (an error above restores it on drop).
-    if let Some(d) = dashboard {
-        d.finish()?;
-    }
+    super::live::close(dashboard);
     write_stdout(|out| crate::report::SweepReport.write(&sweep, out))?;
     let interrupted = sweep.interrupted || signals.stop.load(Ordering::Relaxed);
     let code = if interrupted {

@@ -248,14 +248,21 @@ impl WorkerBusy {
             let tid = p.tid.load(Ordering::Relaxed);
             let now = Instant::now();
             let ran = (tid != 0).then(|| crate::os::thread_ran_ns(tid)).flatten();
-            self.busy[k] = match (ran, self.last[k]) {
+            match (ran, self.last[k]) {
                 (Some(ns), Some((before, at))) => {
                     let wall = now.duration_since(at).as_nanos() as f64;
-                    (wall > 0.0).then(|| ns.saturating_sub(before) as f64 / wall)
+                    if wall > 0.0 {
+                        self.busy[k] = Some(ns.saturating_sub(before) as f64 / wall);
+                    }
                 }
-                _ => None,
-            };
-            self.last[k] = ran.map(|ns| (ns, now));
+                // A worker that has ended keeps its last reading (the final view of a
+                // client-bound run still says so).
+                (None, _) if tid != 0 => {}
+                _ => self.busy[k] = None,
+            }
+            if let Some(ns) = ran {
+                self.last[k] = Some((ns, now));
+            }
         }
         &self.busy
     }

@@ -79,8 +79,10 @@ pub struct TargetLive {
     pub rps_now: f64,
     /// Requests per second of each of the latest intervals, oldest first.
     pub rps_history: Vec<f64>,
-    /// Errors by kind of the complete intervals (every run of this target so far).
+    /// Errors by kind of the complete intervals: of every run of this target so far, and of
+    /// the current run.
     pub errors_by_kind: [u64; ErrorKind::COUNT],
+    pub run_errors_by_kind: [u64; ErrorKind::COUNT],
     pub last_second: Percentiles,
     pub since_start: Percentiles,
     /// Cumulative counts of responses at or under each of [`BUCKETS_US`] (every run of
@@ -121,6 +123,7 @@ impl TargetLive {
             rps_now: 0.0,
             rps_history: Vec::new(),
             errors_by_kind: [0; ErrorKind::COUNT],
+            run_errors_by_kind: [0; ErrorKind::COUNT],
             last_second: Percentiles::default(),
             since_start: Percentiles::default(),
             buckets: [0; BUCKETS_US.len()],
@@ -146,6 +149,7 @@ impl TargetLive {
             .map(|c| per_interval(c.completed))
             .collect();
         self.rps_now = self.rps_history.last().copied().unwrap_or(0.0);
+        self.run_errors_by_kind = l.errors_since_start;
         for (k, e) in self.errors_by_kind.iter_mut().enumerate() {
             *e = b.errors_by_kind[k] + l.errors_since_start[k];
         }
@@ -200,6 +204,7 @@ impl TargetLive {
         self.errors = 0;
         self.rps_now = 0.0;
         self.rps_history.clear();
+        self.run_errors_by_kind = [0; ErrorKind::COUNT];
         self.last_second = Percentiles::default();
         self.since_start = Percentiles::default();
     }

@@ -44,9 +44,13 @@ impl Endpoint {
                     if flag.load(Ordering::Relaxed) {
                         break;
                     }
-                    // A scraper that misbehaves costs its own connection, nothing else.
-                    if let Ok(conn) = conn {
-                        let _ = serve(conn, &board);
+                    // A scraper that misbehaves costs its own connection, nothing else; a
+                    // failing accept (no descriptors left) is retried, not spun on.
+                    match conn {
+                        Ok(conn) => {
+                            let _ = serve(conn, &board);
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
                     }
                 }
             })
@@ -133,7 +137,7 @@ pub fn render(targets: &[TargetLive]) -> String {
     let _ = writeln!(out, "# TYPE archbench_requests counter");
     let _ = writeln!(
         out,
-        "# HELP archbench_requests Responses received in full (every run of the target so far)."
+        "# HELP archbench_requests Responses received in full, in every run of the target so far (warm-ups included)."
     );
     for t in targets {
         let _ = writeln!(
@@ -162,7 +166,7 @@ fn families(targets: &[TargetLive]) -> String {
     let _ = writeln!(out, "# TYPE archbench_errors counter");
     let _ = writeln!(
         out,
-        "# HELP archbench_errors Requests that failed, by kind (every run of the target so far)."
+        "# HELP archbench_errors Requests that failed, by kind, in every run of the target so far (warm-ups included)."
     );
     for t in targets {
         for k in ErrorKind::ALL {
@@ -186,7 +190,7 @@ fn families(targets: &[TargetLive]) -> String {
         for (bound, n) in BUCKETS_US.iter().zip(t.buckets) {
             let _ = writeln!(
                 out,
-                "archbench_latency_seconds_bucket{{target=\"{name}\",le=\"{}\"}} {n}",
+                "archbench_latency_seconds_bucket{{target=\"{name}\",le=\"{:?}\"}} {n}",
                 *bound as f64 / 1e6
             );
         }

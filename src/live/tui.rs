@@ -180,14 +180,15 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
             latency(all[k])
         )));
     }
+    // This run's errors by kind (the complete intervals), beside its total so far.
     let failed: Vec<String> = ErrorKind::ALL
         .iter()
-        .filter(|k| t.errors_by_kind[**k as usize] > 0)
+        .filter(|k| t.run_errors_by_kind[**k as usize] > 0)
         .map(|k| {
             format!(
                 "{} {}",
                 k.name(),
-                grouped(t.errors_by_kind[*k as usize] as f64)
+                grouped(t.run_errors_by_kind[*k as usize] as f64)
             )
         })
         .collect();
@@ -200,7 +201,9 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
         )
     });
     frame.render_widget(Paragraph::new(lines), figures);
-    for (k, s) in t.servers.iter().enumerate() {
+    // As many servers as the column has room for (three rows each); never beyond it.
+    let fitting = usize::from(server_area.height / 3);
+    for (k, s) in t.servers.iter().take(fitting).enumerate() {
         let row = |n: u16| Rect {
             y: server_area.y + 3 * k as u16 + n,
             height: 1,
@@ -303,7 +306,8 @@ impl Dashboard {
                 })();
                 restore();
                 r
-            })?;
+            })
+            .inspect_err(|_| restore())?;
         Ok(Dashboard {
             done,
             thread: Some(thread),
@@ -404,6 +408,7 @@ mod tests {
             .map(|k| rps * (0.8 + 0.2 * f64::from(k % 5) / 4.0))
             .collect();
         t.errors_by_kind[ErrorKind::Timeout as usize] = 3;
+        t.run_errors_by_kind[ErrorKind::Timeout as usize] = 3;
         let p = |scale: u64| Percentiles {
             count: 1000,
             p50_us: 40 * scale,
@@ -449,6 +454,17 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    #[test]
+    fn a_short_terminal_shows_what_fits_and_never_draws_outside() {
+        let mut t = target("intel", 41_234.0, 98);
+        let server = t.servers[0].clone();
+        t.servers = vec![server; 8];
+        for (w, h) in [(80, 24), (60, 9), (46, 5), (20, 3), (1, 1)] {
+            let text = frame(w, h, &View::default(), std::slice::from_ref(&t));
+            assert_eq!(text.lines().count(), usize::from(h), "{w}x{h}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod server;
 
 pub use histogram::{
     latency_histogram, within_one_stdev as histogram_within_stdev, LatencySummary,
-    SerializedHistogram,
+    SerializedHistogram, HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS,
 };
 pub use latency_series::{LatencySeries, LatencyStep, MAX_LATENCY_STEPS};
 pub use merge::{

@@ -304,7 +304,14 @@ impl Recorder {
                     which: "send_lateness",
                 })?;
         }
-        self.latency.merge(&other.latency, offset_s);
+        // A recording with responses but no latency series (a document of an older build)
+        // leaves the merge without one: a partial series would not add up to the totals.
+        let without_series = |r: &Recorder| r.completed > 0 && r.latency.is_empty();
+        if without_series(self) || without_series(other) {
+            self.latency = LatencySeries::default();
+        } else {
+            self.latency.merge(&other.latency, offset_s);
+        }
         self.sends_held_by_busy_connection += other.sends_held_by_busy_connection;
         self.completed += other.completed;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
@@ -423,6 +430,32 @@ mod tests {
         r.merge(&fine, 0).unwrap();
         let total: u64 = r.series.iter().map(|s| s.completed).sum();
         assert_eq!(total, u64::from(hours) + 1);
+    }
+
+    #[test]
+    fn a_source_without_latency_series_leaves_the_merge_without_one() {
+        let with = |values: &[u64]| {
+            let mut r = Recorder::new(None);
+            let mut h = latency_histogram();
+            for v in values {
+                r.response(0, 200, 1, times(*v));
+                h.record(*v).unwrap();
+            }
+            r.latency.add(0, &h);
+            r
+        };
+        let mut a = with(&[10, 20]);
+        a.merge(&with(&[30]), 0).unwrap();
+        assert_eq!(a.latency.count(), 3);
+        let mut old = with(&[40]);
+        old.latency = LatencySeries::default();
+        a.merge(&old, 0).unwrap();
+        assert!(
+            a.latency.is_empty(),
+            "4 responses, a series of 3 would not add up"
+        );
+        a.merge(&with(&[50]), 0).unwrap();
+        assert!(a.latency.is_empty());
     }
 
     #[test]

@@ -943,6 +943,10 @@ fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
             &["load", "arm", "--in-cluster", "--node-selector", "pool"][..],
             "use KEY=VALUE",
         ),
+        (
+            &["load", "arm", "--in-cluster", "--prometheus", "9464"][..],
+            "--in-cluster workers report only when they end",
+        ),
     ] {
         // No cluster exists at this address: a usage error must come first.
         let o = bin()
