@@ -62,14 +62,16 @@ fn allocations_do_not_grow_with_the_request_count() {
     drop(server);
     assert_eq!((small_done, large_done), (1_000, 20_000));
     assert_eq!((open_small_done, open_large_done), (1_000, 10_000));
-    // One allocation per request would add 19,000 (9,000); a few may come from the
-    // per-second series growing if the longer run crosses a second.
+    // One allocation per request would add 19,000 (9,000). A longer run allocates a little
+    // more in time, not in requests: the per-second series grows, and each quarter second's
+    // hand-over of latencies makes a few (sparse bucket lists, an interval histogram grown
+    // to a larger latency than it held) — some dozens in these half-second runs.
     assert!(
-        large <= small + 32,
+        large <= small + 64,
         "1,000 requests: {small} allocations; 20,000 requests: {large}"
     );
     assert!(
-        open_large <= open_small + 32,
+        open_large <= open_small + 64,
         "open loop: 1,000 requests: {open_small} allocations; 10,000 requests: {open_large}"
     );
     eprintln!(

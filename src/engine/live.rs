@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::stats::{ErrorKind, LatencySeries, HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS};
+use crate::stats::{Buckets, ErrorKind, LatencySeries, HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS};
 
 /// A histogram with the run's precision and floor (so it adds exactly into the run's) that
 /// grows with the largest value it holds: a quarter second of sub-millisecond latencies takes
@@ -212,27 +212,43 @@ impl Drop for IntervalShipper {
 /// figure here is exact for the time it covers.
 #[derive(Debug, Clone)]
 pub struct LiveLatency {
-    /// The last second: the latest four complete intervals.
-    pub last_second: Histogram<u64>,
-    /// Every response since the start.
-    pub since_start: Histogram<u64>,
+    /// Every response since the start, as buckets ([`LiveLatency::since_start`] gives the
+    /// histogram).
+    since_start: Buckets,
     pub errors_since_start: [u64; ErrorKind::COUNT],
     /// The latest complete intervals, oldest first (at most [`HISTORY`]; intervals in which
     /// nothing ended are there with zeros).
     pub history: std::collections::VecDeque<IntervalCounts>,
-    /// The recent intervals' histograms that make up `last_second`.
-    recent: std::collections::VecDeque<(u32, Histogram<u64>)>,
+    /// The recent intervals that make up `last_second`, as buckets (a full histogram each
+    /// would cost a run at -c10000 more memory than its connections).
+    recent: std::collections::VecDeque<(u32, Buckets)>,
 }
 
 impl LiveLatency {
     fn new() -> LiveLatency {
         LiveLatency {
-            last_second: interval_histogram(),
-            since_start: interval_histogram(),
+            since_start: Buckets::default(),
             errors_since_start: [0; ErrorKind::COUNT],
             history: std::collections::VecDeque::with_capacity(HISTORY + 1),
             recent: std::collections::VecDeque::with_capacity(TICKS_PER_SECOND as usize + 1),
         }
+    }
+
+    /// The last second: the latest four complete intervals (a histogram made on request, so
+    /// that a run nobody watches keeps no full histogram for it).
+    pub fn last_second(&self) -> Histogram<u64> {
+        let mut h = interval_histogram();
+        for (_, b) in &self.recent {
+            b.record_into(&mut h);
+        }
+        h
+    }
+
+    /// Every response since the start, as a histogram made on request.
+    pub fn since_start(&self) -> Histogram<u64> {
+        let mut h = interval_histogram();
+        self.since_start.record_into(&mut h);
+        h
     }
 
     /// Seconds covered by the complete intervals.
@@ -269,29 +285,32 @@ impl LiveLatency {
             .front()
             .is_some_and(|(k, _)| k + TICKS_PER_SECOND <= newest)
         {
-            if let Some((_, old)) = self.recent.pop_front() {
-                let _ = self.last_second.subtract(&old);
-            }
+            self.recent.pop_front();
         }
     }
 
-    fn add(&mut self, interval: u32, h: Histogram<u64>, errors: [u64; ErrorKind::COUNT]) {
+    fn add(
+        &mut self,
+        interval: u32,
+        buckets: Buckets,
+        completed: u64,
+        errors: [u64; ErrorKind::COUNT],
+    ) {
         // Intervals in between in which nothing ended count as zeros.
         if interval > 0 {
             self.advance_to(interval - 1);
         }
         self.push_counts(IntervalCounts {
             interval,
-            completed: h.len(),
+            completed,
             errors: errors.iter().sum(),
         });
-        let _ = self.since_start.add(&h);
+        self.since_start.add(&buckets);
         for (a, b) in self.errors_since_start.iter_mut().zip(errors) {
             *a += b;
         }
-        // The last second slides: add the new interval, subtract those now older.
-        let _ = self.last_second.add(&h);
-        self.recent.push_back((interval, h));
+        // The last second slides: the new interval in, those now older out.
+        self.recent.push_back((interval, buckets));
         self.slide(interval);
     }
 
@@ -303,16 +322,22 @@ impl LiveLatency {
     }
 }
 
+/// An interval some worker has not shipped yet.
+struct Pending {
+    interval: u32,
+    latency: Option<(usize, Histogram<u64>)>,
+    errors: [u64; ErrorKind::COUNT],
+}
+
 /// The calling thread's side: adds up the workers' intervals.
 pub struct Collector {
     rx: Receiver<Shipment>,
     spares: Vec<Sender<Histogram<u64>>>,
     /// Per worker: the interval it will ship next at the earliest.
     upto: Vec<u32>,
-    /// Intervals not every worker has shipped yet: (index, latencies, errors).
-    pending: Vec<(u32, Histogram<u64>, [u64; ErrorKind::COUNT])>,
-    /// The second being added up, and its histogram.
-    second: (u32, Histogram<u64>),
+    /// Intervals not every worker has shipped yet: (index, latencies, errors, the worker
+    /// whose histogram holds them — it goes back to that worker once added up).
+    pending: Vec<Pending>,
     series: LatencySeries,
     live: LiveLatency,
 }
@@ -348,7 +373,6 @@ pub fn channels(workers: usize, start: Instant) -> (Collector, Vec<IntervalShipp
         spares,
         upto: vec![0; workers],
         pending: Vec::new(),
-        second: (0, interval_histogram()),
         series: LatencySeries::default(),
         live: LiveLatency::new(),
     };
@@ -374,29 +398,39 @@ impl Collector {
         if s.latency.is_none() && !has_errors {
             return;
         }
-        let i = match self.pending.iter().position(|p| p.0 == s.interval) {
+        let i = match self.pending.iter().position(|p| p.interval == s.interval) {
             Some(i) => i,
             None => {
                 let at = self
                     .pending
                     .iter()
-                    .position(|p| p.0 > s.interval)
+                    .position(|p| p.interval > s.interval)
                     .unwrap_or(self.pending.len());
                 self.pending.insert(
                     at,
-                    (s.interval, interval_histogram(), [0; ErrorKind::COUNT]),
+                    Pending {
+                        interval: s.interval,
+                        latency: None,
+                        errors: [0; ErrorKind::COUNT],
+                    },
                 );
                 at
             }
         };
         let entry = &mut self.pending[i];
-        for (a, b) in entry.2.iter_mut().zip(s.errors) {
+        for (a, b) in entry.errors.iter_mut().zip(s.errors) {
             *a += b;
         }
         if let Some(h) = s.latency {
-            // Same bounds everywhere (latency_histogram), so adding cannot fail.
-            let _ = entry.1.add(&h);
-            self.recycle(s.worker, h);
+            match &mut entry.latency {
+                // The first worker's histogram holds the interval: no copy, no allocation.
+                None => entry.latency = Some((s.worker, h)),
+                Some((_, sum)) => {
+                    // Same floor and precision everywhere, so adding is exact.
+                    let _ = sum.add(&h);
+                    self.recycle(s.worker, h);
+                }
+            }
         }
     }
 
@@ -411,9 +445,20 @@ impl Collector {
     fn complete_intervals(&mut self) -> bool {
         let done_below = self.upto.iter().copied().min().unwrap_or(u32::MAX);
         let mut completed = false;
-        while self.pending.first().is_some_and(|p| p.0 < done_below) {
-            let (interval, h, errors) = self.pending.remove(0);
-            self.add_interval(interval, h, errors);
+        while self
+            .pending
+            .first()
+            .is_some_and(|p| p.interval < done_below)
+        {
+            let p = self.pending.remove(0);
+            let (owner, h) = match p.latency {
+                Some((w, h)) => (Some(w), h),
+                None => (None, interval_histogram()),
+            };
+            self.add_interval(p.interval, &h, p.errors);
+            if let Some(w) = owner {
+                self.recycle(w, h);
+            }
             completed = true;
         }
         // Intervals every worker passed without a response or error in them.
@@ -424,30 +469,17 @@ impl Collector {
                 completed = true;
             }
         }
-        // Seconds no worker can add to any more.
-        let second_done = done_below / TICKS_PER_SECOND;
-        if self.second.0 < second_done && !self.second.1.is_empty() {
-            self.flush_second();
-        }
         completed
     }
 
-    fn add_interval(&mut self, interval: u32, h: Histogram<u64>, errors: [u64; ErrorKind::COUNT]) {
-        let second = interval / TICKS_PER_SECOND;
-        if second != self.second.0 {
-            self.flush_second();
-            self.second.0 = second;
+    fn add_interval(&mut self, interval: u32, h: &Histogram<u64>, errors: [u64; ErrorKind::COUNT]) {
+        // Into its second of the series (steps add buckets exactly) and the live view.
+        let buckets = Buckets::of(h);
+        if !h.is_empty() {
+            self.series
+                .add_buckets(interval / TICKS_PER_SECOND, &buckets);
         }
-        let _ = self.second.1.add(&h);
-        self.live.add(interval, h, errors);
-    }
-
-    fn flush_second(&mut self) {
-        if self.second.1.is_empty() {
-            return;
-        }
-        self.series.add(self.second.0, &self.second.1);
-        self.second.1.reset();
+        self.live.add(interval, buckets, h.len(), errors);
     }
 
     /// What the intervals completed so far add up to.
@@ -464,7 +496,6 @@ impl Collector {
             *u = u32::MAX;
         }
         self.complete_intervals();
-        self.flush_second();
         std::mem::take(&mut self.series)
     }
 }
@@ -503,8 +534,8 @@ mod tests {
                 errors: 1
             })
         );
-        assert_eq!(live.since_start.len(), 2);
-        assert_eq!(live.last_second.len(), 2);
+        assert_eq!(live.since_start().len(), 2);
+        assert_eq!(live.last_second().len(), 2);
         assert_eq!(live.errors_since_start[ErrorKind::Timeout as usize], 1);
         b.response(at(2_900), 7);
         a.finish();
@@ -557,9 +588,9 @@ mod tests {
         c.finish();
         let live = c.live();
         // Intervals 6 to 9: values 70, 80, 90, 100.
-        assert_eq!(live.last_second.len(), 4);
-        assert_eq!(live.last_second.min(), 70);
-        assert_eq!(live.since_start.len(), 9);
+        assert_eq!(live.last_second().len(), 4);
+        assert_eq!(live.last_second().min(), 70);
+        assert_eq!(live.since_start().len(), 9);
         let counts: Vec<u64> = live.history.iter().map(|c| c.completed).collect();
         assert_eq!(counts, [1, 1, 1, 0, 1, 1, 1, 1, 1, 1]);
         assert_eq!(live.covered_s(), 2.5);
@@ -579,11 +610,11 @@ mod tests {
         }
         let live = c.live();
         assert_eq!(
-            live.last_second.len(),
+            live.last_second().len(),
             0,
             "the stalled second holds nothing"
         );
-        assert_eq!(live.since_start.len(), 2);
+        assert_eq!(live.since_start().len(), 2);
         assert_eq!(live.history.len(), 20);
         assert!(live.history.iter().skip(1).all(|c| c.completed == 0));
         assert_eq!(live.covered_s(), 5.0);
@@ -598,7 +629,7 @@ mod tests {
         // Worker 0 failed before its loop: its shipper is dropped, not finished.
         drop(shippers.remove(0));
         c.drain();
-        assert_eq!(c.live().since_start.len(), 1);
+        assert_eq!(c.live().since_start().len(), 1);
     }
 
     #[test]

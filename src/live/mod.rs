@@ -153,9 +153,10 @@ impl TargetLive {
         for (k, e) in self.errors_by_kind.iter_mut().enumerate() {
             *e = b.errors_by_kind[k] + l.errors_since_start[k];
         }
-        self.last_second = Percentiles::of(&l.last_second);
-        self.since_start = Percentiles::of(&l.since_start);
-        let h = &l.since_start;
+        self.last_second = Percentiles::of(&l.last_second());
+        let since_start = l.since_start();
+        self.since_start = Percentiles::of(&since_start);
+        let h = &since_start;
         for (k, bound) in BUCKETS_US.iter().enumerate() {
             // HdrHistogram counts a value by its bucket: at 3 digits a bound may take in
             // values up to 0.1% above it.

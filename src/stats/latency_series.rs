@@ -10,7 +10,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::histogram::{decode_histogram, encode_histogram, latency_histogram};
+use super::histogram::{decode_histogram, encode_histogram_plain, latency_histogram};
 
 /// Most steps a latency series holds; a longer run doubles its step (adding pairs exactly):
 /// 68 minutes at 1 s, 2 h 16 min at 2 s, …
@@ -29,7 +29,7 @@ pub struct LatencyStep {
     pub p99_us: u64,
     pub p99_9_us: u64,
     pub max_us: u64,
-    /// Base64 of HdrHistogram's V2 compressed encoding (as `histograms.total`).
+    /// Base64 of HdrHistogram's V2 encoding (plain; `histograms.total` is the same, deflated).
     pub histogram: String,
 }
 
@@ -40,13 +40,14 @@ impl LatencyStep {
     }
 }
 
-/// One step in memory: the non-empty buckets of its histogram, by value (each bucket's
-/// highest equivalent value, which records back into the same bucket), ascending.
+/// A latency histogram kept as its non-empty buckets only, by value (each bucket's highest
+/// equivalent value, which records back into the same bucket), ascending: a few KiB where the
+/// histogram takes up to 140 KiB, and two of them add by merging sorted lists.
 #[derive(Debug, Clone, PartialEq, Default)]
-struct Buckets(Vec<(u64, u64)>);
+pub struct Buckets(Vec<(u64, u64)>);
 
 impl Buckets {
-    fn of(h: &Histogram<u64>) -> Buckets {
+    pub fn of(h: &Histogram<u64>) -> Buckets {
         Buckets(
             h.iter_recorded()
                 .map(|v| (v.value_iterated_to(), v.count_at_value()))
@@ -54,12 +55,19 @@ impl Buckets {
         )
     }
 
-    fn count(&self) -> u64 {
+    pub fn count(&self) -> u64 {
         self.0.iter().map(|b| b.1).sum()
     }
 
+    /// Records every value into `h` (of the run's floor and precision, so exactly).
+    pub fn record_into(&self, h: &mut Histogram<u64>) {
+        for &(v, n) in &self.0 {
+            let _ = h.record_n(v, n);
+        }
+    }
+
     /// Adds `other`'s buckets (a merge of two sorted lists).
-    fn add(&mut self, other: &Buckets) {
+    pub fn add(&mut self, other: &Buckets) {
         if other.0.is_empty() {
             return;
         }
@@ -126,7 +134,8 @@ impl LatencySeries {
         }
     }
 
-    fn add_buckets(&mut self, second: u32, b: &Buckets) {
+    /// Adds buckets recorded at `second` to the step covering it.
+    pub fn add_buckets(&mut self, second: u32, b: &Buckets) {
         let start = second - second % self.step_s;
         match self.steps.binary_search_by_key(&start, |s| s.0) {
             Ok(i) => self.steps[i].1.add(b),
@@ -188,7 +197,7 @@ impl LatencySeries {
                     p99_us: q(0.99),
                     p99_9_us: q(0.999),
                     max_us: h.max(),
-                    histogram: encode_histogram(&h)?,
+                    histogram: encode_histogram_plain(&h)?,
                 })
             })
             .collect()

@@ -15,7 +15,7 @@ pub use histogram::{
     latency_histogram, within_one_stdev as histogram_within_stdev, LatencySummary,
     SerializedHistogram, HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS,
 };
-pub use latency_series::{LatencySeries, LatencyStep, MAX_LATENCY_STEPS};
+pub use latency_series::{Buckets, LatencySeries, LatencyStep, MAX_LATENCY_STEPS};
 pub use merge::{
     first_send_vs_schedule, merge_results, same_load, start_skew, started_at, MergeError, Merger,
     NamedResult,
