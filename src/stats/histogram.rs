@@ -1,5 +1,5 @@
 use base64::Engine as _;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -43,18 +43,7 @@ pub fn encode_histogram(h: &Histogram<u64>) -> Result<String, String> {
     Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
-/// Base64 of HdrHistogram's plain V2 encoding (zero runs collapsed, no deflate): for the
-/// small histograms of a latency series, where a deflate stream's half a MiB of working
-/// memory would cost more than it saves.
-pub fn encode_histogram_plain(h: &Histogram<u64>) -> Result<String, String> {
-    let mut bytes = Vec::new();
-    V2Serializer::new()
-        .serialize(h, &mut bytes)
-        .map_err(|e| format!("histogram encoding: {e:?}"))?;
-    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
-}
-
-/// A histogram from [`encode_histogram`]'s or [`encode_histogram_plain`]'s text.
+/// A histogram from [`encode_histogram`]'s text.
 pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text.as_bytes())

@@ -10,7 +10,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::histogram::{decode_histogram, encode_histogram_plain, latency_histogram};
+use super::histogram::{decode_histogram, encode_histogram, latency_histogram};
 
 /// Most steps a latency series holds; a longer run doubles its step (adding pairs exactly):
 /// 68 minutes at 1 s, 2 h 16 min at 2 s, …
@@ -29,7 +29,7 @@ pub struct LatencyStep {
     pub p99_us: u64,
     pub p99_9_us: u64,
     pub max_us: u64,
-    /// Base64 of HdrHistogram's V2 encoding (plain; `histograms.total` is the same, deflated).
+    /// Base64 of HdrHistogram's V2 compressed encoding (as `histograms.total`).
     pub histogram: String,
 }
 
@@ -197,7 +197,7 @@ impl LatencySeries {
                     p99_us: q(0.99),
                     p99_9_us: q(0.999),
                     max_us: h.max(),
-                    histogram: encode_histogram_plain(&h)?,
+                    histogram: encode_histogram(&h)?,
                 })
             })
             .collect()

@@ -458,9 +458,10 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
     for _ in 0..2 {
         out.wait_for("cgroup (exec)", PROMPTLY);
     }
+    let child = crate::util::KillOnDrop::new(child);
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let o = finish_within(child, PROMPTLY);
+    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
+    let o = child.finish_within(PROMPTLY);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     // down --keep-namespace: ours go, the namespace stays.
     let down = ok(&k8s(&c, &["down", "--keep-namespace"]));
@@ -489,10 +490,11 @@ fn ctrl_c_while_waiting_says_what_stays_and_exits_130() {
         .spawn()
         .unwrap();
     let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    let child = crate::util::KillOnDrop::new(child);
     err.wait_for("waiting:", PROMPTLY);
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let o = finish_within(child, PROMPTLY);
+    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
+    let o = child.finish_within(PROMPTLY);
     assert_eq!(o.status.code(), Some(130));
     let rest = err.rest(PROMPTLY);
     assert!(rest.contains("interrupted while waiting"), "{rest}");
@@ -887,9 +889,10 @@ fn a_load_worker_killed_mid_run_is_reported_lost_and_the_rest_kept() {
     crate::util::wait_until("requests of this run reaching nginx", PROMPTLY, || {
         access_lines(&c, &pods) > before
     });
+    let child = crate::util::KillOnDrop::new(child);
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let o = finish_within(child, PROMPTLY);
+    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
+    let o = child.finish_within(PROMPTLY);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
     assert_eq!(doc["interrupted"], true, "{doc}");
@@ -1010,6 +1013,7 @@ fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
         .spawn()
         .unwrap();
     let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    let child = crate::util::KillOnDrop::new(child);
     let line = err.wait_for("waiting for its start on ", PROMPTLY);
     let addr = line.rsplit(' ').next().unwrap().trim().to_string();
     assert_eq!(
@@ -1026,7 +1030,7 @@ fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
     assert_eq!(control_request(&addr, "GET", "/result", None, "").0, 503);
     let (status, text) = control_request(&addr, "POST", "/start", Some("s3cret"), &soon);
     assert_eq!(status, 200, "{text}");
-    let o = finish_within(child, PROMPTLY);
+    let o = child.finish_within(PROMPTLY);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     let json = out
@@ -1074,6 +1078,7 @@ fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
         .spawn()
         .unwrap();
     let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    let child = crate::util::KillOnDrop::new(child);
     let line = err.wait_for("live metrics on http://", PROMPTLY);
     let addr = line
         .split("http://")
@@ -1119,7 +1124,7 @@ fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
         );
     }
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let o = finish_within(child, PROMPTLY);
+    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
+    let o = child.finish_within(PROMPTLY);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

@@ -123,6 +123,7 @@ fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
         .spawn()
         .unwrap();
     let err = LineReader::new(child.stderr.take().unwrap());
+    let child = crate::util::KillOnDrop::new(child);
     let line = err.wait_for("live metrics on http://", PROMPTLY);
     let addr = line
         .split("http://")
@@ -181,8 +182,8 @@ fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
     assert_eq!(one(&s, "archbench_running", &target), 0.0);
     // Ctrl-C ends the lingering; the run itself was complete, so the exit status is 0.
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let o = finish_within(child, PROMPTLY);
+    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
+    let o = child.finish_within(PROMPTLY);
     assert_eq!(o.status.code(), Some(0));
     // Every response counted is one nginx logged (at most one per connection in flight at
     // the deadline was logged but not counted).
@@ -387,6 +388,7 @@ fn a_sweeps_counters_go_on_across_its_runs() {
         .spawn()
         .unwrap();
     let err = LineReader::new(child.stderr.take().unwrap());
+    let child = crate::util::KillOnDrop::new(child);
     let line = err.wait_for("live metrics on http://", PROMPTLY);
     let addr = line
         .split("http://")
@@ -420,8 +422,8 @@ fn a_sweeps_counters_go_on_across_its_runs() {
         total as f64
     );
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let o = finish_within(child, PROMPTLY);
+    unsafe { libc::kill(child.pid() as i32, libc::SIGTERM) };
+    let o = child.finish_within(PROMPTLY);
     assert_eq!(o.status.code(), Some(0));
 }
 

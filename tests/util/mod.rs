@@ -291,3 +291,32 @@ pub fn tmux(args: &[&str]) {
 /// A pane's terminal modes as the shell line of the tmux tests prints them ("MODE icanon").
 pub const PRINT_TERMINAL_MODES: &str =
     "stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | sed 's/^/MODE /'";
+
+/// A child killed when the test ends without collecting it: a failed assertion must not leave
+/// a process behind (a `--linger` one would wait for Ctrl-C forever).
+pub struct KillOnDrop(Option<std::process::Child>);
+
+impl KillOnDrop {
+    pub fn new(child: std::process::Child) -> KillOnDrop {
+        KillOnDrop(Some(child))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().map_or(0, |c| c.id())
+    }
+
+    /// [`finish_within`], taking the child over.
+    pub fn finish_within(mut self, timeout: std::time::Duration) -> Output {
+        let child = self.0.take().expect("the child is collected once");
+        finish_within(child, timeout)
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
