@@ -257,10 +257,23 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
     );
 }
 
-/// Puts the terminal back as it was: cooked mode, main screen, cursor shown.
+/// Set by a panic: the dashboard thread stops drawing (a frame half drawn after the terminal
+/// was given back would land on the main screen, over the panic's message).
+static RELEASED: AtomicBool = AtomicBool::new(false);
+/// Set by the dashboard thread once it no longer draws.
+static STOPPED_DRAWING: AtomicBool = AtomicBool::new(false);
+
+/// The terminal is in the dashboard's hands (raw mode, alternate screen).
+static TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// Puts the terminal back as it was: cooked mode, main screen, cursor shown — once: leaving
+/// the alternate screen a second time would move the cursor back to where the dashboard
+/// began, over whatever was printed since (a panic's message).
 fn restore() {
-    let _ = terminal::disable_raw_mode();
-    let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+    if TAKEN.swap(false, Ordering::SeqCst) {
+        let _ = terminal::disable_raw_mode();
+        let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+    }
 }
 
 /// A panic anywhere restores the terminal before its message prints.
@@ -269,6 +282,14 @@ fn install_panic_hook() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            RELEASED.store(true, Ordering::SeqCst);
+            // Let a frame being drawn finish (not long: a panic must not hang).
+            if std::thread::current().name() != Some("archbench-tui") {
+                let deadline = Instant::now() + Duration::from_millis(500);
+                while !STOPPED_DRAWING.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
             restore();
             previous(info);
         }));
@@ -290,7 +311,10 @@ impl Dashboard {
         on_quit: Box<dyn Fn() + Send>,
     ) -> io::Result<Dashboard> {
         install_panic_hook();
+        RELEASED.store(false, Ordering::SeqCst);
+        STOPPED_DRAWING.store(false, Ordering::SeqCst);
         terminal::enable_raw_mode()?;
+        TAKEN.store(true, Ordering::SeqCst);
         if let Err(e) = execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide) {
             restore();
             return Err(e);
@@ -304,6 +328,7 @@ impl Dashboard {
                     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
                     run(&mut terminal, &board, &title, &flag, on_quit.as_ref())
                 })();
+                STOPPED_DRAWING.store(true, Ordering::SeqCst);
                 restore();
                 r
             })
@@ -353,7 +378,7 @@ where
         ..View::default()
     };
     let mut next_draw = Instant::now();
-    while !done.load(Ordering::Relaxed) {
+    while !done.load(Ordering::Relaxed) && !RELEASED.load(Ordering::SeqCst) {
         if Instant::now() >= next_draw {
             let targets = board.snapshot();
             terminal

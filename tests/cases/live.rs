@@ -440,3 +440,68 @@ fn tui_without_a_terminal_is_a_usage_error() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_panic_under_the_dashboard_gives_the_terminal_back() {
+    let Some(tmux_bin) = crate::util::require_tool("tmux") else {
+        return;
+    };
+    // Built beside the tests by `cargo test --all-targets` (the README's command).
+    let fixture = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("examples").join("tui_panic"))
+        .unwrap();
+    if !fixture.exists() {
+        assert!(
+            std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
+            "{} is missing: run the tests with --all-targets",
+            fixture.display()
+        );
+        eprintln!(
+            "SKIPPED: {} not built (cargo test --all-targets builds it)",
+            fixture.display()
+        );
+        return;
+    }
+    let session = format!("archbench-tui-panic-{}", std::process::id());
+    let script = format!(
+        "{}; echo EXIT=$?; {}",
+        fixture.display(),
+        crate::util::PRINT_TERMINAL_MODES
+    );
+    crate::util::tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    crate::util::tmux(&["set-option", "-t", &session, "remain-on-exit", "on"]);
+    wait_until(
+        "the panic, its status and the terminal modes",
+        PROMPTLY,
+        || {
+            let screen = crate::util::tmux_capture(&session);
+            screen.contains("EXIT=101")
+                && screen.lines().any(|l| l.trim() == "MODE icanon")
+                && screen.lines().any(|l| l.trim() == "MODE echo")
+        },
+    );
+    let screen = crate::util::tmux_capture(&session);
+    // The message printed on the main screen, not lost with the alternate one.
+    assert!(
+        screen.contains("the fixture panics under the dashboard"),
+        "{screen}"
+    );
+    let _ = std::process::Command::new(tmux_bin)
+        .args(["kill-session", "-t", &session])
+        .output();
+}
