@@ -52,6 +52,9 @@ impl Axis {
         match self {
             Axis::Linear(_) => 8,
             Axis::Nines => ((hi - lo).ceil() as usize + 1).clamp(2, 12),
+            // Within two decades a label per decade leaves one or none: ask for more (at
+            // even steps of the log, each labelled with its value).
+            _ if hi - lo < 2.0 => 6,
             _ => ((hi - lo).floor() as usize + 1).clamp(2, 12),
         }
     }

@@ -203,12 +203,24 @@ fn spectrum_chart(id: String, lines: &[Line]) -> io::Result<Chart> {
     })
 }
 
-/// Answered requests per second over the run.
+/// The part of a step of `step` seconds from `second` that the run covered, when it is enough
+/// to plot: the last step of a run ends with it, and one a few milliseconds long (responses
+/// read at the deadline) would show as a collapse of throughput or a p99 of two values.
+fn covered(second: u32, step: f64, elapsed_s: f64) -> Option<f64> {
+    let from = f64::from(second);
+    let to = (from + step).min(elapsed_s.max(from));
+    (to - from >= 0.25 * step).then_some(to - from)
+}
+
+/// Answered requests per second over the run (a partial last step at its own length).
 fn throughput_series(r: &RunResult) -> Vec<(f64, f64)> {
     let step = f64::from(r.series_step_s.max(1));
     r.series
         .iter()
-        .map(|s| (f64::from(s.second), s.completed as f64 / step))
+        .filter_map(|s| {
+            let len = covered(s.second, step, r.totals.elapsed_s)?;
+            Some((f64::from(s.second) + len / 2.0, s.completed as f64 / len))
+        })
         .collect()
 }
 
@@ -227,7 +239,7 @@ fn throughput_chart(id: String, lines: &[Line]) -> io::Result<Chart> {
         })?,
         id,
         title:
-            "Answered requests per second, per second of the run (the first measured run of each)"
+            "Answered requests per second, per second of the run (the first measured run of each; a last second the run covered less than a quarter of is left out)"
                 .into(),
     })
 }
@@ -238,11 +250,10 @@ fn p99_series(r: &RunResult) -> Vec<(f64, f64)> {
     let step = f64::from(r.latency_step_s.max(1));
     r.latency_series
         .iter()
-        .map(|s| {
+        .filter_map(|s| {
             // At the middle of the time the step covers (the last one ends with the run).
-            let from = f64::from(s.second);
-            let to = (from + step).min(r.totals.elapsed_s.max(from));
-            ((from + to) / 2.0, s.p99_us as f64)
+            let len = covered(s.second, step, r.totals.elapsed_s)?;
+            Some((f64::from(s.second) + len / 2.0, s.p99_us as f64))
         })
         .collect()
 }
