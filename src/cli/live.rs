@@ -125,7 +125,7 @@ pub fn plan_line<A>(plan: &Plan<A>) -> String {
         plan.request.method, plan.target.redacted_url, plan.connections
     );
     if let Some(d) = plan.stop.duration {
-        line.push_str(&format!(" · {:.3}s", d.as_secs_f64()).replace(".000s", "s"));
+        line.push_str(&format!(" · {}", super::plan::duration_arg(d)));
     }
     if let Some(n) = plan.stop.requests {
         line.push_str(&format!(" · {n} requests"));

@@ -493,7 +493,7 @@ fn shell_word(w: &str) -> String {
 }
 
 /// Durations as `run` reads them back exactly: whole milliseconds, else microseconds.
-fn duration_arg(d: Duration) -> String {
+pub(super) fn duration_arg(d: Duration) -> String {
     if d.as_nanos().is_multiple_of(1_000_000) {
         format!("{}ms", d.as_millis())
     } else {

@@ -64,17 +64,13 @@ pub fn parse_cgroup(text: &str) -> Option<CgroupReading> {
     })
 }
 
-/// "cpu.max QUOTA PERIOD" (QUOTA "max": none) or "v1.cfs QUOTA PERIOD" (QUOTA -1: none).
+/// "cpu.max QUOTA PERIOD" or "v1.cfs QUOTA PERIOD", read as the local cgroup sampler reads them.
 fn cpu_limit(text: &str) -> Option<f64> {
     text.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        let key = f.next()?;
-        if key != "cpu.max" && key != "v1.cfs" {
-            return None;
-        }
-        let quota: f64 = f.next()?.parse().ok()?;
-        let period: f64 = f.next()?.parse().ok()?;
-        (quota > 0.0 && period > 0.0).then(|| quota / period)
+        let (key, rest) = l.split_once(' ')?;
+        matches!(key, "cpu.max" | "v1.cfs")
+            .then(|| crate::monitor::cpu_max_cores(rest))
+            .flatten()
     })
 }
 

@@ -86,10 +86,10 @@ pub struct TargetLive {
     pub last_second: Percentiles,
     pub since_start: Percentiles,
     /// Cumulative counts of responses at or under each of [`BUCKETS_US`] (every run of
-    /// this target so far), and all of them.
+    /// this target so far).
     pub buckets: [u64; BUCKETS_US.len()],
-    pub latency_count: u64,
-    /// Answered requests of every run of this target so far (complete intervals).
+    /// Answered requests of every run of this target so far (complete intervals): the
+    /// histogram's count too.
     pub answered_total: u64,
     /// Each worker's share of a core now.
     pub worker_busy: Vec<Option<f64>>,
@@ -105,7 +105,6 @@ struct Totals {
     answered: u64,
     errors_by_kind: [u64; ErrorKind::COUNT],
     buckets: [u64; BUCKETS_US.len()],
-    latency_count: u64,
 }
 
 impl TargetLive {
@@ -127,7 +126,6 @@ impl TargetLive {
             last_second: Percentiles::default(),
             since_start: Percentiles::default(),
             buckets: [0; BUCKETS_US.len()],
-            latency_count: 0,
             answered_total: 0,
             worker_busy: Vec::new(),
             servers: Vec::new(),
@@ -167,7 +165,6 @@ impl TargetLive {
             };
             self.buckets[k] = b.buckets[k] + at_or_under;
         }
-        self.latency_count = b.latency_count + h.len();
         self.answered_total = b.answered + h.len();
         self.worker_busy = p.worker_busy.to_vec();
         for now in &p.servers {
@@ -196,7 +193,6 @@ impl TargetLive {
             answered: self.answered_total,
             errors_by_kind: self.errors_by_kind,
             buckets: self.buckets,
-            latency_count: self.latency_count,
         };
         self.run_label = label.to_string();
         self.finished = false;

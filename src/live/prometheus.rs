@@ -197,7 +197,7 @@ fn families(targets: &[TargetLive]) -> String {
         let _ = writeln!(
             out,
             "archbench_latency_seconds_bucket{{target=\"{name}\",le=\"+Inf\"}} {}",
-            t.latency_count
+            t.answered_total
         );
     }
     let gauges: [Gauge; 4] = [

@@ -486,9 +486,16 @@ mod tests {
         let mut t = target("intel", 41_234.0, 98);
         let server = t.servers[0].clone();
         t.servers = vec![server; 8];
-        for (w, h) in [(80, 24), (60, 9), (46, 5), (20, 3), (1, 1)] {
+        // Drawing must not panic at any size; the servers shown are those that fit: at
+        // 80x24 the column has 21 rows inside its frame, 10 of them above the servers, so
+        // three servers of three rows each.
+        for (w, h, servers) in [(80, 24, 3), (60, 9, 0), (46, 5, 0), (20, 3, 0), (1, 1, 0)] {
             let text = frame(w, h, &View::default(), std::slice::from_ref(&t));
-            assert_eq!(text.lines().count(), usize::from(h), "{w}x{h}");
+            assert_eq!(
+                text.matches("pid:4242").count(),
+                servers,
+                "{w}x{h}:\n{text}"
+            );
         }
     }
 

@@ -114,8 +114,9 @@ impl ResourceSampler for CgroupSampler {
     }
 }
 
-/// cgroup v2's `cpu.max` ("QUOTA PERIOD", QUOTA "max" when unlimited) as cores.
-fn cpu_max_cores(text: &str) -> Option<f64> {
+/// A CPU limit as cores from "QUOTA PERIOD": cgroup v2's `cpu.max` (QUOTA "max" when
+/// unlimited) or v1's CFS quota and period (QUOTA -1 when unlimited).
+pub fn cpu_max_cores(text: &str) -> Option<f64> {
     let mut f = text.split_whitespace();
     let quota: f64 = f.next()?.parse().ok()?;
     let period: f64 = f.next()?.parse().ok()?;

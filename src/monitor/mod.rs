@@ -23,7 +23,7 @@ use crate::stats::{
     ServerUsage,
 };
 
-pub use cgroup::CgroupSampler;
+pub use cgroup::{cpu_max_cores, CgroupSampler};
 pub use proc::ProcSampler;
 
 /// How often a watched server is sampled.

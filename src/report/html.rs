@@ -333,6 +333,25 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
     })
 }
 
+/// Each target's command line, then the plan, environment and fingerprints of its first run.
+fn about_comparison(heading: &str, c: &ComparisonResult) -> String {
+    let mut about = format!("<dl class=\"about\"><dt>{}</dt>", esc(heading));
+    for t in &c.targets {
+        about.push_str(&format!(
+            "<dd>{}: <code>{}</code></dd>",
+            esc(&t.name),
+            esc(&t.command)
+        ));
+    }
+    about.push_str("</dl>\n");
+    for t in &c.targets {
+        if let Some(r) = t.runs.first() {
+            about.push_str(&about_run(&t.name, r));
+        }
+    }
+    about
+}
+
 /// Plan, environment and server fingerprints of one run.
 fn about_run(name: &str, r: &RunResult) -> String {
     let p = &r.plan;
@@ -467,20 +486,7 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
         throughput_chart(format!("chart-{k}-throughput"), &over_time)?,
     ];
     charts.extend(p99_chart(format!("chart-{k}-p99"), &p99_over_time)?);
-    let mut about = String::from("<dl class=\"about\"><dt>Reproduce</dt>");
-    for t in &c.targets {
-        about.push_str(&format!(
-            "<dd>{}: <code>{}</code></dd>",
-            esc(&t.name),
-            esc(&t.command)
-        ));
-    }
-    about.push_str("</dl>\n");
-    for t in &c.targets {
-        if let Some(r) = t.runs.first() {
-            about.push_str(&about_run(&t.name, r));
-        }
-    }
+    let about = about_comparison("Reproduce", c);
     Ok(Section {
         heading: format!(
             "Comparison: {}",
@@ -643,23 +649,11 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
                 .into(),
         },
     ];
-    let mut about = String::new();
-    if let Some(step) = s.steps.first() {
-        about.push_str("<dl class=\"about\"><dt>Reproduce one step</dt>");
-        for t in &step.comparison.targets {
-            about.push_str(&format!(
-                "<dd>{}: <code>{}</code></dd>",
-                esc(&t.name),
-                esc(&t.command)
-            ));
-        }
-        about.push_str("</dl>\n");
-        for t in &step.comparison.targets {
-            if let Some(r) = t.runs.first() {
-                about.push_str(&about_run(&t.name, r));
-            }
-        }
-    }
+    let about = s
+        .steps
+        .first()
+        .map(|step| about_comparison("Reproduce one step", &step.comparison))
+        .unwrap_or_default();
     Ok(Section {
         heading: format!(
             "Sweep of {}: {} {}",

@@ -517,20 +517,7 @@ fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
         c.kubeconfig().display(),
         crate::util::PRINT_TERMINAL_MODES
     );
-    crate::util::tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "100",
-        "-y",
-        "30",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    crate::util::tmux(&["set-option", "-t", &session, "remain-on-exit", "on"]);
+    crate::util::tmux_pane(&session, &script);
     // A shell in the pod: it answers, and sees the pane's size.
     crate::util::wait_until("the pod's shell prompt", PROMPTLY, || {
         crate::util::tmux_capture(&session).contains('#')
@@ -1048,7 +1035,7 @@ fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
 /// scraper sees them, ending at the comparison's figures.
 #[test]
 fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
-    use super::live::{one, parse, parser_available, scrape};
+    use super::live::{one, parse, parser_available, scrape, serving};
     if !parser_available() {
         return;
     }
@@ -1057,35 +1044,12 @@ fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
     };
     ok(&k8s(&c, &["up", "--wait-timeout", "60s"]));
     let dir = tempfile::tempdir().unwrap();
-    let mut child = bin()
-        .args(["k8s", "--kubeconfig"])
+    let mut cmd = bin();
+    cmd.args(["k8s", "--kubeconfig"])
         .arg(c.kubeconfig())
-        .args([
-            "load",
-            "both",
-            "-d",
-            "2s",
-            "-c",
-            "2",
-            "--prometheus",
-            "127.0.0.1:0",
-            "--linger",
-            "--out-dir",
-        ])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
-    let child = crate::util::KillOnDrop::new(child);
-    let line = err.wait_for("live metrics on http://", PROMPTLY);
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.strip_suffix("/metrics"))
-        .unwrap()
-        .to_string();
+        .args(["load", "both", "-d", "2s", "-c", "2", "--out-dir"])
+        .arg(dir.path());
+    let (child, err, addr) = serving(cmd);
     // While both load: each pod's CPU is there, labelled by its target.
     crate::util::wait_until("both pods' CPU in the metrics", PROMPTLY, || {
         let s = parse(&scrape(&addr));

@@ -90,6 +90,28 @@ pub(crate) fn one(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
         .1
 }
 
+/// The command with `--prometheus 127.0.0.1:0 --linger`, started: the child (killed if the
+/// test fails), its stderr lines, and the address it said it serves on.
+pub(crate) fn serving(
+    mut cmd: std::process::Command,
+) -> (crate::util::KillOnDrop, LineReader, String) {
+    let mut child = cmd
+        .args(["--prometheus", "127.0.0.1:0", "--linger"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = LineReader::new(child.stderr.take().unwrap());
+    let line = err.wait_for("live metrics on http://", PROMPTLY);
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .unwrap()
+        .to_string();
+    (crate::util::KillOnDrop::new(child), err, addr)
+}
+
 #[test]
 fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
     if !parser_available() {
@@ -101,36 +123,21 @@ fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let url = ng.url("/");
-    let mut child = bin()
-        .args([
-            "run",
-            &url,
-            "-d",
-            "3s",
-            "-c",
-            "4",
-            "-t",
-            "2",
-            "-q",
-            "--prometheus",
-            "127.0.0.1:0",
-            "--linger",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = LineReader::new(child.stderr.take().unwrap());
-    let child = crate::util::KillOnDrop::new(child);
-    let line = err.wait_for("live metrics on http://", PROMPTLY);
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.strip_suffix("/metrics"))
-        .unwrap()
-        .to_string();
+    let mut cmd = bin();
+    cmd.args([
+        "run",
+        &url,
+        "-d",
+        "3s",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (child, err, addr) = serving(cmd);
     let target = [("target", url.as_str())];
     // During the run: the counter grows from one scrape to a later one.
     let mut first = None;
@@ -255,20 +262,7 @@ fn dashboard_run(stop: StopWith) {
         json.display(),
         crate::util::PRINT_TERMINAL_MODES
     );
-    crate::util::tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "100",
-        "-y",
-        "30",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    crate::util::tmux(&["set-option", "-t", &session, "remain-on-exit", "on"]);
+    crate::util::tmux_pane(&session, &script);
     let capture = || crate::util::tmux_capture(&session);
     let answered = |screen: &str| {
         screen
@@ -363,39 +357,24 @@ fn a_sweeps_counters_go_on_across_its_runs() {
     let a = crate::util::ServeChild::start(&["--threads", "1"]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("sweep.json");
-    let mut child = bin()
-        .args([
-            "sweep",
-            &format!("a={}", a.url),
-            "-c",
-            "1,2",
-            "-t",
-            "1",
-            "-d",
-            "300ms",
-            "--runs",
-            "2",
-            "--no-warmup",
-            "-q",
-            "--prometheus",
-            "127.0.0.1:0",
-            "--linger",
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = LineReader::new(child.stderr.take().unwrap());
-    let child = crate::util::KillOnDrop::new(child);
-    let line = err.wait_for("live metrics on http://", PROMPTLY);
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.strip_suffix("/metrics"))
-        .unwrap()
-        .to_string();
+    let mut cmd = bin();
+    cmd.args([
+        "sweep",
+        &format!("a={}", a.url),
+        "-c",
+        "1,2",
+        "-t",
+        "1",
+        "-d",
+        "300ms",
+        "--runs",
+        "2",
+        "--no-warmup",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (child, err, addr) = serving(cmd);
     err.wait_for("--linger", PROMPTLY);
     let s = parse(&scrape(&addr));
     // Four runs (two loads, two runs each): the counter holds all of them.
@@ -471,20 +450,7 @@ fn a_panic_under_the_dashboard_gives_the_terminal_back() {
         fixture.display(),
         crate::util::PRINT_TERMINAL_MODES
     );
-    crate::util::tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "100",
-        "-y",
-        "30",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    crate::util::tmux(&["set-option", "-t", &session, "remain-on-exit", "on"]);
+    crate::util::tmux_pane(&session, &script);
     wait_until(
         "the panic, its status and the terminal modes",
         PROMPTLY,

@@ -288,6 +288,25 @@ pub fn tmux(args: &[&str]) {
     assert!(o.status.success(), "tmux {args:?}: {}", stderr(&o));
 }
 
+/// A detached tmux session of 100×30 running `sh -c script`, its pane kept after it ends so
+/// that what it printed can be captured.
+pub fn tmux_pane(session: &str, script: &str) {
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        script,
+    ]);
+    tmux(&["set-option", "-t", session, "remain-on-exit", "on"]);
+}
+
 /// A pane's terminal modes as the shell line of the tmux tests prints them ("MODE icanon").
 pub const PRINT_TERMINAL_MODES: &str =
     "stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | sed 's/^/MODE /'";
