@@ -42,6 +42,8 @@ pub struct Shipment {
     /// The worker will ship no interval below this one again (`u32::MAX`: it has finished).
     upto: u32,
     latency: Option<Histogram<u64>>,
+    /// The exact sum of the latencies in `latency`, in microseconds.
+    latency_sum_us: u64,
     errors: [u64; ErrorKind::COUNT],
 }
 
@@ -60,6 +62,9 @@ pub struct IntervalShipper {
 
 struct Slot {
     latency: Histogram<u64>,
+    /// Histograms keep counts per bucket, not the values: the exact sum is kept beside
+    /// (Prometheus' `_sum`, a mean that is not rounded to buckets).
+    latency_sum_us: u64,
     errors: [u64; ErrorKind::COUNT],
 }
 
@@ -67,6 +72,7 @@ impl Slot {
     fn new(latency: Histogram<u64>) -> Slot {
         Slot {
             latency,
+            latency_sum_us: 0,
             errors: [0; ErrorKind::COUNT],
         }
     }
@@ -82,7 +88,10 @@ impl IntervalShipper {
     pub fn response(&mut self, at: Instant, total_us: u64) {
         let k = self.slot_for(at);
         // As the run's histogram records it: values beyond its top count at its top.
-        let _ = self.slots[k].latency.record(total_us.min(HIGHEST_US));
+        let v = total_us.min(HIGHEST_US);
+        let slot = &mut self.slots[k];
+        let _ = slot.latency.record(v);
+        slot.latency_sum_us += v;
     }
 
     /// Counts a failed request at `at`.
@@ -144,19 +153,25 @@ impl IntervalShipper {
         while self.interval < until {
             if self.slots[0].is_empty() && self.slots[1].is_empty() {
                 self.set_interval(until);
-                self.send(until, until, None, [0; ErrorKind::COUNT]);
+                self.send(until, until, None, 0, [0; ErrorKind::COUNT]);
                 return;
             }
             let shipped = self.interval;
             if self.slots[0].is_empty() {
-                self.send(shipped, shipped + 1, None, [0; ErrorKind::COUNT]);
+                self.send(shipped, shipped + 1, None, 0, [0; ErrorKind::COUNT]);
             } else {
                 let spare = self
                     .spares
                     .try_recv()
                     .unwrap_or_else(|_| interval_histogram());
                 let slot = std::mem::replace(&mut self.slots[0], Slot::new(spare));
-                self.send(shipped, shipped + 1, Some(slot.latency), slot.errors);
+                self.send(
+                    shipped,
+                    shipped + 1,
+                    Some(slot.latency),
+                    slot.latency_sum_us,
+                    slot.errors,
+                );
             }
             // The next interval's slot becomes the oldest; the emptied one takes the next.
             self.slots.swap(0, 1);
@@ -174,6 +189,7 @@ impl IntervalShipper {
         interval: u32,
         upto: u32,
         latency: Option<Histogram<u64>>,
+        latency_sum_us: u64,
         errors: [u64; ErrorKind::COUNT],
     ) {
         // The collector outlives the workers; should it be gone, the figures have no reader.
@@ -182,6 +198,7 @@ impl IntervalShipper {
             interval,
             upto,
             latency,
+            latency_sum_us,
             errors,
         });
     }
@@ -214,6 +231,8 @@ pub struct LiveLatency {
     /// Every response since the start, as buckets ([`LiveLatency::since_start`] gives the
     /// histogram).
     since_start: Buckets,
+    /// The exact sum of every latency in `since_start`, in microseconds.
+    pub latency_sum_us: u64,
     pub errors_since_start: [u64; ErrorKind::COUNT],
     /// The latest complete intervals, oldest first (at most [`HISTORY`]; intervals in which
     /// nothing ended are there with zeros).
@@ -227,6 +246,7 @@ impl LiveLatency {
     fn new() -> LiveLatency {
         LiveLatency {
             since_start: Buckets::default(),
+            latency_sum_us: 0,
             errors_since_start: [0; ErrorKind::COUNT],
             history: std::collections::VecDeque::with_capacity(HISTORY + 1),
             recent: std::collections::VecDeque::with_capacity(TICKS_PER_SECOND as usize + 1),
@@ -286,6 +306,7 @@ impl LiveLatency {
         interval: u32,
         buckets: Buckets,
         completed: u64,
+        latency_sum_us: u64,
         errors: [u64; ErrorKind::COUNT],
     ) {
         // Intervals in between in which nothing ended count as zeros.
@@ -298,6 +319,7 @@ impl LiveLatency {
             errors: errors.iter().sum(),
         });
         self.since_start.add(&buckets);
+        self.latency_sum_us += latency_sum_us;
         for (a, b) in self.errors_since_start.iter_mut().zip(errors) {
             *a += b;
         }
@@ -318,6 +340,7 @@ impl LiveLatency {
 struct Pending {
     interval: u32,
     latency: Option<(usize, Histogram<u64>)>,
+    latency_sum_us: u64,
     errors: [u64; ErrorKind::COUNT],
 }
 
@@ -403,6 +426,7 @@ impl Collector {
                     Pending {
                         interval: s.interval,
                         latency: None,
+                        latency_sum_us: 0,
                         errors: [0; ErrorKind::COUNT],
                     },
                 );
@@ -410,6 +434,7 @@ impl Collector {
             }
         };
         let entry = &mut self.pending[i];
+        entry.latency_sum_us += s.latency_sum_us;
         for (a, b) in entry.errors.iter_mut().zip(s.errors) {
             *a += b;
         }
@@ -447,7 +472,7 @@ impl Collector {
                 Some((w, h)) => (Some(w), h),
                 None => (None, interval_histogram()),
             };
-            self.add_interval(p.interval, &h, p.errors);
+            self.add_interval(p.interval, &h, p.latency_sum_us, p.errors);
             if let Some(w) = owner {
                 self.recycle(w, h);
             }
@@ -464,14 +489,21 @@ impl Collector {
         completed
     }
 
-    fn add_interval(&mut self, interval: u32, h: &Histogram<u64>, errors: [u64; ErrorKind::COUNT]) {
+    fn add_interval(
+        &mut self,
+        interval: u32,
+        h: &Histogram<u64>,
+        latency_sum_us: u64,
+        errors: [u64; ErrorKind::COUNT],
+    ) {
         // Into its second of the series (steps add buckets exactly) and the live view.
         let buckets = Buckets::of(h);
         if !h.is_empty() {
             self.series
                 .add_buckets(interval / TICKS_PER_SECOND, &buckets);
         }
-        self.live.add(interval, buckets, h.len(), errors);
+        self.live
+            .add(interval, buckets, h.len(), latency_sum_us, errors);
     }
 
     /// What the intervals completed so far add up to.
@@ -529,10 +561,13 @@ mod tests {
         assert_eq!(live.since_start().len(), 2);
         assert_eq!(live.last_second().len(), 2);
         assert_eq!(live.errors_since_start[ErrorKind::Timeout as usize], 1);
+        // The exact sum of the complete intervals' latencies, not bucket midpoints.
+        assert_eq!(live.latency_sum_us, 10 + 5);
         b.response(at(2_900), 7);
         a.finish();
         b.finish();
         let series = c.finish().to_steps().unwrap();
+        assert_eq!(c.live().latency_sum_us, 10 + 260 + 510 + 2_100 + 5 + 7);
         assert_eq!(
             series
                 .iter()
@@ -636,6 +671,11 @@ mod tests {
         shippers[0].finish();
         let steps = c.finish().to_steps().unwrap();
         assert_eq!(steps[0].decode().unwrap(), run);
+        // The sum counts a value beyond the top as the histogram does: at the top.
+        assert_eq!(
+            c.live().latency_sum_us,
+            1 + 999 + 1_234_567 + 59_999_999 + HIGHEST_US
+        );
     }
 
     #[test]

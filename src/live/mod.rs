@@ -91,6 +91,8 @@ pub struct TargetLive {
     /// Answered requests of every run of this target so far (complete intervals): the
     /// histogram's count too.
     pub answered_total: u64,
+    /// The exact sum of their latencies, in microseconds.
+    pub latency_sum_us: u64,
     /// Each worker's share of a core now.
     pub worker_busy: Vec<Option<f64>>,
     pub servers: Vec<ServerLive>,
@@ -103,6 +105,7 @@ pub struct TargetLive {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Totals {
     answered: u64,
+    latency_sum_us: u64,
     errors_by_kind: [u64; ErrorKind::COUNT],
     buckets: [u64; BUCKETS_US.len()],
 }
@@ -127,6 +130,7 @@ impl TargetLive {
             since_start: Percentiles::default(),
             buckets: [0; BUCKETS_US.len()],
             answered_total: 0,
+            latency_sum_us: 0,
             worker_busy: Vec::new(),
             servers: Vec::new(),
             limiter: String::new(),
@@ -166,6 +170,7 @@ impl TargetLive {
             self.buckets[k] = b.buckets[k] + at_or_under;
         }
         self.answered_total = b.answered + h.len();
+        self.latency_sum_us = b.latency_sum_us + l.latency_sum_us;
         self.worker_busy = p.worker_busy.to_vec();
         for now in &p.servers {
             match self.servers.iter_mut().find(|s| s.now.label == now.label) {
@@ -191,6 +196,7 @@ impl TargetLive {
     fn begin_run(&mut self, label: &str) {
         self.before = Totals {
             answered: self.answered_total,
+            latency_sum_us: self.latency_sum_us,
             errors_by_kind: self.errors_by_kind,
             buckets: self.buckets,
         };

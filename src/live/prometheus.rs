@@ -183,7 +183,7 @@ fn families(targets: &[TargetLive]) -> String {
     let _ = writeln!(out, "# UNIT archbench_latency_seconds seconds");
     let _ = writeln!(
         out,
-        "# HELP archbench_latency_seconds Total latency of each response (from HDR histograms at 3 significant digits; the +Inf bucket is the count; no _sum, which they do not keep exactly)."
+        "# HELP archbench_latency_seconds Total latency of each response (buckets from HDR histograms at 3 significant digits; the sum is exact to the microsecond)."
     );
     for t in targets {
         let name = label(&t.name);
@@ -198,6 +198,16 @@ fn families(targets: &[TargetLive]) -> String {
             out,
             "archbench_latency_seconds_bucket{{target=\"{name}\",le=\"+Inf\"}} {}",
             t.answered_total
+        );
+        let _ = writeln!(
+            out,
+            "archbench_latency_seconds_count{{target=\"{name}\"}} {}",
+            t.answered_total
+        );
+        let _ = writeln!(
+            out,
+            "archbench_latency_seconds_sum{{target=\"{name}\"}} {:?}",
+            t.latency_sum_us as f64 / 1e6
         );
     }
     let gauges: [Gauge; 4] = [

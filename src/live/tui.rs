@@ -522,4 +522,51 @@ mod tests {
         assert!(text.contains("p99.99") && text.contains("max"), "{text}");
         insta::assert_snapshot!(text);
     }
+    /// The colours every cell of a frame uses, as "foreground/background".
+    fn colours(view: &View, targets: &[TargetLive]) -> std::collections::BTreeSet<String> {
+        let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        terminal
+            .draw(|f| draw(f, "compare intel vs arm", view, targets))
+            .unwrap();
+        let buf = terminal.backend().buffer();
+        buf.content()
+            .iter()
+            .map(|cell| format!("{:?}/{:?}", cell.fg, cell.bg))
+            .collect()
+    }
+
+    #[test]
+    fn readable_on_light_and_dark_backgrounds_and_without_colour() {
+        // Errors on screen: the one place a colour is used.
+        let targets = [target("intel", 41_234.0, 98), target("arm", 52_876.0, 71)];
+        let coloured = View {
+            colour: true,
+            ..View::default()
+        };
+        // The terminal's own foreground and background everywhere (so light and dark themes
+        // both read), red only for errors; never a background colour.
+        assert_eq!(
+            colours(&coloured, &targets),
+            ["Reset/Reset".to_string(), "Red/Reset".to_string()].into()
+        );
+        // NO_COLOR: not one colour, and the errors still stand out (bold).
+        assert_eq!(
+            colours(&View::default(), &targets),
+            ["Reset/Reset".to_string()].into()
+        );
+        let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        terminal
+            .draw(|f| draw(f, "t", &View::default(), &targets))
+            .unwrap();
+        let buf = terminal.backend().buffer();
+        let errors_line_bold = (0..30u16).any(|y| {
+            let row: String = (0..100u16).map(|x| buf[(x, y)].symbol()).collect();
+            row.find("errors 3: timeout").is_some_and(|at| {
+                // Single-width characters up to there (box lines, ASCII): chars are columns.
+                let x = row[..at].chars().count() as u16;
+                buf[(x, y)].modifier.contains(Modifier::BOLD)
+            })
+        });
+        assert!(errors_line_bold);
+    }
 }

@@ -169,6 +169,17 @@ fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
         ),
         requests
     );
+    assert_eq!(
+        one(&s, "archbench_latency_seconds_count", &target),
+        requests
+    );
+    // The sum is exact; the JSON's mean comes from the histogram's buckets (3 digits).
+    let mean_us = one(&s, "archbench_latency_seconds_sum", &target) * 1e6 / requests;
+    let json_mean_us = r["latency"]["total"]["mean_us"].as_f64().unwrap();
+    assert!(
+        (mean_us - json_mean_us).abs() <= 1e-3 * json_mean_us + 1.0,
+        "{mean_us} {json_mean_us}"
+    );
     // Buckets are cumulative and end at the count; under 10 ms on loopback, nearly all.
     let buckets: Vec<f64> = s["archbench_latency_seconds_bucket"]
         .iter()
