@@ -144,11 +144,18 @@ impl TargetLive {
         self.elapsed_s = p.elapsed.as_secs_f64();
         self.completed = p.completed;
         self.errors = p.errors;
-        let per_interval = |n: u64| n as f64 / TICK.as_secs_f64();
+        let tick = TICK.as_secs_f64();
+        let elapsed = self.elapsed_s;
         self.rps_history = l
             .history
             .iter()
-            .map(|c| per_interval(c.completed))
+            .filter_map(|c| {
+                // The interval a run was stopped in (q, a signal) is rated over the part of
+                // it the run lasted; a sliver of under a quarter is left out, as the HTML
+                // report's charts leave it.
+                let covered = (elapsed - f64::from(c.interval) * tick).min(tick);
+                (covered >= tick / 4.0).then(|| c.completed as f64 / covered)
+            })
             .collect();
         self.rps_now = self.rps_history.last().copied().unwrap_or(0.0);
         self.run_errors_by_kind = l.errors_since_start;
@@ -361,5 +368,45 @@ mod tests {
             "neither saturated (busiest worker 40%)"
         );
         assert_eq!(limiter_now(&[None], &[]), "neither saturated");
+    }
+    /// A target's throughput figures after a run of one worker that answered `at_ms` and was
+    /// stopped at `stopped_ms`.
+    fn rates_after(at_ms: &[u64], stopped_ms: u64) -> Vec<f64> {
+        use std::time::{Duration, Instant};
+        let start = Instant::now();
+        let (mut collector, mut shippers) = crate::engine::live::channels(1, start);
+        for ms in at_ms {
+            shippers[0].response(start + Duration::from_millis(*ms), 100);
+        }
+        shippers[0].finish();
+        collector.finish();
+        let mut t = TargetLive::new("t", "", None);
+        t.update(&Progress {
+            elapsed: Duration::from_millis(stopped_ms),
+            completed: at_ms.len() as u64,
+            errors: 0,
+            latency: collector.live(),
+            worker_busy: &[],
+            servers: Vec::new(),
+        });
+        assert_eq!(t.rps_now, t.rps_history.last().copied().unwrap_or(0.0));
+        // To a millionth: the rate of a tenth of a second is not exact in binary.
+        t.rps_history
+            .iter()
+            .map(|r| (r * 1e6).round() / 1e6)
+            .collect()
+    }
+
+    #[test]
+    fn the_interval_a_run_stopped_in_is_rated_over_what_it_lasted() {
+        let quarter = |n: usize, from: u64| (0..n as u64).map(move |k| from + k);
+        let mut at: Vec<u64> = quarter(10, 10).chain(quarter(10, 260)).collect();
+        // Stopped at 0.6 s: 5 responses in the tenth of a second of the third quarter.
+        at.extend(quarter(5, 510));
+        assert_eq!(rates_after(&at, 600), vec![40.0, 40.0, 50.0]);
+        // Stopped 20 ms into it: a sliver, left out.
+        at.truncate(20);
+        at.push(505);
+        assert_eq!(rates_after(&at, 520), vec![40.0, 40.0]);
     }
 }
