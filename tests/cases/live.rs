@@ -256,9 +256,9 @@ enum StopWith {
 /// `archbench run --tui` in a tmux pane of 100×30 against nginx: live figures that change,
 /// then stopped; the report on the restored screen, the exit status, the terminal's modes.
 fn dashboard_run(stop: StopWith) {
-    let Some(tmux_bin) = crate::util::require_tool("tmux") else {
+    if crate::util::require_tool("tmux").is_none() {
         return;
-    };
+    }
     let Some(ng) = Nginx::start(NginxConfig::default()) else {
         return;
     };
@@ -273,7 +273,7 @@ fn dashboard_run(stop: StopWith) {
         json.display(),
         crate::util::PRINT_TERMINAL_MODES
     );
-    crate::util::tmux_pane(&session, &script);
+    let _pane = crate::util::tmux_pane(&session, &script);
     let capture = || crate::util::tmux_capture(&session);
     let answered = |screen: &str| {
         screen
@@ -345,9 +345,6 @@ fn dashboard_run(stop: StopWith) {
         requests > 0 && requests <= logged && logged <= requests + 2,
         "{requests} {logged}"
     );
-    let _ = std::process::Command::new(tmux_bin)
-        .args(["kill-session", "-t", &session])
-        .output();
 }
 
 #[test]
@@ -454,9 +451,9 @@ fn fixture_panics_under_the_dashboard() {
 
 #[test]
 fn a_panic_under_the_dashboard_gives_the_terminal_back() {
-    let Some(tmux_bin) = crate::util::require_tool("tmux") else {
+    if crate::util::require_tool("tmux").is_none() {
         return;
-    };
+    }
     let this_binary = std::env::current_exe().unwrap();
     let session = format!("archbench-tui-panic-{}", std::process::id());
     // libtest reports a failed test with exit 101, as a panicking program exits.
@@ -467,7 +464,7 @@ fn a_panic_under_the_dashboard_gives_the_terminal_back() {
         this_binary.display(),
         crate::util::PRINT_TERMINAL_MODES
     );
-    crate::util::tmux_pane(&session, &script);
+    let _pane = crate::util::tmux_pane(&session, &script);
     wait_until(
         "the panic, its status and the terminal modes",
         PROMPTLY,
@@ -484,7 +481,4 @@ fn a_panic_under_the_dashboard_gives_the_terminal_back() {
         screen.contains("the fixture panics under the dashboard"),
         "{screen}"
     );
-    let _ = std::process::Command::new(tmux_bin)
-        .args(["kill-session", "-t", &session])
-        .output();
 }

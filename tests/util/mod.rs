@@ -288,9 +288,20 @@ pub fn tmux(args: &[&str]) {
     assert!(o.status.success(), "tmux {args:?}: {}", stderr(&o));
 }
 
+/// A tmux session, killed when the test ends (also when an assertion fails first).
+pub struct TmuxSession(String);
+
+impl Drop for TmuxSession {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .output();
+    }
+}
+
 /// A detached tmux session of 100×30 running `sh -c script`, its pane kept after it ends so
 /// that what it printed can be captured.
-pub fn tmux_pane(session: &str, script: &str) {
+pub fn tmux_pane(session: &str, script: &str) -> TmuxSession {
     tmux(&[
         "new-session",
         "-d",
@@ -304,7 +315,9 @@ pub fn tmux_pane(session: &str, script: &str) {
         "-c",
         script,
     ]);
+    let pane = TmuxSession(session.to_string());
     tmux(&["set-option", "-t", session, "remain-on-exit", "on"]);
+    pane
 }
 
 /// A pane's terminal modes as the shell line of the tmux tests prints them ("MODE icanon").
