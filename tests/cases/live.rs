@@ -482,3 +482,93 @@ fn a_panic_under_the_dashboard_gives_the_terminal_back() {
         "{screen}"
     );
 }
+
+/// The issue's "done when", locally: `compare --parallel` of two nginx, each watched, under
+/// the dashboard — both servers' throughput, latency and CPU live in one terminal.
+#[test]
+fn compare_parallel_shows_both_servers_live_side_by_side() {
+    if crate::util::require_tool("tmux").is_none() {
+        return;
+    }
+    let (Some(a), Some(b)) = (
+        Nginx::start(NginxConfig::default()),
+        Nginx::start(NginxConfig::default()),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let session = format!("archbench-tui-compare-{}", std::process::id());
+    // Bounded by its own duration should the stop never arrive.
+    let script = format!(
+        "{} compare intel={} arm={} --parallel --watch intel=pid:{} --watch arm=pid:{} \
+         --tui -d 60s -c 2 -t 1 --runs 1 --no-warmup --json {}; echo EXIT=$?",
+        env!("CARGO_BIN_EXE_archbench"),
+        a.url("/"),
+        b.url("/"),
+        a.pid(),
+        b.pid(),
+        json.display(),
+    );
+    let _pane = crate::util::tmux_pane(&session, &script);
+    let capture = || crate::util::tmux_capture(&session);
+    let (pid_a, pid_b) = (format!("pid:{} ", a.pid()), format!("pid:{} ", b.pid()));
+    // One row of the screen holds both columns' figure of one kind.
+    let row = |screen: &str, what: &str| {
+        screen
+            .lines()
+            .find(|l| l.matches(what).count() == 2)
+            .map(str::to_string)
+    };
+    // Side by side, once each watched server has its first sample: names, throughput,
+    // latency, the servers' CPU and memory, the client's workers and the limiter.
+    let complete = |screen: &str| {
+        let servers = screen.lines().find(|l| l.contains(&pid_a))?;
+        let all = screen.contains(" intel · run 1 ")
+            && screen.contains(" arm · run 1 ")
+            && ["req/s ", "p99 ", "client workers", "limiter:"]
+                .iter()
+                .all(|what| row(screen, what).is_some())
+            && servers.matches(" cores · ").count() == 2
+            && servers.find(&pid_a) < servers.find(&pid_b);
+        all.then(|| row(screen, "answered)")).flatten()
+    };
+    // ... and live: the figures change from one such screen to a later one.
+    let mut first = None;
+    wait_until(
+        "both columns, complete, their figures changing",
+        PROMPTLY,
+        || {
+            let Some(now) = complete(&capture()) else {
+                return false;
+            };
+            match &first {
+                None => {
+                    first = Some(now);
+                    false
+                }
+                Some(then) => now != *then,
+            }
+        },
+    );
+    crate::util::tmux(&["send-keys", "-t", &session, "q"]);
+    wait_until("the comparison's report", PROMPTLY, || {
+        capture().contains("EXIT=130")
+    });
+    let screen = capture();
+    assert!(
+        !screen.contains("limiter:"),
+        "the dashboard is gone: {screen}"
+    );
+    let doc = read_json(&json);
+    // Each target's interrupted run holds the requests its own nginx answered.
+    for (t, ng) in doc["targets"].as_array().unwrap().iter().zip([a, b]) {
+        let requests = t["runs"][0]["totals"]["requests"].as_u64().unwrap();
+        let logged = ng.stop_and_read_log().len() as u64;
+        assert!(
+            requests > 0 && requests <= logged && logged <= requests + 2,
+            "{}: {requests} {logged}",
+            t["name"]
+        );
+    }
+}

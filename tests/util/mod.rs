@@ -302,6 +302,8 @@ impl Drop for TmuxSession {
 /// A detached tmux session of 100×30 running `sh -c script`, its pane kept after it ends so
 /// that what it printed can be captured.
 pub fn tmux_pane(session: &str, script: &str) -> TmuxSession {
+    // One tmux command list: the option is set before the server goes back to its event
+    // loop, so a script that ends at once still leaves its pane to capture.
     tmux(&[
         "new-session",
         "-d",
@@ -314,10 +316,14 @@ pub fn tmux_pane(session: &str, script: &str) -> TmuxSession {
         "sh",
         "-c",
         script,
+        ";",
+        "set-option",
+        "-t",
+        session,
+        "remain-on-exit",
+        "on",
     ]);
-    let pane = TmuxSession(session.to_string());
-    tmux(&["set-option", "-t", session, "remain-on-exit", "on"]);
-    pane
+    TmuxSession(session.to_string())
 }
 
 /// A pane's terminal modes as the shell line of the tmux tests prints them ("MODE icanon").
