@@ -28,7 +28,8 @@ WORK=$(mktemp -d)
 LAST_CPU=$(( $(nproc) - 1 ))
 taskset -c 0 "$AB" serve --nginx bench --workers 1 > "$WORK/serve.out" &
 SERVE=$!
-trap 'kill -INT $SERVE 2>/dev/null; wait $SERVE 2>/dev/null; rm -rf "$WORK"' EXIT
+# The server ends by SIGINT (status 130): under set -e that status would become the script's.
+trap 'kill -INT $SERVE 2>/dev/null; wait $SERVE 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 1 200); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.05; done
 URL=$(grep -o 'http://[^ ]*' "$WORK/serve.out") || { echo "open-loop: nginx did not start" >&2; exit 1; }
 
