@@ -457,30 +457,19 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
             ));
         }
     }
-    let spectra: Vec<Line> = c
-        .targets
-        .iter()
-        .map(|t| Line {
-            name: t.name.clone(),
-            points: spectrum(&t.judged().collect::<Vec<_>>()),
-        })
-        .collect();
-    let over_time: Vec<Line> = c
-        .targets
-        .iter()
-        .map(|t| Line {
-            name: t.name.clone(),
-            points: t.runs.first().map(throughput_series).unwrap_or_default(),
-        })
-        .collect();
-    let p99_over_time: Vec<Line> = c
-        .targets
-        .iter()
-        .map(|t| Line {
-            name: t.name.clone(),
-            points: t.runs.first().map(p99_series).unwrap_or_default(),
-        })
-        .collect();
+    let per_target = |f: &dyn Fn(&crate::compare::TargetRuns) -> Vec<(f64, f64)>| -> Vec<Line> {
+        c.targets
+            .iter()
+            .map(|t| Line {
+                name: t.name.clone(),
+                points: f(t),
+            })
+            .collect()
+    };
+    let spectra = per_target(&|t| spectrum(&t.judged().collect::<Vec<_>>()));
+    // Over time: each target's first measured run.
+    let over_time = per_target(&|t| t.runs.first().map(throughput_series).unwrap_or_default());
+    let p99_over_time = per_target(&|t| t.runs.first().map(p99_series).unwrap_or_default());
     let mut charts = vec![
         spectrum_chart(format!("chart-{k}-spectrum"), &spectra)?,
         throughput_chart(format!("chart-{k}-throughput"), &over_time)?,
