@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Board, TargetLive, BUCKETS_US};
+use super::{Board, ServerLive, TargetLive, BUCKETS_US};
 use crate::stats::ErrorKind;
 
 /// The endpoint: serving until dropped.
@@ -131,25 +131,13 @@ fn label(v: &str) -> String {
         .replace('\n', r"\n")
 }
 
-/// The OpenMetrics exposition of every target.
-pub fn render(targets: &[TargetLive]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "# TYPE archbench_requests counter");
-    let _ = writeln!(
-        out,
-        "# HELP archbench_requests Responses received in full, in every run of the target so far (warm-ups included)."
-    );
-    for t in targets {
-        let _ = writeln!(
-            out,
-            "archbench_requests_total{{target=\"{}\"}} {}",
-            label(&t.name),
-            t.answered_total
-        );
+/// A family's metadata: its type, its unit where it has one, and what it counts.
+fn header(out: &mut String, name: &str, kind: &str, unit: &str, help: &str) {
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    if !unit.is_empty() {
+        let _ = writeln!(out, "# UNIT {name} {unit}");
     }
-    out.push_str(&families(targets));
-    out.push_str("# EOF\n");
-    out
+    let _ = writeln!(out, "# HELP {name} {help}");
 }
 
 /// A per-target gauge: name, unit ("" for none), help, and how to read it.
@@ -160,13 +148,38 @@ type Gauge = (
     fn(&TargetLive) -> f64,
 );
 
-/// The other families, after `archbench_requests`.
-fn families(targets: &[TargetLive]) -> String {
+/// A per-server gauge, as [`Gauge`].
+type ServerGauge = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&ServerLive) -> f64,
+);
+
+/// The OpenMetrics exposition of every target.
+pub fn render(targets: &[TargetLive]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# TYPE archbench_errors counter");
-    let _ = writeln!(
-        out,
-        "# HELP archbench_errors Requests that failed, by kind, in every run of the target so far (warm-ups included)."
+    header(
+        &mut out,
+        "archbench_requests",
+        "counter",
+        "",
+        "Responses received in full, in every run of the target so far (warm-ups included).",
+    );
+    for t in targets {
+        let _ = writeln!(
+            out,
+            "archbench_requests_total{{target=\"{}\"}} {}",
+            label(&t.name),
+            t.answered_total
+        );
+    }
+    header(
+        &mut out,
+        "archbench_errors",
+        "counter",
+        "",
+        "Requests that failed, by kind, in every run of the target so far (warm-ups included).",
     );
     for t in targets {
         for k in ErrorKind::ALL {
@@ -179,11 +192,12 @@ fn families(targets: &[TargetLive]) -> String {
             );
         }
     }
-    let _ = writeln!(out, "# TYPE archbench_latency_seconds histogram");
-    let _ = writeln!(out, "# UNIT archbench_latency_seconds seconds");
-    let _ = writeln!(
-        out,
-        "# HELP archbench_latency_seconds Total latency of each response (buckets from HDR histograms at 3 significant digits; the sum is exact to the microsecond)."
+    header(
+        &mut out,
+        "archbench_latency_seconds",
+        "histogram",
+        "seconds",
+        "Total latency of each response (buckets from HDR histograms at 3 significant digits; the sum is exact to the microsecond).",
     );
     for t in targets {
         let name = label(&t.name);
@@ -242,19 +256,17 @@ fn families(targets: &[TargetLive]) -> String {
         } else {
             format!("{name}_{unit}")
         };
-        let _ = writeln!(out, "# TYPE {full} gauge");
-        if !unit.is_empty() {
-            let _ = writeln!(out, "# UNIT {full} {unit}");
-        }
-        let _ = writeln!(out, "# HELP {full} {help}");
+        header(&mut out, &full, "gauge", unit, help);
         for t in targets {
             let _ = writeln!(out, "{full}{{target=\"{}\"}} {}", label(&t.name), value(t));
         }
     }
-    let _ = writeln!(out, "# TYPE archbench_client_worker_busy_ratio gauge");
-    let _ = writeln!(
-        out,
-        "# HELP archbench_client_worker_busy_ratio Share of a core each load worker thread used over the latest quarter second."
+    header(
+        &mut out,
+        "archbench_client_worker_busy_ratio",
+        "gauge",
+        "",
+        "Share of a core each load worker thread used over the latest quarter second.",
     );
     for t in targets {
         for (w, b) in t.worker_busy.iter().enumerate() {
@@ -267,38 +279,34 @@ fn families(targets: &[TargetLive]) -> String {
             }
         }
     }
-    let _ = writeln!(out, "# TYPE archbench_server_cpu_cores gauge");
-    let _ = writeln!(
-        out,
-        "# HELP archbench_server_cpu_cores Cores a watched server used over its latest sample."
-    );
-    for t in targets {
-        for s in &t.servers {
-            let _ = writeln!(
-                out,
-                "archbench_server_cpu_cores{{target=\"{}\",server=\"{}\"}} {}",
-                label(&t.name),
-                label(&s.now.target),
-                s.now.cores
-            );
+    let server_gauges: [ServerGauge; 2] = [
+        (
+            "archbench_server_cpu_cores",
+            "",
+            "Cores a watched server used over its latest sample.",
+            |s| s.now.cores,
+        ),
+        (
+            "archbench_server_memory_bytes",
+            "bytes",
+            "Resident memory of a watched server.",
+            |s| s.now.memory_bytes as f64,
+        ),
+    ];
+    for (name, unit, help, value) in server_gauges {
+        header(&mut out, name, "gauge", unit, help);
+        for t in targets {
+            for s in &t.servers {
+                let _ = writeln!(
+                    out,
+                    "{name}{{target=\"{}\",server=\"{}\"}} {}",
+                    label(&t.name),
+                    label(&s.now.target),
+                    value(s)
+                );
+            }
         }
     }
-    let _ = writeln!(out, "# TYPE archbench_server_memory_bytes gauge");
-    let _ = writeln!(out, "# UNIT archbench_server_memory_bytes bytes");
-    let _ = writeln!(
-        out,
-        "# HELP archbench_server_memory_bytes Resident memory of a watched server."
-    );
-    for t in targets {
-        for s in &t.servers {
-            let _ = writeln!(
-                out,
-                "archbench_server_memory_bytes{{target=\"{}\",server=\"{}\"}} {}",
-                label(&t.name),
-                label(&s.now.target),
-                s.now.memory_bytes
-            );
-        }
-    }
+    out.push_str("# EOF\n");
     out
 }
