@@ -434,27 +434,16 @@ fn load(
             eprintln!("  {line}");
         }
     };
-    let live_targets: Vec<(&str, &crate::engine::Plan)> = plan
-        .contenders
-        .iter()
-        .map(|c| (c.name.as_str(), &c.plan))
-        .collect();
-    let views = super::live::LiveViews::start(&l.live, &live_targets)?;
+    let views = super::live::LiveViews::for_contenders(&l.live, &plan.contenders)?;
     // Load from outside the cluster is measured here, live; in-cluster workers report only
     // when they end, so they get no dashboard.
     let tui = how.is_none()
         && super::live::want_tui(&l.live, l.layout != K8sLayout::Text, true, Some(l.duration))?;
-    let dashboard = match tui {
-        true => Some(views.dashboard(format!("k8s load {}", names.join(" vs ")), signals)?),
-        false => None,
-    };
+    let title = format!("k8s load {}", names.join(" vs "));
+    let dashboard = views.dashboard(tui, title, signals)?;
     let run_one = |c: &Contender| -> anyhow::Result<crate::stats::RunResult> {
         let Some(how) = &how else {
-            let r = super::measure_sources(&c.plan, &c.watch, &signals.stop, |p| {
-                views.update(&c.name, p)
-            });
-            views.board.finish_run(&c.name);
-            return r;
+            return views.measure(c, signals);
         };
         let target = targets
             .iter()
@@ -487,11 +476,7 @@ fn load(
         Ok(d.merged)
     };
     let mut on_run = |name: &str, n: usize, measured: bool| {
-        let run = if measured {
-            format!("run {n}")
-        } else {
-            "warm-up".into()
-        };
+        let run = super::live::run_label(n, measured);
         views.board.begin_run(name, &run);
         if l.layout == K8sLayout::Text && !tui {
             eprintln!("  {name}: {run}");

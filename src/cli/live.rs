@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use super::args::LiveArgs;
 use super::{PlanError, StopSignals};
+use crate::compare::Contender;
 use crate::engine::{Pacing, Plan, Progress};
 use crate::live::prometheus::Endpoint;
 use crate::live::tui::Dashboard;
 use crate::live::Board;
+use crate::stats::RunResult;
 
 pub struct LiveViews {
     pub board: Arc<Board>,
@@ -44,6 +46,24 @@ impl LiveViews {
             endpoint,
             linger: a.linger,
         })
+    }
+
+    /// [`LiveViews::start`] for the targets of a comparison or sweep.
+    pub fn for_contenders(a: &LiveArgs, contenders: &[Contender]) -> Result<LiveViews, PlanError> {
+        let targets: Vec<(&str, &Plan)> = contenders
+            .iter()
+            .map(|c| (c.name.as_str(), &c.plan))
+            .collect();
+        LiveViews::start(a, &targets)
+    }
+
+    /// One run of a contender from this machine, shown live as it goes.
+    pub fn measure(&self, c: &Contender, signals: &StopSignals) -> anyhow::Result<RunResult> {
+        let r = super::measure_sources(&c.plan, &c.watch, &signals.stop, |p| {
+            self.update(&c.name, p)
+        });
+        self.board.finish_run(&c.name);
+        r
     }
 
     pub fn update(&self, name: &str, p: &Progress) {
@@ -96,13 +116,31 @@ pub fn want_tui(
 }
 
 impl LiveViews {
-    /// The dashboard over these views; `q` or Ctrl-C in it stops the load as SIGINT would.
-    pub fn dashboard(&self, title: String, signals: &StopSignals) -> anyhow::Result<Dashboard> {
-        Ok(Dashboard::start(
+    /// The dashboard over these views when `show` (see [`want_tui`]); `q` or Ctrl-C in it
+    /// stops the load as SIGINT would.
+    pub fn dashboard(
+        &self,
+        show: bool,
+        title: String,
+        signals: &StopSignals,
+    ) -> anyhow::Result<Option<Dashboard>> {
+        if !show {
+            return Ok(None);
+        }
+        Ok(Some(Dashboard::start(
             self.board.clone(),
             title,
             signals.as_if_interrupted(),
-        )?)
+        )?))
+    }
+}
+
+/// How a comparison's run is called on the dashboard and in progress lines.
+pub fn run_label(n: usize, measured: bool) -> String {
+    if measured {
+        format!("run {n}")
+    } else {
+        "warm-up".to_string()
     }
 }
 

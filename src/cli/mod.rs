@@ -431,10 +431,7 @@ fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let views = live::LiveViews::start(&a.live, &[(&name, &plan)])?;
     let text = a.output == OutputFormat::Text;
     let tui = live::want_tui(&a.live, a.quiet, text, plan.stop.duration)?;
-    let dashboard = match tui {
-        true => Some(views.dashboard("run".into(), signals)?),
-        false => None,
-    };
+    let dashboard = views.dashboard(tui, "run".into(), signals)?;
     let mut progress = ProgressLine::new(!a.quiet && text && !tui);
     let result = execute(&plan, &watch, &signals.stop, |p| {
         progress.update(p);
@@ -597,36 +594,19 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         .map(|c| plan::reproduce(&c.plan))
         .collect();
     let quiet = a.quiet;
-    let targets: Vec<(&str, &Plan)> = plan
-        .contenders
-        .iter()
-        .map(|c| (c.name.as_str(), &c.plan))
-        .collect();
-    let views = live::LiveViews::start(&a.live, &targets)?;
+    let views = live::LiveViews::for_contenders(&a.live, &plan.contenders)?;
     let tui = live::want_tui(
         &a.live,
         a.quiet,
         true,
         plan.contenders.first().and_then(|c| c.plan.stop.duration),
     )?;
-    let dashboard = match tui {
-        true => Some(views.dashboard(format!("compare {}", names.join(" vs ")), signals)?),
-        false => None,
-    };
+    let title = format!("compare {}", names.join(" vs "));
+    let dashboard = views.dashboard(tui, title, signals)?;
     let quiet = quiet || tui;
-    let run_one = |c: &crate::compare::Contender| {
-        let r = measure_sources(&c.plan, &c.watch, &signals.stop, |p| {
-            views.update(&c.name, p)
-        });
-        views.board.finish_run(&c.name);
-        r
-    };
+    let run_one = |c: &crate::compare::Contender| views.measure(c, signals);
     let mut on_run = |name: &str, n: usize, measured: bool| {
-        let label = if measured {
-            format!("run {n}")
-        } else {
-            "warm-up".to_string()
-        };
+        let label = live::run_label(n, measured);
         views.board.begin_run(name, &label);
         if !quiet {
             eprintln!("  {name}: {label}");

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use anyhow::Context as _;
 
 use super::args::{LoadArgs, SweepArgs};
-use super::{measure_sources, plan, write_stdout, PlanError, StopSignals, EXIT_FAILURE};
+use super::{plan, write_stdout, PlanError, StopSignals, EXIT_FAILURE};
 use crate::compare::{Contender, Schedule};
 use crate::sweep::{
     past_knee, summarize, EarlyStop, LadderKind, SweepResult, SweepStep, SWEEP_KIND,
@@ -80,25 +80,11 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         targets: Vec::new(),
     };
     let mut stopped: BTreeMap<String, EarlyStop> = BTreeMap::new();
-    let targets: Vec<(&str, &crate::engine::Plan)> = first
-        .contenders
-        .iter()
-        .map(|c| (c.name.as_str(), &c.plan))
-        .collect();
-    let views = super::live::LiveViews::start(&a.live, &targets)?;
+    let views = super::live::LiveViews::for_contenders(&a.live, &first.contenders)?;
     let tui = super::live::want_tui(&a.live, a.quiet, true, Some(a.duration))?;
-    let dashboard = match tui {
-        true => Some(views.dashboard(format!("sweep {}", names.join(" vs ")), signals)?),
-        false => None,
-    };
+    let dashboard = views.dashboard(tui, format!("sweep {}", names.join(" vs ")), signals)?;
     let quiet = a.quiet || tui;
-    let run_one = |c: &Contender| {
-        let r = measure_sources(&c.plan, &c.watch, &signals.stop, |p| {
-            views.update(&c.name, p)
-        });
-        views.board.finish_run(&c.name);
-        r
-    };
+    let run_one = |c: &Contender| views.measure(c, signals);
 
     for (k, &load) in loads.iter().enumerate() {
         let active: Vec<String> = a
@@ -140,11 +126,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             .map(|c| plan::reproduce(&c.plan))
             .collect();
         let mut on_run = |name: &str, n: usize, measured: bool| {
-            let run = if measured {
-                format!("run {n}")
-            } else {
-                "warm-up".into()
-            };
+            let run = super::live::run_label(n, measured);
             views
                 .board
                 .begin_run(name, &format!("{load} {} · {run}", kind.unit()));
