@@ -23,12 +23,6 @@ pub fn schedstat_demand_ns(path: &str) -> Option<u64> {
     Some(ran + waited)
 }
 
-/// Nanoseconds thread `tid` of this process has run on a CPU (schedstat's first field).
-pub fn thread_ran_ns(tid: u64) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    text.split_whitespace().next()?.parse().ok()
-}
-
 /// The calling thread's kernel id.
 pub fn this_thread_id() -> u64 {
     // SAFETY: gettid has no preconditions.

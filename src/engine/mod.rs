@@ -177,7 +177,8 @@ pub struct Progress<'a> {
     pub errors: u64,
     /// Latencies and errors by kind of the intervals every worker has handed over.
     pub latency: &'a live::LiveLatency,
-    /// Each worker thread's share of a core since the previous progress call (None where the
+    /// Each worker thread's demand since the previous progress call, as a share of a core: the
+    /// time it ran plus waited to run, as the final limiter verdict counts it (None where the
     /// kernel does not say).
     pub worker_busy: &'a [Option<f64>],
     /// The watched servers now (filled in by whoever watches them; the engine leaves it
@@ -229,7 +230,8 @@ struct WorkerProgress {
     tid: AtomicU64,
 }
 
-/// Each worker's CPU since the previous reading, from /proc/self/task/TID/schedstat.
+/// Each worker's demand (ran + waited) since the previous reading, from
+/// /proc/self/task/TID/schedstat.
 struct WorkerBusy {
     last: Vec<Option<(u64, Instant)>>,
     busy: Vec<Option<f64>>,
@@ -247,8 +249,12 @@ impl WorkerBusy {
         for (k, p) in progress.iter().enumerate() {
             let tid = p.tid.load(Ordering::Relaxed);
             let now = Instant::now();
-            let ran = (tid != 0).then(|| crate::os::thread_ran_ns(tid)).flatten();
-            match (ran, self.last[k]) {
+            let demand = (tid != 0)
+                .then(|| {
+                    crate::os::schedstat_demand_ns(&format!("/proc/self/task/{tid}/schedstat"))
+                })
+                .flatten();
+            match (demand, self.last[k]) {
                 (Some(ns), Some((before, at))) => {
                     let wall = now.duration_since(at).as_nanos() as f64;
                     if wall > 0.0 {
@@ -260,7 +266,7 @@ impl WorkerBusy {
                 (None, _) if tid != 0 => {}
                 _ => self.busy[k] = None,
             }
-            if let Some(ns) = ran {
+            if let Some(ns) = demand {
                 self.last[k] = Some((ns, now));
             }
         }

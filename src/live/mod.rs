@@ -13,6 +13,7 @@ use hdrhistogram::Histogram;
 
 use crate::engine::live::{HISTORY, TICK};
 use crate::engine::Progress;
+use crate::monitor::SATURATED;
 use crate::stats::{ErrorKind, ServerNow};
 
 /// Latency bucket bounds of the Prometheus histogram, in microseconds (upper bounds; +Inf
@@ -93,7 +94,7 @@ pub struct TargetLive {
     pub answered_total: u64,
     /// The exact sum of their latencies, in microseconds.
     pub latency_sum_us: u64,
-    /// Each worker's share of a core now.
+    /// Each worker's demand now (ran + waited, as a share of a core).
     pub worker_busy: Vec<Option<f64>>,
     pub servers: Vec<ServerLive>,
     /// Who limits the load right now, in a few words.
@@ -226,9 +227,6 @@ fn push_capped<T>(q: &mut VecDeque<T>, v: T) {
     }
     q.push_back(v);
 }
-
-/// Busier than this share of a core counts as saturated.
-const SATURATED: f64 = 0.9;
 
 /// Who limits the load right now: a busy worker, a server at its CPU limit, or neither.
 pub fn limiter_now(worker_busy: &[Option<f64>], servers: &[ServerLive]) -> String {

@@ -266,7 +266,7 @@ pub fn render(targets: &[TargetLive]) -> String {
         "archbench_client_worker_busy_ratio",
         "gauge",
         "",
-        "Share of a core each load worker thread used over the latest quarter second.",
+        "Share of a core each load worker thread wanted over the latest quarter second: the time it ran plus waited to run, as the final limiter verdict counts it.",
     );
     for t in targets {
         for (w, b) in t.worker_busy.iter().enumerate() {

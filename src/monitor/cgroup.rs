@@ -96,18 +96,10 @@ impl ResourceSampler for CgroupSampler {
                 if let Some(m) = memory {
                     s.memory_bytes = read(m)?.trim().parse().unwrap_or(0);
                 }
-                let number = |f: &str| -> Option<i64> {
-                    std::fs::read_to_string(self.dir.join(f))
-                        .ok()?
-                        .trim()
-                        .parse()
-                        .ok()
-                };
-                s.cpu_limit_cores = match (number("cpu.cfs_quota_us"), number("cpu.cfs_period_us"))
-                {
-                    (Some(q), Some(p)) if q > 0 && p > 0 => Some(q as f64 / p as f64),
-                    _ => None,
-                };
+                let text = |f: &str| read(&self.dir.join(f)).ok();
+                s.cpu_limit_cores = text("cpu.cfs_quota_us")
+                    .zip(text("cpu.cfs_period_us"))
+                    .and_then(|(q, p)| cpu_max_cores(&format!("{q} {p}")));
             }
         }
         Ok(s)

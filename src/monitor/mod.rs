@@ -399,8 +399,8 @@ impl Monitor {
     }
 }
 
-/// Share of a core at which a thread or process counts as saturated.
-const SATURATED: f64 = 0.9;
+/// Share of a core at which a thread or process counts as saturated (also in live views).
+pub const SATURATED: f64 = 0.9;
 
 /// p99 send lateness beyond which an open-loop client did not keep its schedule: requests
 /// went out late enough to inflate the latencies measured from their intended times.
