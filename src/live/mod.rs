@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use crate::engine::live::{HISTORY, TICK};
 use crate::engine::Progress;
 use crate::monitor::SATURATED;
-use crate::stats::{ErrorKind, ServerNow};
+use crate::stats::{ErrorKind, LatencySummary, ServerNow};
 
 /// Latency bucket bounds of the Prometheus histogram, in microseconds (upper bounds; +Inf
 /// follows).
@@ -22,35 +22,6 @@ pub const BUCKETS_US: [u64; 18] = [
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
     1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
 ];
-
-/// Percentiles of a latency histogram, in microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Percentiles {
-    pub count: u64,
-    pub p50_us: u64,
-    pub p90_us: u64,
-    pub p99_us: u64,
-    pub p99_9_us: u64,
-    pub p99_99_us: u64,
-    pub max_us: u64,
-}
-
-impl Percentiles {
-    fn of(h: &Histogram<u64>) -> Percentiles {
-        if h.is_empty() {
-            return Percentiles::default();
-        }
-        Percentiles {
-            count: h.len(),
-            p50_us: h.value_at_quantile(0.5),
-            p90_us: h.value_at_quantile(0.9),
-            p99_us: h.value_at_quantile(0.99),
-            p99_9_us: h.value_at_quantile(0.999),
-            p99_99_us: h.value_at_quantile(0.9999),
-            max_us: h.max(),
-        }
-    }
-}
 
 /// A watched server with a little history.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,8 +55,8 @@ pub struct TargetLive {
     /// the current run.
     pub errors_by_kind: [u64; ErrorKind::COUNT],
     pub run_errors_by_kind: [u64; ErrorKind::COUNT],
-    pub last_second: Percentiles,
-    pub since_start: Percentiles,
+    pub last_second: LatencySummary,
+    pub since_start: LatencySummary,
     /// Cumulative counts of responses at or under each of [`BUCKETS_US`] (every run of
     /// this target so far).
     pub buckets: [u64; BUCKETS_US.len()],
@@ -127,8 +98,8 @@ impl TargetLive {
             rps_history: Vec::new(),
             errors_by_kind: [0; ErrorKind::COUNT],
             run_errors_by_kind: [0; ErrorKind::COUNT],
-            last_second: Percentiles::default(),
-            since_start: Percentiles::default(),
+            last_second: LatencySummary::default(),
+            since_start: LatencySummary::default(),
             buckets: [0; BUCKETS_US.len()],
             answered_total: 0,
             latency_sum_us: 0,
@@ -163,9 +134,9 @@ impl TargetLive {
         for (k, e) in self.errors_by_kind.iter_mut().enumerate() {
             *e = b.errors_by_kind[k] + l.errors_since_start[k];
         }
-        self.last_second = Percentiles::of(&l.last_second());
+        self.last_second = LatencySummary::of(&l.last_second());
         let since_start = l.since_start();
-        self.since_start = Percentiles::of(&since_start);
+        self.since_start = LatencySummary::of(&since_start);
         let h = &since_start;
         for (k, bound) in BUCKETS_US.iter().enumerate() {
             // HdrHistogram counts a value by its bucket: at 3 digits a bound may take in
@@ -216,8 +187,8 @@ impl TargetLive {
         self.rps_now = 0.0;
         self.rps_history.clear();
         self.run_errors_by_kind = [0; ErrorKind::COUNT];
-        self.last_second = Percentiles::default();
-        self.since_start = Percentiles::default();
+        self.last_second = LatencySummary::default();
+        self.since_start = LatencySummary::default();
     }
 }
 

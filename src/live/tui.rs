@@ -22,9 +22,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Sparkline, Wrap};
 use ratatui::{Frame, Terminal};
 
-use super::{Board, Percentiles, TargetLive};
+use super::{Board, TargetLive};
 use crate::engine::live::TICK;
 use crate::stats::ErrorKind;
+use crate::stats::LatencySummary;
 
 /// Columns narrower than this show one target at a time.
 const MIN_COLUMN: u16 = 46;
@@ -96,7 +97,7 @@ fn latency(us: u64) -> String {
 }
 
 /// Three percentiles of a summary, in the order of their names.
-type PickPercentiles = fn(&Percentiles) -> [u64; 3];
+type PickPercentiles = fn(&LatencySummary) -> [u64; 3];
 
 fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
     let bold = Style::default().add_modifier(Modifier::BOLD);
@@ -434,7 +435,7 @@ mod tests {
             .collect();
         t.errors_by_kind[ErrorKind::Timeout as usize] = 3;
         t.run_errors_by_kind[ErrorKind::Timeout as usize] = 3;
-        let p = |scale: u64| Percentiles {
+        let p = |scale: u64| LatencySummary {
             count: 1000,
             p50_us: 40 * scale,
             p90_us: 55 * scale,
@@ -442,6 +443,7 @@ mod tests {
             p99_9_us: 2 * p99_us * scale,
             p99_99_us: 3 * p99_us * scale,
             max_us: 10 * p99_us * scale,
+            ..LatencySummary::default()
         };
         t.last_second = p(1);
         t.since_start = p(2);
