@@ -58,6 +58,9 @@ pub struct IntervalShipper {
     /// When `interval` and the next one end: a response is placed by two comparisons.
     ends: (Instant, Instant),
     slots: [Slot; 2],
+    /// Histograms it had to make because no spare was back (a hand-over, not a request, but
+    /// the histogram then grows while responses are recorded into it).
+    made: u32,
 }
 
 struct Slot {
@@ -160,10 +163,10 @@ impl IntervalShipper {
             if self.slots[0].is_empty() {
                 self.send(shipped, shipped + 1, None, 0, [0; ErrorKind::COUNT]);
             } else {
-                let spare = self
-                    .spares
-                    .try_recv()
-                    .unwrap_or_else(|_| interval_histogram());
+                let spare = self.spares.try_recv().unwrap_or_else(|_| {
+                    self.made += 1;
+                    interval_histogram()
+                });
                 let slot = std::mem::replace(&mut self.slots[0], Slot::new(spare));
                 self.send(
                     shipped,
@@ -339,7 +342,8 @@ impl LiveLatency {
 /// An interval some worker has not shipped yet.
 struct Pending {
     interval: u32,
-    latency: Option<(usize, Histogram<u64>)>,
+    /// The workers' latencies added up, in a histogram of the collector's own.
+    latency: Option<Histogram<u64>>,
     latency_sum_us: u64,
     errors: [u64; ErrorKind::COUNT],
 }
@@ -350,9 +354,10 @@ pub struct Collector {
     spares: Vec<Sender<Histogram<u64>>>,
     /// Per worker: the interval it will ship next at the earliest.
     upto: Vec<u32>,
-    /// Intervals not every worker has shipped yet: (index, latencies, errors, the worker
-    /// whose histogram holds them — it goes back to that worker once added up).
+    /// Intervals not every worker has shipped yet.
     pending: Vec<Pending>,
+    /// Emptied histograms for the pending intervals' sums.
+    free: Vec<Histogram<u64>>,
     series: LatencySeries,
     live: LiveLatency,
 }
@@ -364,8 +369,12 @@ pub fn channels(workers: usize, start: Instant) -> (Collector, Vec<IntervalShipp
     let mut shippers = Vec::with_capacity(workers);
     for worker in 0..workers {
         let (spare_tx, spare_rx) = std::sync::mpsc::channel();
-        // One spare each from the start, so the first hand-over allocates nothing.
-        let _ = spare_tx.send(interval_histogram());
+        // Two spares each from the start: a worker ships an interval a tick after the one
+        // before, while its histogram of that one may not be back yet (it comes back at the
+        // collector's next drain).
+        for _ in 0..2 {
+            let _ = spare_tx.send(interval_histogram());
+        }
         spares.push(spare_tx);
         shippers.push(IntervalShipper {
             worker,
@@ -381,6 +390,7 @@ pub fn channels(workers: usize, start: Instant) -> (Collector, Vec<IntervalShipp
                 Slot::new(interval_histogram()),
                 Slot::new(interval_histogram()),
             ],
+            made: 0,
         });
     }
     let collector = Collector {
@@ -388,6 +398,7 @@ pub fn channels(workers: usize, start: Instant) -> (Collector, Vec<IntervalShipp
         spares,
         upto: vec![0; workers],
         pending: Vec::new(),
+        free: Vec::new(),
         series: LatencySeries::default(),
         live: LiveLatency::new(),
     };
@@ -439,15 +450,13 @@ impl Collector {
             *a += b;
         }
         if let Some(h) = s.latency {
-            match &mut entry.latency {
-                // The first worker's histogram holds the interval: no copy, no allocation.
-                None => entry.latency = Some((s.worker, h)),
-                Some((_, sum)) => {
-                    // Same floor and precision everywhere, so adding is exact.
-                    let _ = sum.add(&h);
-                    self.recycle(s.worker, h);
-                }
-            }
+            let sum = entry
+                .latency
+                .get_or_insert_with(|| self.free.pop().unwrap_or_else(interval_histogram));
+            // Same floor and precision everywhere, so adding is exact; the worker's histogram
+            // goes straight back to it.
+            let _ = sum.add(&h);
+            self.recycle(s.worker, h);
         }
     }
 
@@ -468,13 +477,10 @@ impl Collector {
             .is_some_and(|p| p.interval < done_below)
         {
             let p = self.pending.remove(0);
-            let (owner, h) = match p.latency {
-                Some((w, h)) => (Some(w), h),
-                None => (None, interval_histogram()),
-            };
-            self.add_interval(p.interval, &h, p.latency_sum_us, p.errors);
-            if let Some(w) = owner {
-                self.recycle(w, h);
+            self.add_interval(p.interval, p.latency.as_ref(), p.latency_sum_us, p.errors);
+            if let Some(mut h) = p.latency {
+                h.reset();
+                self.free.push(h);
             }
             completed = true;
         }
@@ -492,18 +498,21 @@ impl Collector {
     fn add_interval(
         &mut self,
         interval: u32,
-        h: &Histogram<u64>,
+        h: Option<&Histogram<u64>>,
         latency_sum_us: u64,
         errors: [u64; ErrorKind::COUNT],
     ) {
         // Into its second of the series (steps add buckets exactly) and the live view.
-        let buckets = Buckets::of(h);
-        if !h.is_empty() {
+        let (buckets, count) = match h {
+            Some(h) => (Buckets::of(h), h.len()),
+            None => (Buckets::default(), 0),
+        };
+        if count > 0 {
             self.series
                 .add_buckets(interval / TICKS_PER_SECOND, &buckets);
         }
         self.live
-            .add(interval, buckets, h.len(), latency_sum_us, errors);
+            .add(interval, buckets, count, latency_sum_us, errors);
     }
 
     /// What the intervals completed so far add up to.
@@ -681,16 +690,28 @@ mod tests {
     #[test]
     fn spent_histograms_come_back_to_their_worker() {
         let start = Instant::now();
-        let (mut c, mut shippers) = channels(1, start);
-        let w = &mut shippers[0];
-        for k in 0..20u64 {
-            w.response(start + TICK * k as u32 + Duration::from_millis(1), k + 1);
-            w.tick(start + TICK * (k as u32 + 1) + GRACE);
+        let (mut c, mut shippers) = channels(2, start);
+        let (a, rest) = shippers.split_at_mut(1);
+        let (a, b) = (&mut a[0], &mut rest[0]);
+        for k in 0..20u32 {
+            let end = start + TICK * (k + 1) + GRACE;
+            a.response(
+                start + TICK * k + Duration::from_millis(1),
+                u64::from(k) + 1,
+            );
+            a.tick(end);
+            // b lags: it passes intervals two at a time, so they complete a tick late.
+            b.response(start + TICK * k + Duration::from_millis(2), 1);
+            if k % 2 == 1 {
+                b.tick(end);
+            }
             c.drain();
         }
-        // The first spare and the recycled ones were enough: the spare channel never ran dry.
-        assert!(w.spares.try_recv().is_ok());
-        w.finish();
-        assert_eq!(c.finish().count(), 20);
+        // Each histogram came back at the next drain, whether its interval was complete
+        // or not: neither worker had to make one.
+        assert_eq!((a.made, b.made), (0, 0));
+        a.finish();
+        b.finish();
+        assert_eq!(c.finish().count(), 40);
     }
 }

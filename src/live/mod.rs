@@ -9,8 +9,6 @@ pub mod tui;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use hdrhistogram::Histogram;
-
 use crate::engine::live::{HISTORY, TICK};
 use crate::engine::Progress;
 use crate::monitor::SATURATED;
