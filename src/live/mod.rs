@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::engine::live::{HISTORY, TICK};
 use crate::engine::Progress;
 use crate::monitor::SATURATED;
-use crate::stats::{ErrorKind, LatencySummary, ServerNow};
+use crate::stats::{step_covered, ErrorKind, LatencySummary, ServerNow};
 
 /// Latency bucket bounds of the Prometheus histogram, in microseconds (upper bounds; +Inf
 /// follows).
@@ -121,10 +121,9 @@ impl TargetLive {
             .iter()
             .filter_map(|c| {
                 // The interval a run was stopped in (q, a signal) is rated over the part of
-                // it the run lasted; a sliver of under a quarter is left out, as the HTML
-                // report's charts leave it.
-                let covered = (elapsed - f64::from(c.interval) * tick).min(tick);
-                (covered >= tick / 4.0).then(|| c.completed as f64 / covered)
+                // it the run lasted.
+                let covered = step_covered(f64::from(c.interval) * tick, tick, elapsed)?;
+                Some(c.completed as f64 / covered)
             })
             .collect();
         self.rps_now = self.rps_history.last().copied().unwrap_or(0.0);

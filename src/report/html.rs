@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use super::charts::{self, Axis, Line, LineChart, Mark};
 use super::units::{grouped, wrk_time_us};
 use crate::compare::ComparisonResult;
-use crate::stats::RunResult;
+use crate::stats::{step_covered, RunResult};
 use crate::sweep::{LadderKind, SweepResult};
 
 /// A document to report, as read.
@@ -203,22 +203,13 @@ fn spectrum_chart(id: String, lines: &[Line]) -> io::Result<Chart> {
     })
 }
 
-/// The part of a step of `step` seconds from `second` that the run covered, when it is enough
-/// to plot: the last step of a run ends with it, and one a few milliseconds long (responses
-/// read at the deadline) would show as a collapse of throughput or a p99 of two values.
-fn covered(second: u32, step: f64, elapsed_s: f64) -> Option<f64> {
-    let from = f64::from(second);
-    let to = (from + step).min(elapsed_s.max(from));
-    (to - from >= 0.25 * step).then_some(to - from)
-}
-
 /// Answered requests per second over the run (a partial last step at its own length).
 fn throughput_series(r: &RunResult) -> Vec<(f64, f64)> {
     let step = f64::from(r.series_step_s.max(1));
     r.series
         .iter()
         .filter_map(|s| {
-            let len = covered(s.second, step, r.totals.elapsed_s)?;
+            let len = step_covered(f64::from(s.second), step, r.totals.elapsed_s)?;
             Some((f64::from(s.second) + len / 2.0, s.completed as f64 / len))
         })
         .collect()
@@ -252,7 +243,7 @@ fn p99_series(r: &RunResult) -> Vec<(f64, f64)> {
         .iter()
         .filter_map(|s| {
             // At the middle of the time the step covers (the last one ends with the run).
-            let len = covered(s.second, step, r.totals.elapsed_s)?;
+            let len = step_covered(f64::from(s.second), step, r.totals.elapsed_s)?;
             Some((f64::from(s.second) + len / 2.0, s.p99_us as f64))
         })
         .collect()

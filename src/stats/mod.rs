@@ -21,7 +21,8 @@ pub use merge::{
     NamedResult,
 };
 pub use recorder::{
-    ErrorKind, IncompatibleHistograms, Recorder, ResponseTimes, SecondSample, MAX_SERIES,
+    step_covered, ErrorKind, IncompatibleHistograms, Recorder, ResponseTimes, SecondSample,
+    MAX_SERIES,
 };
 pub use result::{
     ClientUsage, ConditionOutcome, Environment, ErrorCounts, Histograms, LatencySummaries, Limiter,

@@ -359,6 +359,15 @@ pub struct ResponseTimes {
     pub connect_us: Option<u64>,
 }
 
+/// The part of a step of `step_s` seconds from `from_s` that a run of `elapsed_s` covered,
+/// when it is enough to show as a rate: the last step of a run ends with it, and one a few
+/// milliseconds long (responses read at the deadline, or a stop by `q`) would show as a
+/// collapse of throughput or a p99 of two values. Charts and live views leave such steps out.
+pub fn step_covered(from_s: f64, step_s: f64, elapsed_s: f64) -> Option<f64> {
+    let to = (from_s + step_s).min(elapsed_s.max(from_s));
+    (to - from_s >= 0.25 * step_s).then_some(to - from_s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
