@@ -45,8 +45,6 @@ pub struct TargetLive {
     /// Answered and failed, from the workers' counters (the freshest figures).
     pub completed: u64,
     pub errors: u64,
-    /// Requests per second of the latest complete interval.
-    pub rps_now: f64,
     /// Requests per second of each of the latest intervals, oldest first.
     pub rps_history: Vec<f64>,
     /// Errors by kind of the complete intervals: of every run of this target so far, and of
@@ -66,8 +64,6 @@ pub struct TargetLive {
     /// Each worker's demand now (ran + waited, as a share of a core).
     pub worker_busy: Vec<Option<f64>>,
     pub servers: Vec<ServerLive>,
-    /// Who limits the load right now, in a few words.
-    pub limiter: String,
     /// Totals of this target's earlier runs, which the counters above go on from.
     before: Totals,
 }
@@ -92,7 +88,6 @@ impl TargetLive {
             finished: false,
             completed: 0,
             errors: 0,
-            rps_now: 0.0,
             rps_history: Vec::new(),
             errors_by_kind: [0; ErrorKind::COUNT],
             run_errors_by_kind: [0; ErrorKind::COUNT],
@@ -103,7 +98,6 @@ impl TargetLive {
             latency_sum_us: 0,
             worker_busy: Vec::new(),
             servers: Vec::new(),
-            limiter: String::new(),
             before: Totals::default(),
         }
     }
@@ -126,7 +120,6 @@ impl TargetLive {
                 Some(c.completed as f64 / covered)
             })
             .collect();
-        self.rps_now = self.rps_history.last().copied().unwrap_or(0.0);
         self.run_errors_by_kind = l.errors_since_start;
         for (k, e) in self.errors_by_kind.iter_mut().enumerate() {
             *e = b.errors_by_kind[k] + l.errors_since_start[k];
@@ -165,7 +158,16 @@ impl TargetLive {
                 }),
             }
         }
-        self.limiter = limiter_now(&self.worker_busy, &self.servers);
+    }
+
+    /// Requests per second of the latest complete interval.
+    pub fn rps_now(&self) -> f64 {
+        self.rps_history.last().copied().unwrap_or(0.0)
+    }
+
+    /// Who limits the load right now, in a few words.
+    pub fn limiter(&self) -> String {
+        limiter_now(&self.worker_busy, &self.servers)
     }
 
     /// A new run of this target begins: what the last one counted stays in the totals.
@@ -181,7 +183,6 @@ impl TargetLive {
         self.elapsed_s = 0.0;
         self.completed = 0;
         self.errors = 0;
-        self.rps_now = 0.0;
         self.rps_history.clear();
         self.run_errors_by_kind = [0; ErrorKind::COUNT];
         self.last_second = LatencySummary::default();
@@ -355,7 +356,6 @@ mod tests {
             worker_busy: &[],
             servers: Vec::new(),
         });
-        assert_eq!(t.rps_now, t.rps_history.last().copied().unwrap_or(0.0));
         // To a millionth: the rate of a tenth of a second is not exact in binary.
         t.rps_history
             .iter()

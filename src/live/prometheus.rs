@@ -229,7 +229,7 @@ pub fn render(targets: &[TargetLive]) -> String {
             "archbench_throughput",
             "requests_per_second",
             "Responses per second over the latest quarter second.",
-            |t| t.rps_now,
+            |t| t.rps_now(),
         ),
         (
             "archbench_latency_p99",

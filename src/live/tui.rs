@@ -142,7 +142,7 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
             Line::raw(format!("{time}{state}")),
             Line::from(vec![
                 Span::raw("req/s "),
-                Span::styled(grouped(t.rps_now), bold),
+                Span::styled(grouped(t.rps_now()), bold),
                 Span::raw(format!("  ({} answered)", grouped(t.completed as f64))),
             ]),
         ]),
@@ -251,7 +251,7 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
     frame.render_widget(
         Paragraph::new(vec![
             Line::raw(format!("client workers {}", workers.join(" "))),
-            Line::styled(format!("limiter: {}", t.limiter), bold),
+            Line::styled(format!("limiter: {}", t.limiter()), bold),
         ])
         .wrap(Wrap { trim: true }),
         tail,
@@ -429,9 +429,9 @@ mod tests {
         t.elapsed_s = 12.25;
         t.completed = 503_211;
         t.errors = 3;
-        t.rps_now = rps;
+        // Ending at `rps`: the figure shown is the latest interval's.
         t.rps_history = (0..48)
-            .map(|k| rps * (0.8 + 0.2 * f64::from(k % 5) / 4.0))
+            .map(|k| rps * (0.8 + 0.2 * f64::from((k + 2) % 5) / 4.0))
             .collect();
         t.errors_by_kind[ErrorKind::Timeout as usize] = 3;
         t.run_errors_by_kind[ErrorKind::Timeout as usize] = 3;
@@ -461,7 +461,6 @@ mod tests {
             cpu_history: (0..48).map(|k| 1.5 + f64::from(k % 3) * 0.2).collect(),
             memory_history: (0..48).map(|_| 12 << 20).collect(),
         }];
-        t.limiter = crate::live::limiter_now(&t.worker_busy, &t.servers);
         t
     }
 
