@@ -313,7 +313,6 @@ mod tests {
                 limit_cores: limit,
                 memory_bytes: 1 << 20,
                 at_s: 1.0,
-                stopped: None,
             },
             cpu_history: VecDeque::new(),
             memory_history: VecDeque::new(),

@@ -456,7 +456,6 @@ mod tests {
                 limit_cores: Some(2.0),
                 memory_bytes: 12 << 20,
                 at_s: 12.0,
-                stopped: None,
             },
             cpu_history: (0..48).map(|k| 1.5 + f64::from(k % 3) * 0.2).collect(),
             memory_history: (0..48).map(|_| 12 << 20).collect(),

@@ -308,7 +308,6 @@ impl Monitor {
                                     limit_cores: s.cpu_limit_cores,
                                     memory_bytes: s.memory_bytes,
                                     at_s: at.saturating_duration_since(run_start).as_secs_f64(),
-                                    stopped: None,
                                 });
                             }
                             last = (s, at);

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 /// A watched server now: what its last sample interval showed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerNow {
-    /// The target it serves (the compare name), and what is watched (`pid:123`, a cgroup).
+    /// The target it serves (the compare name).
     pub label: String,
+    /// What is watched (`pid:123`, a cgroup).
     pub target: String,
     /// Cores used over the last sample interval.
     pub cores: f64,
@@ -17,8 +18,6 @@ pub struct ServerNow {
     pub memory_bytes: u64,
     /// Seconds into the run of the sample.
     pub at_s: f64,
-    /// Why sampling stopped, once it has.
-    pub stopped: Option<String>,
 }
 
 /// What a watched server used during a run.
