@@ -434,7 +434,7 @@ fn load(
             eprintln!("  {line}");
         }
     };
-    let views = super::live::LiveViews::for_contenders(&l.live, &plan.contenders)?;
+    let mut views = super::live::LiveViews::for_contenders(&l.live, &plan.contenders)?;
     // Load from outside the cluster is measured here, live; in-cluster workers report only
     // when they end, so they get no dashboard.
     let tui = how.is_none()

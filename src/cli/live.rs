@@ -18,6 +18,8 @@ pub struct LiveViews {
     pub board: Arc<Board>,
     endpoint: Option<Endpoint>,
     linger: bool,
+    /// The dashboard reads the board (with the endpoint, the only reader).
+    dashboard_on: bool,
 }
 
 impl LiveViews {
@@ -45,6 +47,7 @@ impl LiveViews {
             board,
             endpoint,
             linger: a.linger,
+            dashboard_on: false,
         })
     }
 
@@ -67,7 +70,10 @@ impl LiveViews {
     }
 
     pub fn update(&self, name: &str, p: &Progress) {
-        self.board.update(name, p);
+        // Four times a second a since-start histogram is made and read: not for nobody.
+        if self.endpoint.is_some() || self.dashboard_on {
+            self.board.update(name, p);
+        }
     }
 
     /// With `--linger`, after a run that was not interrupted: serves the final figures until
@@ -119,7 +125,7 @@ impl LiveViews {
     /// The dashboard over these views when `show` (see [`want_tui`]); `q` or Ctrl-C in it
     /// stops the load as SIGINT would.
     pub fn dashboard(
-        &self,
+        &mut self,
         show: bool,
         title: String,
         signals: &StopSignals,
@@ -127,6 +133,7 @@ impl LiveViews {
         if !show {
             return Ok(None);
         }
+        self.dashboard_on = true;
         Ok(Some(Dashboard::start(
             self.board.clone(),
             title,

@@ -428,7 +428,7 @@ fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = run_plan(a)?;
     let watch = plan::with_perf(&a.load.watch, &a.load.perf)?;
     let name = plan.target.redacted_url.clone();
-    let views = live::LiveViews::start(&a.live, &[(&name, &plan)])?;
+    let mut views = live::LiveViews::start(&a.live, &[(&name, &plan)])?;
     let text = a.output == OutputFormat::Text;
     let tui = live::want_tui(&a.live, a.quiet, text, plan.stop.duration)?;
     let dashboard = views.dashboard(tui, "run".into(), signals)?;
@@ -594,7 +594,7 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         .map(|c| plan::reproduce(&c.plan))
         .collect();
     let quiet = a.quiet;
-    let views = live::LiveViews::for_contenders(&a.live, &plan.contenders)?;
+    let mut views = live::LiveViews::for_contenders(&a.live, &plan.contenders)?;
     let tui = live::want_tui(
         &a.live,
         a.quiet,

@@ -80,7 +80,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         targets: Vec::new(),
     };
     let mut stopped: BTreeMap<String, EarlyStop> = BTreeMap::new();
-    let views = super::live::LiveViews::for_contenders(&a.live, &first.contenders)?;
+    let mut views = super::live::LiveViews::for_contenders(&a.live, &first.contenders)?;
     let tui = super::live::want_tui(&a.live, a.quiet, true, Some(a.duration))?;
     let dashboard = views.dashboard(tui, format!("sweep {}", names.join(" vs ")), signals)?;
     let quiet = a.quiet || tui;
