@@ -14,6 +14,7 @@ pub mod measure;
 pub mod monitor;
 pub mod nginx;
 pub mod os;
+pub mod quantity;
 pub mod report;
 pub mod serve;
 pub mod slo;

@@ -3,6 +3,7 @@
 //! comparison, on each target's medians), so a CI job can gate on them: any condition failed
 //! makes the exit status 1.
 
+use crate::quantity;
 use crate::stats::{ConditionOutcome, RunResult, SloOutcome};
 
 /// What a condition is on.
@@ -29,6 +30,11 @@ pub enum Comparison {
 }
 
 impl Comparison {
+    /// `<` or `<=`: the threshold is a ceiling.
+    pub fn is_upper_bound(self) -> bool {
+        matches!(self, Comparison::Below | Comparison::AtMost)
+    }
+
     pub fn holds(self, measured: f64, threshold: f64) -> bool {
         match self {
             Comparison::Below => measured < threshold,
@@ -133,9 +139,136 @@ impl Slo {
     }
 }
 
+/// Parses `--slo 'p99<10ms,errors<0.1%,rps>=5000'`.
+pub fn parse(text: &str) -> Result<Slo, String> {
+    let conditions = text
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(condition)
+        .collect::<Result<Vec<_>, _>>()?;
+    if conditions.is_empty() {
+        return Err(format!(
+            "--slo {text:?} has no condition; use e.g. 'p99<10ms,errors<0.1%'"
+        ));
+    }
+    Ok(Slo { conditions })
+}
+
+/// One condition of `--slo`.
+fn condition(text: &str) -> Result<Condition, String> {
+    let bad = |why: &str| {
+        format!("--slo condition {text:?}: {why}; use e.g. p99<10ms, p99.9<=50ms, mean<2ms, errors<0.1%, errors<10, rps>=5000")
+    };
+    let at = text
+        .find(['<', '>'])
+        .ok_or_else(|| bad("no comparison (<, <=, > or >=)"))?;
+    let (name, rest) = text.split_at(at);
+    let (comparison, value) = match rest.as_bytes() {
+        [b'<', b'=', ..] => (Comparison::AtMost, &rest[2..]),
+        [b'>', b'=', ..] => (Comparison::AtLeast, &rest[2..]),
+        [b'<', ..] => (Comparison::Below, &rest[1..]),
+        _ => (Comparison::Above, &rest[1..]),
+    };
+    let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+    let (metric, threshold) = match name.as_str() {
+        "errors" | "error" | "error_rate" => match value.strip_suffix('%') {
+            Some(pct) => (
+                SloMetric::ErrorRate,
+                quantity::number(pct).map_err(|w| bad(&w))?,
+            ),
+            None => (
+                SloMetric::Errors,
+                quantity::number(value).map_err(|w| bad(&w))?,
+            ),
+        },
+        "rps" | "req/s" | "throughput" => {
+            let v = value
+                .strip_suffix("req/s")
+                .or_else(|| value.strip_suffix("rps"))
+                .unwrap_or(value);
+            (
+                SloMetric::Throughput,
+                quantity::rate(v.trim()).map_err(|w| bad(&w))?,
+            )
+        }
+        "mean" | "avg" => (
+            SloMetric::Mean,
+            quantity::micros(value).map_err(|w| bad(&w))?,
+        ),
+        p => {
+            let pct = PERCENTILES
+                .iter()
+                .find(|(n, _)| *n == p)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| {
+                    bad(&format!(
+                        "unknown figure {p:?} (p50, p75, p90, p99, p99.9, p99.99, max, mean, errors, rps)"
+                    ))
+                })?;
+            (
+                SloMetric::Percentile(pct),
+                quantity::micros(value).map_err(|w| bad(&w))?,
+            )
+        }
+    };
+    if matches!(metric, SloMetric::ErrorRate) && threshold > 100.0 {
+        return Err(bad("an error rate above 100%"));
+    }
+    Ok(Condition {
+        text: text.trim().to_string(),
+        metric,
+        comparison,
+        threshold,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slo_conditions_parse_with_their_units() {
+        let slo = parse("p99<10ms, p99.9<=0.05s,mean<800us,errors<0.1%,errors<=3,rps>=5k").unwrap();
+        let got: Vec<(SloMetric, Comparison, f64)> = slo
+            .conditions
+            .iter()
+            .map(|c| (c.metric, c.comparison, c.threshold))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (SloMetric::Percentile(99.0), Comparison::Below, 10_000.0),
+                (SloMetric::Percentile(99.9), Comparison::AtMost, 50_000.0),
+                (SloMetric::Mean, Comparison::Below, 800.0),
+                (SloMetric::ErrorRate, Comparison::Below, 0.1),
+                (SloMetric::Errors, Comparison::AtMost, 3.0),
+                (SloMetric::Throughput, Comparison::AtLeast, 5_000.0),
+            ]
+        );
+        assert_eq!(slo.conditions[0].text, "p99<10ms");
+    }
+
+    #[test]
+    fn slo_nonsense_is_refused_with_what_to_write() {
+        for bad in [
+            "",
+            "p99",
+            "p99<",
+            "p99<10",
+            "p98<10ms",
+            "p99<-1ms",
+            "p99<1e300s",
+            "errors<101%",
+            "rps>fast",
+            "p99=10ms",
+            "p99<NaNms",
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("use e.g."), "{bad:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
 
     fn run(p99_us: u64, requests: u64, errors: u64, non_2xx: u64, rps: f64) -> RunResult {
         let mut r = RunResult::from_recording(

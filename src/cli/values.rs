@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use crate::slo::{Comparison, Condition, Slo, SloMetric, PERCENTILES};
+use crate::quantity::number;
+pub use crate::quantity::{count, rate};
+pub use crate::slo::parse as slo;
 
 /// Parses `10`, `10s`, `1.5m`, `2h`, `500ms`, `250us` (a bare number means seconds, as in wrk
 /// and ab).
@@ -34,7 +36,6 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Parses a count with an optional metric suffix: `100`, `10k`, `1M` (wrk's notation).
 /// A listening address: `PORT` (on loopback) or `IP:PORT`.
 pub fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     if let Ok(port) = text.parse::<u16>() {
@@ -43,36 +44,6 @@ pub fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     text.parse().map_err(|_| {
         format!("invalid address {text:?}: give PORT (on 127.0.0.1) or IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464")
     })
-}
-
-pub fn count(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 1_000.0),
-        Some((i, 'm' | 'M')) => (&t[..i], 1_000_000.0),
-        Some((i, 'g' | 'G')) => (&t[..i], 1_000_000_000.0),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid number {text:?}; use e.g. 100 or 10k"))?;
-    if v.is_nan() || v < 0.0 || !v.is_finite() || v * mult > u64::MAX as f64 {
-        return Err(format!("number {text:?} is out of range"));
-    }
-    Ok((v * mult).round() as u64)
-}
-
-/// Parses a rate in requests per second (fractions allowed, suffixes as [`count`]).
-pub fn rate(text: &str) -> Result<f64, String> {
-    let t = text.trim();
-    if let Ok(v) = t.parse::<f64>() {
-        return if v.is_finite() && v >= 0.0 {
-            Ok(v)
-        } else {
-            Err(format!("invalid rate {text:?}"))
-        };
-    }
-    count(t).map(|v| v as f64)
 }
 
 /// Parses `I/N`: part I (from 0) of N.
@@ -223,104 +194,6 @@ pub fn ladder(text: &str) -> Result<Ladder, String> {
     Ok(Ladder(values))
 }
 
-/// Parses `--slo 'p99<10ms,errors<0.1%,rps>=5000'`.
-pub fn slo(text: &str) -> Result<Slo, String> {
-    let conditions = text
-        .split(',')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .map(slo_condition)
-        .collect::<Result<Vec<_>, _>>()?;
-    if conditions.is_empty() {
-        return Err(format!(
-            "--slo {text:?} has no condition; use e.g. 'p99<10ms,errors<0.1%'"
-        ));
-    }
-    Ok(Slo { conditions })
-}
-
-/// One condition of `--slo`.
-fn slo_condition(text: &str) -> Result<Condition, String> {
-    let bad = |why: &str| {
-        format!("--slo condition {text:?}: {why}; use e.g. p99<10ms, p99.9<=50ms, mean<2ms, errors<0.1%, errors<10, rps>=5000")
-    };
-    let at = text
-        .find(['<', '>'])
-        .ok_or_else(|| bad("no comparison (<, <=, > or >=)"))?;
-    let (name, rest) = text.split_at(at);
-    let (comparison, value) = match rest.as_bytes() {
-        [b'<', b'=', ..] => (Comparison::AtMost, &rest[2..]),
-        [b'>', b'=', ..] => (Comparison::AtLeast, &rest[2..]),
-        [b'<', ..] => (Comparison::Below, &rest[1..]),
-        _ => (Comparison::Above, &rest[1..]),
-    };
-    let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-    let (metric, threshold) = match name.as_str() {
-        "errors" | "error" | "error_rate" => match value.strip_suffix('%') {
-            Some(pct) => (SloMetric::ErrorRate, number(pct).map_err(|w| bad(&w))?),
-            None => (SloMetric::Errors, number(value).map_err(|w| bad(&w))?),
-        },
-        "rps" | "req/s" | "throughput" => {
-            let v = value
-                .strip_suffix("req/s")
-                .or_else(|| value.strip_suffix("rps"))
-                .unwrap_or(value);
-            (SloMetric::Throughput, rate(v.trim()).map_err(|w| bad(&w))?)
-        }
-        "mean" | "avg" => (SloMetric::Mean, micros(value).map_err(|w| bad(&w))?),
-        p => {
-            let pct = PERCENTILES
-                .iter()
-                .find(|(n, _)| *n == p)
-                .map(|(_, v)| *v)
-                .ok_or_else(|| {
-                    bad(&format!(
-                        "unknown figure {p:?} (p50, p75, p90, p99, p99.9, p99.99, max, mean, errors, rps)"
-                    ))
-                })?;
-            (
-                SloMetric::Percentile(pct),
-                micros(value).map_err(|w| bad(&w))?,
-            )
-        }
-    };
-    if matches!(metric, SloMetric::ErrorRate) && threshold > 100.0 {
-        return Err(bad("an error rate above 100%"));
-    }
-    Ok(Condition {
-        text: text.trim().to_string(),
-        metric,
-        comparison,
-        threshold,
-    })
-}
-
-/// A plain non-negative number.
-fn number(text: &str) -> Result<f64, String> {
-    let v: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("{text:?} is out of range"));
-    }
-    Ok(v)
-}
-
-/// A latency with its unit (us, µs, ms, s), in microseconds.
-fn micros(text: &str) -> Result<f64, String> {
-    let t = text.trim();
-    let (num, scale) = [("µs", 1.0), ("us", 1.0), ("ms", 1e3), ("s", 1e6)]
-        .iter()
-        .find_map(|(u, s)| t.strip_suffix(u).map(|n| (n, *s)))
-        .ok_or_else(|| format!("{text:?} needs a unit (us, ms or s)"))?;
-    let v = number(num)? * scale;
-    if v > 3.6e12 {
-        return Err(format!("{text:?} is out of range"));
-    }
-    Ok(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,49 +210,6 @@ mod tests {
         assert!(duration("10x").is_err());
         assert!(duration("").is_err());
         assert!(duration("-1s").is_err());
-    }
-
-    #[test]
-    fn slo_conditions_parse_with_their_units() {
-        let slo = slo("p99<10ms, p99.9<=0.05s,mean<800us,errors<0.1%,errors<=3,rps>=5k").unwrap();
-        let got: Vec<(SloMetric, Comparison, f64)> = slo
-            .conditions
-            .iter()
-            .map(|c| (c.metric, c.comparison, c.threshold))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (SloMetric::Percentile(99.0), Comparison::Below, 10_000.0),
-                (SloMetric::Percentile(99.9), Comparison::AtMost, 50_000.0),
-                (SloMetric::Mean, Comparison::Below, 800.0),
-                (SloMetric::ErrorRate, Comparison::Below, 0.1),
-                (SloMetric::Errors, Comparison::AtMost, 3.0),
-                (SloMetric::Throughput, Comparison::AtLeast, 5_000.0),
-            ]
-        );
-        assert_eq!(slo.conditions[0].text, "p99<10ms");
-    }
-
-    #[test]
-    fn slo_nonsense_is_refused_with_what_to_write() {
-        for bad in [
-            "",
-            "p99",
-            "p99<",
-            "p99<10",
-            "p98<10ms",
-            "p99<-1ms",
-            "p99<1e300s",
-            "errors<101%",
-            "rps>fast",
-            "p99=10ms",
-            "p99<NaNms",
-        ] {
-            let e = slo(bad).unwrap_err();
-            assert!(e.contains("use e.g."), "{bad:?}: {e}");
-            assert!(!e.contains('\n'), "{e}");
-        }
     }
 
     #[test]
@@ -432,17 +262,6 @@ mod tests {
         assert!(label("a b=c").is_err());
         assert!(label("a=b c").is_err());
         assert!(label(&format!("a={}", "v".repeat(64))).is_err());
-    }
-
-    #[test]
-    fn counts_and_rates() {
-        assert_eq!(count("512").unwrap(), 512);
-        assert_eq!(count("10k").unwrap(), 10_000);
-        assert_eq!(count("1M").unwrap(), 1_000_000);
-        assert!(count("abc").is_err());
-        assert!(count("-3").is_err());
-        assert_eq!(rate("2.5").unwrap(), 2.5);
-        assert_eq!(rate("2k").unwrap(), 2000.0);
     }
 
     #[test]

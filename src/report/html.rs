@@ -580,17 +580,15 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
             })
         })
         .collect();
-    let slo_p99 = s.slo.iter().find_map(|c| {
-        let rest = c.strip_prefix("p99<=").or_else(|| c.strip_prefix("p99<"))?;
-        let (n, unit) = rest.split_at(rest.find(|ch: char| ch.is_alphabetic())?);
-        let v: f64 = n.parse().ok()?;
-        let scale = match unit {
-            "us" | "µs" => 1.0,
-            "ms" => 1e3,
-            "s" => 1e6,
-            _ => return None,
-        };
-        Some((v * scale, format!("SLO {c}")))
+    // The first p99 bound among the stored conditions, read by the grammar `--slo` used.
+    let slo_p99 = s.slo.iter().find_map(|text| {
+        let c = crate::slo::parse(text)
+            .ok()?
+            .conditions
+            .into_iter()
+            .next()?;
+        (c.metric == crate::slo::SloMetric::Percentile(99.0) && c.comparison.is_upper_bound())
+            .then(|| (c.threshold, format!("SLO {}", c.text)))
     });
     let load_axis = match s.ladder {
         LadderKind::Connections => Axis::Log2(|v| format!("{v:.0}")),

@@ -124,7 +124,8 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
             "--no-warmup",
             "-q",
             "--slo",
-            "p99<10ms",
+            // Spaced as people type it: the chart reads it with `--slo`'s own grammar.
+            "p99 < 10ms",
             "--json",
             sweep.to_str().unwrap(),
         ],
@@ -227,6 +228,11 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
         "the SLO lines"
     );
     assert!(dom.contains("Cost fast: "), "the cost line");
+    // The sweep's p99 chart draws the bound with its label.
+    assert!(
+        dom.contains("SLO p99 &lt; 10ms"),
+        "the SLO bound on the chart"
+    );
     // The sweep's table for each target is its points, in order.
     let s = read_json(&sweep);
     for t in s["targets"].as_array().unwrap() {
