@@ -720,18 +720,15 @@ fn write_html(
     html: Option<&Path>,
     svg_dir: Option<&Path>,
 ) -> anyhow::Result<()> {
-    use crate::report::HtmlReport;
+    let report = crate::report::HtmlReport::new(docs)?;
     if let Some(path) = html {
-        let mut text = Vec::new();
-        HtmlReport::write(docs, &mut text)?;
-        let tmp = path.with_extension("html.tmp");
-        std::fs::write(&tmp, &text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+        crate::report::save_atomic(path, |f| report.write(f))
+            .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("archbench: wrote {}", path.display());
     }
     if let Some(dir) = svg_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        for c in HtmlReport::charts(docs)? {
+        for c in report.charts() {
             let file = dir.join(format!("{}.svg", c.id));
             std::fs::write(&file, c.svg.as_bytes())
                 .with_context(|| format!("cannot write {}", file.display()))?;

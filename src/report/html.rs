@@ -37,16 +37,25 @@ struct Section {
     about: String,
 }
 
-pub struct HtmlReport;
+/// The report of some documents, its charts drawn once for the page and `--svg` alike.
+pub struct HtmlReport {
+    sections: Vec<Section>,
+}
 
 impl HtmlReport {
-    /// Every chart the report of `docs` holds.
-    pub fn charts(docs: &[HtmlDoc]) -> io::Result<Vec<Chart>> {
-        Ok(sections(docs)?.into_iter().flat_map(|s| s.charts).collect())
+    pub fn new(docs: &[HtmlDoc]) -> io::Result<HtmlReport> {
+        Ok(HtmlReport {
+            sections: sections(docs)?,
+        })
     }
 
-    pub fn write(docs: &[HtmlDoc], out: &mut dyn Write) -> io::Result<()> {
-        let sections = sections(docs)?;
+    /// Every chart the report holds.
+    pub fn charts(&self) -> impl Iterator<Item = &Chart> {
+        self.sections.iter().flat_map(|s| &s.charts)
+    }
+
+    pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        let sections = &self.sections;
         let title = sections
             .iter()
             .map(|s| s.heading.as_str())
@@ -146,9 +155,15 @@ fn spectrum(runs: &[&RunResult]) -> Vec<(f64, f64)> {
     for r in runs {
         let h = &r.histograms.total.0;
         match &mut all {
-            None => all = Some(h.clone()),
+            None => {
+                // Growing as needed, so that a document with a wider range (another build or
+                // tool) adds in instead of dropping out unsaid.
+                let mut a = h.clone();
+                a.auto(true);
+                all = Some(a);
+            }
+            // Cannot fail on a histogram that grows.
             Some(a) => {
-                // Same bounds everywhere (stored histograms are checked when read).
                 let _ = a.add(h);
             }
         }

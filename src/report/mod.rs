@@ -47,6 +47,17 @@ pub fn save_json(result: &RunResult, path: &std::path::Path) -> io::Result<()> {
 
 /// [`save_json`] for any serializable document (comparisons too).
 pub fn save_json_value<T: serde::Serialize>(doc: &T, path: &std::path::Path) -> io::Result<()> {
+    save_atomic(path, |f| {
+        serde_json::to_writer_pretty(&mut *f, doc)?;
+        writeln!(f)
+    })
+}
+
+/// Writes a file atomically (temporary file, then rename; its directory made if need be).
+pub fn save_atomic(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
+) -> io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
@@ -55,8 +66,7 @@ pub fn save_json_value<T: serde::Serialize>(doc: &T, path: &std::path::Path) -> 
     let tmp = std::path::PathBuf::from(tmp);
     {
         let mut f = io::BufWriter::new(std::fs::File::create(&tmp)?);
-        serde_json::to_writer_pretty(&mut f, doc)?;
-        writeln!(f)?;
+        write(&mut f)?;
         f.flush()?;
         f.get_ref().sync_all()?;
     }
