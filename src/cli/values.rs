@@ -265,6 +265,17 @@ mod tests {
     }
 
     #[test]
+    fn listening_addresses() {
+        let a = |t: &str| listen_addr(t).map(|a| a.to_string());
+        assert_eq!(a("9464").unwrap(), "127.0.0.1:9464");
+        assert_eq!(a("0.0.0.0:9464").unwrap(), "0.0.0.0:9464");
+        assert_eq!(a("[::1]:9464").unwrap(), "[::1]:9464");
+        for bad in ["x", "99999", "localhost:9464", ""] {
+            assert!(a(bad).unwrap_err().contains("IP:PORT"), "{bad}");
+        }
+    }
+
+    #[test]
     fn parts_and_times() {
         assert_eq!(
             part("1/3").unwrap(),
