@@ -379,7 +379,15 @@ mod tests {
         ] {
             assert!(svg.contains(text), "{text} missing");
         }
-        // The second line is dashed: drawn as many short segments, not one polyline.
-        assert!(svg.matches("<polyline").count() + svg.matches("<line").count() > 5);
+        // The first line is solid (one polyline, and its legend's); the second is dashed:
+        // drawn as many short segments in its colour.
+        let polylines = |colour: &str| {
+            svg.matches(&format!(
+                "<polyline fill=\"none\" opacity=\"1\" stroke=\"{colour}\""
+            ))
+            .count()
+        };
+        assert_eq!(polylines("#005AB5"), 2);
+        assert!(polylines("#DC3220") > 10, "{}", polylines("#DC3220"));
     }
 }
