@@ -123,28 +123,16 @@ fn colour(i: usize) -> RGBColor {
 
 fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> {
     root.fill(&WHITE).map_err(chart_error)?;
-    let mapped: Vec<Vec<(f64, f64)>> = c
-        .lines
-        .iter()
-        .map(|l| {
-            l.points
-                .iter()
-                .filter_map(|&(x, y)| Some((c.x.map(x)?, c.y.map(y)?)))
-                .collect()
-        })
-        .collect();
-    let fits: Vec<Option<Vec<(f64, f64)>>> = c
-        .fits
-        .iter()
-        .map(|f| {
-            f.as_ref().map(|l| {
-                l.points
-                    .iter()
-                    .filter_map(|&(x, y)| Some((c.x.map(x)?, c.y.map(y)?)))
-                    .collect()
-            })
-        })
-        .collect();
+    // Onto the axes' scales; points an axis cannot show (≤ 0 on a log axis) are left out.
+    let project = |l: &Line| -> Vec<(f64, f64)> {
+        l.points
+            .iter()
+            .filter_map(|&(x, y)| Some((c.x.map(x)?, c.y.map(y)?)))
+            .collect()
+    };
+    let mapped: Vec<Vec<(f64, f64)>> = c.lines.iter().map(project).collect();
+    let fits: Vec<Option<Vec<(f64, f64)>>> =
+        c.fits.iter().map(|f| f.as_ref().map(project)).collect();
     let threshold = c.threshold.as_ref().and_then(|(v, _)| c.y.map(*v));
     let all = mapped.iter().flatten().copied();
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);

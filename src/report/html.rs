@@ -183,10 +183,6 @@ fn spectrum(runs: &[&RunResult]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn latency_axis(v: f64) -> String {
-    wrk_time_us(v)
-}
-
 fn rate_axis(v: f64) -> String {
     grouped(v.max(0.0).round() as u64)
 }
@@ -207,7 +203,7 @@ fn spectrum_chart(id: String, lines: &[Line]) -> io::Result<Chart> {
             x_title: "percentile",
             y_title: "latency",
             x: Axis::Nines,
-            y: Axis::Log(latency_axis),
+            y: Axis::Log(wrk_time_us),
             lines,
             fits: &[],
             marks: &[],
@@ -275,7 +271,7 @@ fn p99_chart(id: String, lines: &[Line]) -> io::Result<Option<Chart>> {
             x_title: "seconds into the run",
             y_title: "p99 latency",
             x: Axis::Linear(seconds_axis),
-            y: Axis::Log(latency_axis),
+            y: Axis::Log(wrk_time_us),
             lines,
             fits: &[],
             marks: &[],
@@ -498,10 +494,7 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
 }
 
 fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
-    let load_title = match s.ladder {
-        LadderKind::Connections => "connections",
-        LadderKind::Rates => "offered req/s",
-    };
+    let load_title = s.ladder.unit();
     let mut table = String::new();
     for t in &s.targets {
         table.push_str(&format!(
@@ -533,8 +526,8 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
         table.push_str(&format!("<p>Knee: {}</p>\n", esc(&t.knee_reason)));
         if let Some(stop) = &t.stopped {
             table.push_str(&format!(
-                "<p>Stopped after {}: {}</p>\n",
-                stop.after,
+                "<p>Stopped after {} {load_title}: {}</p>\n",
+                super::sweep::load_text(stop.after),
                 esc(&stop.reason)
             ));
         }
@@ -631,7 +624,7 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
                 x_title: "req/s answered",
                 y_title: "p99 latency",
                 x: Axis::Linear(rate_axis),
-                y: Axis::Log(latency_axis),
+                y: Axis::Log(wrk_time_us),
                 lines: &curve(&by_rps),
                 fits: &[],
                 marks: &knees(&by_rps),

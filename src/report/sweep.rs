@@ -107,7 +107,7 @@ impl SweepReport {
 }
 
 /// 1000 → "1k", 1500 → "1.5k", 8 → "8".
-fn load_text(v: f64) -> String {
+pub(super) fn load_text(v: f64) -> String {
     if v >= 1000.0 && (v / 1000.0).fract().abs() < 1e-9 {
         format!("{}k", v / 1000.0)
     } else if v >= 1000.0 {
