@@ -185,25 +185,28 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let code = if interrupted {
         signals.exit_code()
     } else {
-        // With an SLO: a target that met it at no load fails the sweep.
-        let missed: Vec<&str> = sweep
-            .targets
-            .iter()
-            .filter(|t| a.slo.is_some() && t.knee.is_none())
-            .map(|t| t.name.as_str())
-            .collect();
-        if missed.is_empty() {
-            0
-        } else {
-            eprintln!(
-                "archbench: SLO not met at any load by {}",
-                missed.join(", ")
-            );
-            EXIT_FAILURE
-        }
+        slo_exit_code(&sweep, a)
     };
     views.linger(signals, interrupted);
     Ok(code)
+}
+
+/// With an SLO: a target that met it at no load fails the sweep.
+fn slo_exit_code(sweep: &SweepResult, a: &SweepArgs) -> i32 {
+    let missed: Vec<&str> = sweep
+        .targets
+        .iter()
+        .filter(|t| a.slo.is_some() && t.knee.is_none())
+        .map(|t| t.name.as_str())
+        .collect();
+    if missed.is_empty() {
+        return 0;
+    }
+    eprintln!(
+        "archbench: SLO not met at any load by {}",
+        missed.join(", ")
+    );
+    EXIT_FAILURE
 }
 
 /// Each target's summary over the steps so far; a stop after the last load is no early stop.
