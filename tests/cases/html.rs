@@ -4,17 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::{bin, finish_within, read_json, stderr, ServeChild, PROMPTLY};
+use crate::util::{archbench_within, finish_within, read_json, stderr, ServeChild, PROMPTLY};
 
 /// Runs archbench, expecting `code` (1: an SLO the test made fail on purpose).
-fn archbench(args: &[&str], code: i32) {
-    let child = bin()
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = finish_within(child, PROMPTLY);
+fn archbench_exits(args: &[&str], code: i32) {
+    let o = archbench_within(args, PROMPTLY);
     assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
 }
 
@@ -79,13 +73,17 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
     let Some(chromium_bin) = crate::util::require_tool("chromium") else {
         return;
     };
+    // Opened where there is no network at all.
+    if !crate::util::network_namespace() {
+        return;
+    }
     let fast = ServeChild::start(&["--threads", "1"]);
     let slow = ServeChild::start(&["--threads", "1", "--delay", "3ms"]);
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| -> PathBuf { dir.path().join(name) };
     let (a, b) = (format!("fast={}", fast.url), format!("slow={}", slow.url));
     let cmp = path("cmp.json");
-    archbench(
+    archbench_exits(
         &[
             "compare",
             &a,
@@ -110,7 +108,7 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
         1,
     );
     let sweep = path("sweep.json");
-    archbench(
+    archbench_exits(
         &[
             "sweep",
             &a,
@@ -132,7 +130,7 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
         0,
     );
     let run = path("run.json");
-    archbench(
+    archbench_exits(
         &[
             "run",
             &fast.url,
@@ -150,7 +148,7 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
     );
     let html = path("report.html");
     let svgs = path("charts");
-    archbench(
+    archbench_exits(
         &[
             "report",
             run.to_str().unwrap(),
@@ -178,7 +176,8 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
     ] {
         assert!(!page.contains(needle), "{needle:?} in the report");
     }
-    // Chromium without a network renders it; the DOM it built holds six charts, each drawn.
+    // Chromium without a network renders it; the DOM it built holds eight charts (that each
+    // is drawn, the screenshots below show).
     let dom = chromium(
         &chromium_bin,
         &["--dump-dom", &format!("file://{}", html.display())],
@@ -190,17 +189,6 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
         "runs and comparison: spectrum, throughput and p99 over time; sweep: two curves"
     );
     assert!(dom.contains("p99 latency over time"));
-    for f in &figures {
-        let svg = &f[..f.find("</figure>").unwrap()];
-        let drawn = svg.matches("<polyline").count()
-            + svg.matches("<line").count()
-            + svg.matches("<circle").count();
-        assert!(
-            drawn > 20,
-            "a chart with {drawn} drawn elements: {}",
-            &svg[..200.min(svg.len())]
-        );
-    }
     // The comparison table's medians are the JSON's.
     let c = read_json(&cmp);
     for (row, metric) in ["req/s", "p99"].iter().enumerate() {

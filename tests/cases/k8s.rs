@@ -219,13 +219,7 @@ fn the_guides_workflow_end_to_end() {
     assert!(load.contains("archbench compare"), "{load}");
     // The guide's claim, measured: each architecture's cost of a million requests.
     assert!(load.contains("Cost       arm at 0.1540/h: "), "{load}");
-    let json = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("k8s-load.json");
+    let json = the_run_dir(&out).join("k8s-load.json");
     let doc = read_json(&json);
     crate::util::schema::assert_valid(&doc);
     let mut counted = 0;
@@ -428,13 +422,7 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
     let o = finish_within(child, PROMPTLY * 2);
     let text = ok(&o);
     assert!(text.contains("During run 1 of arm"), "{text}");
-    let json = std::fs::read_dir(dir.path())
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("k8s-load.json");
+    let json = the_run_dir(dir.path()).join("k8s-load.json");
     let doc = read_json(&json);
     let server = &doc["targets"][0]["runs"][0]["servers"][0];
     let events = server["events"].as_array().unwrap();
@@ -459,9 +447,7 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
         out.wait_for("cgroup (exec)", PROMPTLY);
     }
     let child = crate::util::KillOnDrop::new(child);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
-    let o = child.finish_within(PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     // down --keep-namespace: ours go, the namespace stays.
     let down = ok(&k8s(&c, &["down", "--keep-namespace"]));
@@ -492,9 +478,7 @@ fn ctrl_c_while_waiting_says_what_stays_and_exits_130() {
     let err = crate::util::LineReader::new(child.stderr.take().unwrap());
     let child = crate::util::KillOnDrop::new(child);
     err.wait_for("waiting:", PROMPTLY);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
-    let o = child.finish_within(PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
     assert_eq!(o.status.code(), Some(130));
     let rest = err.rest(PROMPTLY);
     assert!(rest.contains("interrupted while waiting"), "{rest}");
@@ -542,8 +526,7 @@ fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
     // Raw mode is gone: the local terminal is canonical and echoes again.
     crate::util::wait_until("stty's report", PROMPTLY, || {
         let screen = crate::util::tmux_capture(&session);
-        screen.lines().any(|l| l.trim() == "MODE icanon")
-            && screen.lines().any(|l| l.trim() == "MODE echo")
+        crate::util::terminal_restored(&screen)
     });
 }
 
@@ -874,9 +857,7 @@ fn a_load_worker_killed_mid_run_is_reported_lost_and_the_rest_kept() {
         access_lines(&c, &pods) > before
     });
     let child = crate::util::KillOnDrop::new(child);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
-    let o = child.finish_within(PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
     assert_eq!(doc["interrupted"], true, "{doc}");
@@ -1032,7 +1013,7 @@ fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
 /// scraper sees them, ending at the comparison's figures.
 #[test]
 fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
-    use super::live::{one, parse, parser_available, scrape, serving};
+    use crate::util::prometheus::{one, parse, parser_available, scrape, serving};
     if !parser_available() {
         return;
     }
@@ -1061,13 +1042,7 @@ fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
     });
     err.wait_for("--linger", PROMPTLY * 2);
     let s = parse(&scrape(&addr));
-    let json = std::fs::read_dir(dir.path())
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("k8s-load.json");
+    let json = the_run_dir(dir.path()).join("k8s-load.json");
     let doc = read_json(&json);
     for t in doc["targets"].as_array().unwrap() {
         let name = t["name"].as_str().unwrap();
@@ -1084,8 +1059,6 @@ fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
             "{name}"
         );
     }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
-    let o = child.finish_within(PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

@@ -2,115 +2,9 @@
 //! Prometheus project's own OpenMetrics parser (Python's prometheus_client, Debian's
 //! python3-prometheus-client).
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::time::Duration;
-
 use crate::util::nginx::{Nginx, NginxConfig};
-use crate::util::{bin, finish_within, read_json, stderr, wait_until, LineReader, PROMPTLY};
-
-const PARSE: &str = r#"
-import json, sys
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-out = {}
-for f in text_string_to_metric_families(sys.stdin.read()):
-    for s in f.samples:
-        out.setdefault(s.name, []).append([s.labels, s.value])
-print(json.dumps(out))
-"#;
-
-/// Debian's Python with prometheus_client, or None (a failure where tools are required).
-pub(crate) fn parser_available() -> bool {
-    let ok = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", "import prometheus_client.openmetrics.parser"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
-            "python3-prometheus-client is required here but not installed"
-        );
-        eprintln!("SKIPPED: apt-get install python3-prometheus-client to run this test");
-    }
-    ok
-}
-
-/// GET /metrics, as a scraper does; the body.
-pub(crate) fn scrape(addr: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: application/openmetrics-text\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(
-        head.contains("application/openmetrics-text; version=1.0.0"),
-        "{head}"
-    );
-    body.to_string()
-}
-
-pub(crate) type Samples = BTreeMap<String, Vec<(BTreeMap<String, String>, f64)>>;
-
-/// The scraped text through the strict OpenMetrics parser.
-pub(crate) fn parse(text: &str) -> Samples {
-    let mut child = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", PARSE])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let o = finish_within(child, PROMPTLY);
-    assert!(o.status.success(), "parser: {}\n{text}", stderr(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-pub(crate) fn one(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
-    s.get(name)
-        .unwrap_or_else(|| panic!("no {name}"))
-        .iter()
-        .find(|(l, _)| {
-            labels
-                .iter()
-                .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
-        })
-        .unwrap_or_else(|| panic!("no {name} with {labels:?}"))
-        .1
-}
-
-/// The command with `--prometheus 127.0.0.1:0 --linger`, started: the child (killed if the
-/// test fails), its stderr lines, and the address it said it serves on.
-pub(crate) fn serving(
-    mut cmd: std::process::Command,
-) -> (crate::util::KillOnDrop, LineReader, String) {
-    let mut child = cmd
-        .args(["--prometheus", "127.0.0.1:0", "--linger"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = LineReader::new(child.stderr.take().unwrap());
-    let line = err.wait_for("live metrics on http://", PROMPTLY);
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.strip_suffix("/metrics"))
-        .unwrap()
-        .to_string();
-    (crate::util::KillOnDrop::new(child), err, addr)
-}
+use crate::util::prometheus::{one, parse, parser_available, scrape, serving};
+use crate::util::{bin, read_json, stderr, wait_until, PROMPTLY};
 
 #[test]
 fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
@@ -140,18 +34,12 @@ fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
     let (child, err, addr) = serving(cmd);
     let target = [("target", url.as_str())];
     // During the run: the counter grows from one scrape to a later one.
-    let mut first = None;
-    let mut grew = false;
-    wait_until("the request counter to grow", PROMPTLY, || {
+    // (A counter: changing is growing.)
+    crate::util::wait_for_change("the request counter to grow", PROMPTLY, || {
         let s = parse(&scrape(&addr));
+        assert_eq!(one(&s, "archbench_running", &target), 1.0);
         let n = one(&s, "archbench_requests_total", &target);
-        assert!(one(&s, "archbench_running", &target) == 1.0 || grew);
-        match first {
-            None if n > 0.0 => first = Some(n),
-            Some(f) if n > f => grew = true,
-            _ => {}
-        }
-        grew
+        (n > 0.0).then_some(n)
     });
     // After it: --linger keeps the final figures up.
     err.wait_for("--linger", PROMPTLY);
@@ -199,9 +87,7 @@ fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
     }
     assert_eq!(one(&s, "archbench_running", &target), 0.0);
     // Ctrl-C ends the lingering; the run itself was complete, so the exit status is 0.
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.pid() as i32, libc::SIGINT) };
-    let o = child.finish_within(PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
     assert_eq!(o.status.code(), Some(0));
     // Every response counted is one nginx logged (at most one per connection in flight at
     // the deadline was logged but not counted).
@@ -239,10 +125,11 @@ fn a_prometheus_address_that_is_none_or_taken_is_a_usage_error() {
         assert!(e.contains(says), "{addr}: {e}");
         assert_eq!(e.trim().lines().count(), 1, "{e}");
     }
-    let o = bin()
-        .args(["run", "http://127.0.0.1:1/", "-n", "1", "--linger"])
-        .output()
-        .unwrap();
+    // Bounded: accepted, --linger would wait for Ctrl-C.
+    let o = crate::util::archbench_within(
+        &["run", "http://127.0.0.1:1/", "-n", "1", "--linger"],
+        PROMPTLY,
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
@@ -265,9 +152,13 @@ fn dashboard_run(stop: StopWith) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let session = format!("archbench-tui-{}-{}", std::process::id(), stop as u8);
-    // Bounded by its own duration should the stop never arrive.
+    let pid_file = dir.path().join("pid");
+    // Bounded by its own duration should the stop never arrive. A shell that notes its pid
+    // and becomes archbench (exec), so the test knows whom to signal.
     let script = format!(
-        "{} run {} --tui -d 60s -c 2 -t 1 --json {}; echo EXIT=$?; {}",
+        "sh -c 'echo $$ > {}; exec \"$0\" \"$@\"' {} run {} --tui -d 60s -c 2 -t 1 --json {}; \
+         echo EXIT=$?; {}",
+        pid_file.display(),
         env!("CARGO_BIN_EXE_archbench"),
         ng.url("/"),
         json.display(),
@@ -282,22 +173,15 @@ fn dashboard_run(stop: StopWith) {
             .map(str::to_string)
     };
     // Live figures, changing from one capture to a later one.
-    let mut first = None;
-    wait_until("the dashboard's figures to change", PROMPTLY, || {
+    crate::util::wait_for_change("the dashboard's figures to change", PROMPTLY, || {
         let screen = capture();
-        match (answered(&screen), &first) {
-            (Some(now), None) => {
-                assert!(
-                    screen.contains("latency") && screen.contains("p99"),
-                    "{screen}"
-                );
-                assert!(screen.contains("limiter:"), "{screen}");
-                first = Some(now);
-                false
-            }
-            (Some(now), Some(then)) => now != *then,
-            (None, _) => false,
-        }
+        let now = answered(&screen)?;
+        assert!(
+            screen.contains("latency") && screen.contains("p99"),
+            "{screen}"
+        );
+        assert!(screen.contains("limiter:"), "{screen}");
+        Some(now)
     });
     let code = match stop {
         StopWith::KeyQ => {
@@ -305,19 +189,12 @@ fn dashboard_run(stop: StopWith) {
             "EXIT=130"
         }
         StopWith::Sigterm => {
-            // The archbench process of this pane: the one writing our JSON.
-            let marker = json.display().to_string();
-            let pid = std::fs::read_dir("/proc")
+            // Written before the exec, so before the dashboard showed any figure.
+            let pid: i32 = std::fs::read_to_string(&pid_file)
                 .unwrap()
-                .flatten()
-                .find(|e| {
-                    std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
-                        let c = String::from_utf8_lossy(&c);
-                        c.contains(&marker) && c.starts_with(env!("CARGO_BIN_EXE_archbench"))
-                    })
-                })
-                .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
-                .expect("the pane's archbench process");
+                .trim()
+                .parse()
+                .unwrap();
             // SAFETY: signalling a process this test started.
             unsafe { libc::kill(pid, libc::SIGTERM) };
             "EXIT=143"
@@ -327,9 +204,7 @@ fn dashboard_run(stop: StopWith) {
     // and the terminal is cooked again.
     wait_until("the report and the terminal modes", PROMPTLY, || {
         let screen = capture();
-        screen.contains(code)
-            && screen.lines().any(|l| l.trim() == "MODE icanon")
-            && screen.lines().any(|l| l.trim() == "MODE echo")
+        screen.contains(code) && crate::util::terminal_restored(&screen)
     });
     let screen = capture();
     assert!(screen.contains("Requests"), "{screen}");
@@ -391,12 +266,7 @@ fn a_sweeps_counters_go_on_across_its_runs() {
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|st| {
-            st["comparison"]["targets"][0]["runs"]
-                .as_array()
-                .unwrap()
-                .clone()
-        })
+        .flat_map(|st| st["comparison"]["targets"][0]["runs"].as_array().unwrap())
         .map(|r| r["totals"]["requests"].as_u64().unwrap())
         .sum();
     assert!(total > 0);
@@ -408,9 +278,7 @@ fn a_sweeps_counters_go_on_across_its_runs() {
         one(&s, "archbench_latency_seconds_bucket", &[("le", "+Inf")]),
         total as f64
     );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.pid() as i32, libc::SIGTERM) };
-    let o = child.finish_within(PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGTERM, PROMPTLY);
     assert_eq!(o.status.code(), Some(0));
 }
 
@@ -428,13 +296,20 @@ fn tui_without_a_terminal_is_a_usage_error() {
     );
 }
 
+/// Set in the pane where the panic fixture is to panic.
+const PANIC_FIXTURE: &str = "ARCHBENCH_TUI_PANIC_FIXTURE";
+
 /// The fixture `a_panic_under_the_dashboard_gives_the_terminal_back` runs from this test
-/// binary in tmux: the dashboard on the terminal, then a panic. Ignored in a normal run (it
-/// needs a terminal and fails by design); a separate example binary was not built runnable by
-/// `cargo test --all-targets`, which compiles examples as test harnesses.
+/// binary in tmux: the dashboard on the terminal, then a panic. Ignored in a normal run, and
+/// without its variable a no-op (`--include-ignored` stays green); a separate example binary
+/// was not built runnable by `cargo test --all-targets`, which compiles examples as test
+/// harnesses.
 #[test]
 #[ignore = "fixture: run in tmux by a_panic_under_the_dashboard_gives_the_terminal_back"]
 fn fixture_panics_under_the_dashboard() {
+    if std::env::var_os(PANIC_FIXTURE).is_none() {
+        return;
+    }
     let board = archbench::live::Board::new();
     board.add_target(
         "fixture",
@@ -444,7 +319,9 @@ fn fixture_panics_under_the_dashboard() {
     let _dashboard =
         archbench::live::tui::Dashboard::start(board, "panic fixture".into(), Box::new(|| {}))
             .unwrap();
-    // Drawn at least once (four frames a second).
+    // Not a synchronisation (the terminal is taken before start returns, and the assertions
+    // hold either way): time for frames to be drawn, so the panic comes mid-drawing as a real
+    // one would.
     std::thread::sleep(std::time::Duration::from_millis(600));
     panic!("the fixture panics under the dashboard");
 }
@@ -458,7 +335,7 @@ fn a_panic_under_the_dashboard_gives_the_terminal_back() {
     let session = format!("archbench-tui-panic-{}", std::process::id());
     // libtest reports a failed test with exit 101, as a panicking program exits.
     let script = format!(
-        "RUST_BACKTRACE=0 {} --exact cases::live::fixture_panics_under_the_dashboard \
+        "{PANIC_FIXTURE}=1 RUST_BACKTRACE=0 {} --exact cases::live::fixture_panics_under_the_dashboard \
          --ignored --nocapture; \
          echo EXIT=$?; {}",
         this_binary.display(),
@@ -470,9 +347,7 @@ fn a_panic_under_the_dashboard_gives_the_terminal_back() {
         PROMPTLY,
         || {
             let screen = crate::util::tmux_capture(&session);
-            screen.contains("EXIT=101")
-                && screen.lines().any(|l| l.trim() == "MODE icanon")
-                && screen.lines().any(|l| l.trim() == "MODE echo")
+            screen.contains("EXIT=101") && crate::util::terminal_restored(&screen)
         },
     );
     let screen = crate::util::tmux_capture(&session);
@@ -524,32 +399,22 @@ fn compare_parallel_shows_both_servers_live_side_by_side() {
     // latency, the servers' CPU and memory, the client's workers and the limiter.
     let complete = |screen: &str| {
         let servers = screen.lines().find(|l| l.contains(&pid_a))?;
+        // intel's server in intel's (left) column.
+        let (at_a, at_b) = (servers.find(&pid_a)?, servers.find(&pid_b)?);
         let all = screen.contains(" intel · run 1 ")
             && screen.contains(" arm · run 1 ")
             && ["req/s ", "p99 ", "client workers", "limiter:"]
                 .iter()
                 .all(|what| row(screen, what).is_some())
             && servers.matches(" cores · ").count() == 2
-            && servers.find(&pid_a) < servers.find(&pid_b);
+            && at_a < at_b;
         all.then(|| row(screen, "answered)")).flatten()
     };
     // ... and live: the figures change from one such screen to a later one.
-    let mut first = None;
-    wait_until(
+    crate::util::wait_for_change(
         "both columns, complete, their figures changing",
         PROMPTLY,
-        || {
-            let Some(now) = complete(&capture()) else {
-                return false;
-            };
-            match &first {
-                None => {
-                    first = Some(now);
-                    false
-                }
-                Some(then) => now != *then,
-            }
-        },
+        || complete(&capture()),
     );
     crate::util::tmux(&["send-keys", "-t", &session, "q"]);
     wait_until("the comparison's report", PROMPTLY, || {

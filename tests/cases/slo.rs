@@ -1,16 +1,10 @@
 //! `--slo`: objectives judged on a run (or a comparison's medians), in the report and the
 //! JSON, and the exit status CI jobs gate on (0 met, 1 not met, 2 a condition that is none).
 
-use crate::util::{bin, finish_within, read_json, stderr, stdout, ServeChild, PROMPTLY};
+use crate::util::{archbench_within, read_json, stderr, stdout, ServeChild, PROMPTLY};
 
 fn run(args: &[&str]) -> std::process::Output {
-    let child = bin()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    finish_within(child, PROMPTLY)
+    archbench_within(args, PROMPTLY)
 }
 
 #[test]

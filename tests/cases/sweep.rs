@@ -2,17 +2,10 @@
 //! released at 1,000 a second, so its latency grows with every connection added).
 
 use crate::util::nginx::{Nginx, NginxConfig};
-use crate::util::{bin, finish_within, read_json, stderr, stdout, PROMPTLY};
+use crate::util::{archbench_within, read_json, stderr, stdout, PROMPTLY};
 
 fn sweep(args: &[&str]) -> std::process::Output {
-    let child = bin()
-        .arg("sweep")
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    finish_within(child, PROMPTLY * 2)
+    archbench_within(&[&["sweep"], args].concat(), PROMPTLY * 2)
 }
 
 #[test]
@@ -181,7 +174,7 @@ fn an_slo_met_at_no_load_exits_1_and_bad_ladders_exit_2() {
         .unwrap()
         .contains("rates ladder"));
     // `report` renders the stored sweep again.
-    let again = bin().arg("report").arg(&json).output().unwrap();
+    let again = archbench_within(&["report", json.to_str().unwrap()], PROMPTLY);
     assert!(
         stdout(&again).starts_with("archbench sweep: req/s offered 100, 200"),
         "{}",

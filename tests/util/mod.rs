@@ -4,6 +4,7 @@
 
 pub mod faulty;
 pub mod nginx;
+pub mod prometheus;
 pub mod schema;
 pub mod stalling;
 pub mod synthetic;
@@ -18,6 +19,18 @@ use clap::Parser as _;
 
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_archbench"))
+}
+
+/// Runs the archbench binary, killed should it outlast `timeout` (for commands that could
+/// wait for something: a signal, a lingering endpoint, a slow server).
+pub fn archbench_within(args: &[&str], timeout: std::time::Duration) -> Output {
+    let child = bin()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("archbench binary runs");
+    finish_within(child, timeout)
 }
 
 /// Runs the archbench binary to completion (every test command carries its own stop rule).
@@ -99,6 +112,31 @@ pub fn require_tool(name: &str) -> Option<std::path::PathBuf> {
     }
     eprintln!("SKIPPED: {name} is not installed; `apt-get install {name}` to run this test");
     None
+}
+
+/// Whether this process may make a network namespace of its own (`unshare -n`: root, or user
+/// namespaces); otherwise a skip said on stderr, or a failure where tools are required.
+pub fn network_namespace() -> bool {
+    let Some(unshare) = require_tool("unshare") else {
+        return false;
+    };
+    let o = std::process::Command::new(unshare)
+        .args(["-n", "true"])
+        .output()
+        .unwrap();
+    if o.status.success() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
+        "cannot create a network namespace here: {}",
+        stderr(&o)
+    );
+    eprintln!(
+        "SKIPPED: cannot create a network namespace ({})",
+        stderr(&o).trim()
+    );
+    false
 }
 
 /// `archbench serve` in a child process (so its CPU can be watched apart from the test's).
@@ -199,6 +237,24 @@ pub fn wait_until(what: &str, timeout: std::time::Duration, mut cond: impl FnMut
         );
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+}
+
+/// Waits until `sample` gives a value other than the first it gave (None: nothing to compare
+/// yet): live figures that move.
+pub fn wait_for_change<T: PartialEq>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut sample: impl FnMut() -> Option<T>,
+) {
+    let mut first = None;
+    wait_until(what, timeout, || match (sample(), &first) {
+        (Some(now), None) => {
+            first = Some(now);
+            false
+        }
+        (Some(now), Some(then)) => now != *then,
+        (None, _) => false,
+    });
 }
 
 /// The lines of a child's stream, read on a thread so that waiting for one has a deadline.
@@ -330,6 +386,13 @@ pub fn tmux_pane(session: &str, script: &str) -> TmuxSession {
 pub const PRINT_TERMINAL_MODES: &str =
     "stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | sed 's/^/MODE /'";
 
+/// Whether a screen shows what [`PRINT_TERMINAL_MODES`] prints for a restored (cooked)
+/// terminal: `icanon` and `echo` on.
+pub fn terminal_restored(screen: &str) -> bool {
+    let on = |mode: &str| screen.lines().any(|l| l.trim() == format!("MODE {mode}"));
+    on("icanon") && on("echo")
+}
+
 /// A child killed when the test ends without collecting it: a failed assertion must not leave
 /// a process behind (a `--linger` one would wait for Ctrl-C forever).
 pub struct KillOnDrop(Option<std::process::Child>);
@@ -339,8 +402,12 @@ impl KillOnDrop {
         KillOnDrop(Some(child))
     }
 
-    pub fn pid(&self) -> u32 {
-        self.0.as_ref().map_or(0, |c| c.id())
+    /// Sends `signal` (SIGINT: Ctrl-C) and collects the child within `timeout`.
+    pub fn signal_and_finish(mut self, signal: i32, timeout: std::time::Duration) -> Output {
+        let child = self.0.take().expect("the child is collected once");
+        // SAFETY: signalling our own child, not yet waited for (its pid is still its own).
+        unsafe { libc::kill(child.id() as i32, signal) };
+        finish_within(child, timeout)
     }
 
     /// [`finish_within`], taking the child over.
