@@ -9,7 +9,7 @@ use thiserror::Error;
 
 use crate::engine::{self, EngineError, Plan, Progress, RunOutcome};
 use crate::monitor::{Monitor, MonitorError, WatchSource};
-use crate::stats::{ClientUsage, Environment, RunResult, RunTimes};
+use crate::stats::{ClientUsage, Environment, RunResult, RunTimes, ServerNow};
 
 #[derive(Debug, Error)]
 pub enum MeasureError {
@@ -25,7 +25,7 @@ pub fn execute(
     plan: &Plan,
     watch: &[Arc<dyn WatchSource>],
     stop: &AtomicBool,
-    on_progress: impl FnMut(&Progress),
+    on_progress: impl FnMut(&Progress, &[ServerNow]),
 ) -> Result<RunResult, MeasureError> {
     // With --start-at, one start for the load and its monitors (it may lie ahead, and the
     // monitors' figures must not cover the wait). Without, the load's clock starts when its
@@ -37,12 +37,11 @@ pub fn execute(
         .iter()
         .map(|w| Monitor::start(w.as_ref(), monitors_from))
         .collect::<Result<Vec<_>, _>>()?;
-    // Progress carries the watched servers' latest figures too.
+    // With the progress, the watched servers' latest figures.
     let mut on_progress = on_progress;
     let with_servers = |p: &Progress| {
-        let mut p = p.clone();
-        p.servers = monitors.iter().filter_map(Monitor::now).collect();
-        on_progress(&p);
+        let servers: Vec<ServerNow> = monitors.iter().filter_map(Monitor::now).collect();
+        on_progress(p, &servers);
     };
     let outcome = match clock {
         Some(clock) => engine::run_from(plan, clock, stop, with_servers),

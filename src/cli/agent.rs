@@ -91,7 +91,7 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
     };
     plan.start_at = Some(start);
-    let result = execute(&plan, &[], &signals.stop, |_| {})?;
+    let result = execute(&plan, &[], &signals.stop, |_, _| {})?;
     let line = serde_json::to_string(&result).context("cannot encode the result")?;
     if let Ok(mut s) = shared.lock() {
         s.result = Some(line.clone());

@@ -12,7 +12,7 @@ use crate::engine::{Pacing, Plan, Progress};
 use crate::live::prometheus::Endpoint;
 use crate::live::tui::Dashboard;
 use crate::live::Board;
-use crate::stats::RunResult;
+use crate::stats::{RunResult, ServerNow};
 
 pub struct LiveViews {
     pub board: Arc<Board>,
@@ -62,17 +62,17 @@ impl LiveViews {
 
     /// One run of a contender from this machine, shown live as it goes.
     pub fn measure(&self, c: &Contender, signals: &StopSignals) -> anyhow::Result<RunResult> {
-        let r = super::measure_sources(&c.plan, &c.watch, &signals.stop, |p| {
-            self.update(&c.name, p)
+        let r = super::measure_sources(&c.plan, &c.watch, &signals.stop, |p, servers| {
+            self.update(&c.name, p, servers)
         });
         self.board.finish_run(&c.name);
         r
     }
 
-    pub fn update(&self, name: &str, p: &Progress) {
+    pub fn update(&self, name: &str, p: &Progress, servers: &[ServerNow]) {
         // Four times a second a since-start histogram is made and read: not for nobody.
         if self.endpoint.is_some() || self.dashboard_on {
-            self.board.update(name, p);
+            self.board.update(name, p, servers);
         }
     }
 

@@ -278,7 +278,7 @@ pub fn execute(
     plan: &Plan,
     watch: &[WatchSpec],
     stop: &AtomicBool,
-    on_progress: impl FnMut(&Progress),
+    on_progress: impl FnMut(&Progress, &[crate::stats::ServerNow]),
 ) -> anyhow::Result<RunResult> {
     measure_sources(plan, &crate::measure::sources(watch), stop, on_progress)
 }
@@ -287,7 +287,7 @@ fn measure_sources(
     plan: &Plan,
     watch: &[std::sync::Arc<dyn crate::monitor::WatchSource>],
     stop: &AtomicBool,
-    on_progress: impl FnMut(&Progress),
+    on_progress: impl FnMut(&Progress, &[crate::stats::ServerNow]),
 ) -> anyhow::Result<RunResult> {
     crate::measure::execute(plan, watch, stop, on_progress).map_err(|e| match e {
         crate::measure::MeasureError::Watch(w) => PlanError::Watch(w).into(),
@@ -433,9 +433,9 @@ fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let tui = live::want_tui(&a.live, a.quiet, text, plan.stop.duration)?;
     let dashboard = views.dashboard(tui, "run".into(), signals)?;
     let mut progress = ProgressLine::new(!a.quiet && text && !tui);
-    let result = execute(&plan, &watch, &signals.stop, |p| {
+    let result = execute(&plan, &watch, &signals.stop, |p, servers| {
         progress.update(p);
-        views.update(&name, p);
+        views.update(&name, p, servers);
     });
     progress.finish();
     views.board.finish_run(&name);
@@ -514,7 +514,7 @@ fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = wrk_plan(a)?;
     let report = WrkReport { latency: a.latency };
     write_stdout(|out| WrkReport::preamble(&plan.summary(), out))?;
-    let result = execute(&plan, &[], &signals.stop, |_| {})?;
+    let result = execute(&plan, &[], &signals.stop, |_, _| {})?;
     save(&result, a.json.as_deref())?;
     write_stdout(|out| report.write_body(&result, out))?;
     notes_on_stderr(&result, FrontEnd::Wrk);
@@ -548,7 +548,9 @@ fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
     };
     // ab counts a request done when it finished, answered or failed.
-    let result = execute(&plan, &[], &signals.stop, |p| beat(p.completed + p.errors))?;
+    let result = execute(&plan, &[], &signals.stop, |p, _| {
+        beat(p.completed + p.errors)
+    })?;
     beat(result.totals.attempted);
     if heartbeat > 0 {
         eprintln!("Finished {} requests", result.totals.requests);

@@ -181,9 +181,6 @@ pub struct Progress<'a> {
     /// time it ran plus waited to run, as the final limiter verdict counts it (None where the
     /// kernel does not say).
     pub worker_busy: &'a [Option<f64>],
-    /// The watched servers now (filled in by whoever watches them; the engine leaves it
-    /// empty).
-    pub servers: Vec<crate::stats::ServerNow>,
 }
 
 /// What a run measured.
@@ -384,7 +381,6 @@ pub fn run_from(
                         .sum(),
                     latency: collector.live(),
                     worker_busy: busy.read(&progress),
-                    servers: Vec::new(),
                 }),
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
@@ -423,7 +419,6 @@ pub fn run_from(
         errors: merged.error_total(),
         latency: collector.live(),
         worker_busy: busy.read(&progress),
-        servers: Vec::new(),
     });
     let elapsed = stopped_at.saturating_duration_since(start);
     Ok(RunOutcome {

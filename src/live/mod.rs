@@ -102,7 +102,7 @@ impl TargetLive {
         }
     }
 
-    fn update(&mut self, p: &Progress) {
+    fn update(&mut self, p: &Progress, servers: &[ServerNow]) {
         let l = p.latency;
         let b = &self.before;
         self.elapsed_s = p.elapsed.as_secs_f64();
@@ -141,7 +141,7 @@ impl TargetLive {
         self.answered_total = b.answered + h.len();
         self.latency_sum_us = b.latency_sum_us + l.latency_sum_us;
         self.worker_busy = p.worker_busy.to_vec();
-        for now in &p.servers {
+        for now in servers {
             match self.servers.iter_mut().find(|s| s.now.label == now.label) {
                 Some(s) => {
                     // One history point per new sample.
@@ -272,9 +272,9 @@ impl Board {
     }
 
     /// The latest progress of `name`'s run.
-    pub fn update(&self, name: &str, p: &Progress) {
+    pub fn update(&self, name: &str, p: &Progress, servers: &[ServerNow]) {
         if let Some(t) = self.lock().iter_mut().find(|t| t.name == name) {
-            t.update(p);
+            t.update(p, servers);
         }
     }
 
@@ -347,14 +347,16 @@ mod tests {
         shippers[0].finish();
         collector.finish();
         let mut t = TargetLive::new("t", "", None);
-        t.update(&Progress {
-            elapsed: Duration::from_millis(stopped_ms),
-            completed: at_ms.len() as u64,
-            errors: 0,
-            latency: collector.live(),
-            worker_busy: &[],
-            servers: Vec::new(),
-        });
+        t.update(
+            &Progress {
+                elapsed: Duration::from_millis(stopped_ms),
+                completed: at_ms.len() as u64,
+                errors: 0,
+                latency: collector.live(),
+                worker_busy: &[],
+            },
+            &[],
+        );
         // To a millionth: the rate of a tenth of a second is not exact in binary.
         t.rps_history
             .iter()

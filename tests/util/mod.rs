@@ -68,7 +68,7 @@ pub fn run_plan(args: &[&str]) -> Plan {
 /// Executes `archbench run ARGS…` in-process and returns its result.
 pub fn run(args: &[&str]) -> RunResult {
     let stop = AtomicBool::new(false);
-    archbench::cli::execute(&run_plan(args), &[], &stop, |_| {}).expect("run completes")
+    archbench::cli::execute(&run_plan(args), &[], &stop, |_, _| {}).expect("run completes")
 }
 
 /// Asserts the invariant every run keeps: answered + failed = attempted, and the per-second
