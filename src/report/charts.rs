@@ -84,6 +84,28 @@ pub struct LineChart<'a> {
     pub threshold: Option<(f64, String)>,
 }
 
+impl<'a> LineChart<'a> {
+    /// Lines alone (no fits, marks or threshold), each axis with its title.
+    pub fn plain(
+        title: &'a str,
+        (x_title, x): (&'a str, Axis),
+        (y_title, y): (&'a str, Axis),
+        lines: &'a [Line],
+    ) -> LineChart<'a> {
+        LineChart {
+            title,
+            x_title,
+            y_title,
+            x,
+            y,
+            lines,
+            fits: &[],
+            marks: &[],
+            threshold: None,
+        }
+    }
+}
+
 pub const WIDTH: u32 = 860;
 pub const HEIGHT: u32 = 430;
 

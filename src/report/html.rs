@@ -195,25 +195,6 @@ fn seconds_axis(v: f64) -> String {
     }
 }
 
-fn spectrum_chart(id: String, lines: &[Line]) -> io::Result<Chart> {
-    let title = "Latency by percentile (total latency; x: percentile on a log 'nines' axis)";
-    Ok(Chart {
-        svg: charts::svg(&LineChart {
-            title: "Latency percentile spectrum",
-            x_title: "percentile",
-            y_title: "latency",
-            x: Axis::Nines,
-            y: Axis::Log(wrk_time_us),
-            lines,
-            fits: &[],
-            marks: &[],
-            threshold: None,
-        })?,
-        id,
-        title: title.into(),
-    })
-}
-
 /// Answered requests per second over the run (a partial last step at its own length).
 fn throughput_series(r: &RunResult) -> Vec<(f64, f64)> {
     let step = f64::from(r.series_step_s.max(1));
@@ -224,26 +205,6 @@ fn throughput_series(r: &RunResult) -> Vec<(f64, f64)> {
             Some((f64::from(s.second) + len / 2.0, s.completed as f64 / len))
         })
         .collect()
-}
-
-fn throughput_chart(id: String, lines: &[Line]) -> io::Result<Chart> {
-    Ok(Chart {
-        svg: charts::svg(&LineChart {
-            title: "Throughput over time",
-            x_title: "seconds into the run",
-            y_title: "req/s",
-            x: Axis::Linear(seconds_axis),
-            y: Axis::Linear(rate_axis),
-            lines,
-            fits: &[],
-            marks: &[],
-            threshold: None,
-        })?,
-        id,
-        title:
-            "Answered requests per second, per second of the run (the first measured run of each; a last second the run covered less than a quarter of is left out)"
-                .into(),
-    })
 }
 
 /// p99 of total latency per step of the run (from its latency series; empty for documents
@@ -260,26 +221,57 @@ fn p99_series(r: &RunResult) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The p99-over-time chart, when some line has points.
-fn p99_chart(id: String, lines: &[Line]) -> io::Result<Option<Chart>> {
-    if lines.iter().all(|l| l.points.is_empty()) {
-        return Ok(None);
+/// The charts of runs, one line per run or target: the percentile spectrum, throughput over
+/// time and, when a line has points, p99 over time.
+fn run_charts(
+    k: usize,
+    spectra: &[Line],
+    throughput: &[Line],
+    p99: &[Line],
+) -> io::Result<Vec<Chart>> {
+    let chart = |id: &str, caption: &str, c: LineChart| -> io::Result<Chart> {
+        Ok(Chart {
+            svg: charts::svg(&c)?,
+            id: format!("chart-{k}-{id}"),
+            title: caption.into(),
+        })
+    };
+    let over_time = ("seconds into the run", Axis::Linear(seconds_axis));
+    let mut out = vec![
+        chart(
+            "spectrum",
+            "Latency by percentile (total latency; x: percentile on a log 'nines' axis)",
+            LineChart::plain(
+                "Latency percentile spectrum",
+                ("percentile", Axis::Nines),
+                ("latency", Axis::Log(wrk_time_us)),
+                spectra,
+            ),
+        )?,
+        chart(
+            "throughput",
+            "Answered requests per second, per second of the run (the first measured run of each; a last second the run covered less than a quarter of is left out)",
+            LineChart::plain(
+                "Throughput over time",
+                over_time,
+                ("req/s", Axis::Linear(rate_axis)),
+                throughput,
+            ),
+        )?,
+    ];
+    if p99.iter().any(|l| !l.points.is_empty()) {
+        out.push(chart(
+            "p99",
+            "99th percentile of total latency, per second of the run (the first measured run of each; each second's histogram is in the JSON's latency_series)",
+            LineChart::plain(
+                "p99 latency over time",
+                over_time,
+                ("p99 latency", Axis::Log(wrk_time_us)),
+                p99,
+            ),
+        )?);
     }
-    Ok(Some(Chart {
-        svg: charts::svg(&LineChart {
-            title: "p99 latency over time",
-            x_title: "seconds into the run",
-            y_title: "p99 latency",
-            x: Axis::Linear(seconds_axis),
-            y: Axis::Log(wrk_time_us),
-            lines,
-            fits: &[],
-            marks: &[],
-            threshold: None,
-        })?,
-        id,
-        title: "99th percentile of total latency, per second of the run (the first measured run of each; each second's histogram is in the JSON's latency_series)".into(),
-    }))
+    Ok(out)
 }
 
 fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
@@ -314,11 +306,12 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
             })
             .collect()
     };
-    let mut charts = vec![
-        spectrum_chart(format!("chart-{k}-spectrum"), &named(&|r| spectrum(&[r])))?,
-        throughput_chart(format!("chart-{k}-throughput"), &named(&throughput_series))?,
-    ];
-    charts.extend(p99_chart(format!("chart-{k}-p99"), &named(&p99_series))?);
+    let charts = run_charts(
+        k,
+        &named(&|r| spectrum(&[r])),
+        &named(&throughput_series),
+        &named(&p99_series),
+    )?;
     let about = runs
         .iter()
         .map(|(n, r)| about_run(n, r))
@@ -472,11 +465,7 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
     // Over time: each target's first measured run.
     let over_time = per_target(&|t| t.runs.first().map(throughput_series).unwrap_or_default());
     let p99_over_time = per_target(&|t| t.runs.first().map(p99_series).unwrap_or_default());
-    let mut charts = vec![
-        spectrum_chart(format!("chart-{k}-spectrum"), &spectra)?,
-        throughput_chart(format!("chart-{k}-throughput"), &over_time)?,
-    ];
-    charts.extend(p99_chart(format!("chart-{k}-p99"), &p99_over_time)?);
+    let charts = run_charts(k, &spectra, &over_time, &p99_over_time)?;
     let about = about_comparison("Reproduce", c);
     Ok(Section {
         heading: format!(
