@@ -849,11 +849,18 @@ async fn services_terminals_cgroups_and_followed_logs() {
         .expect("memory.current");
     assert!(usage > 0 && memory > 0, "{out}");
 
-    // a terminal: resize first, then the command reads a line and reports its window
+    // a terminal: resize first, then the command reads a line and reports its window. The
+    // client sends resize and stdin frames from separate queues, so stdin may arrive first:
+    // the command waits (up to 5 s, in 10 ms steps) until the size has been applied.
     let mut p = pods
         .exec(
             &arm,
-            vec!["sh", "-c", "read x; stty size; tty"],
+            vec![
+                "sh",
+                "-c",
+                "read x; i=0; while [ \"$(stty size)\" = '0 0' ] && [ $i -lt 500 ]; \
+                 do sleep 0.01; i=$((i+1)); done; stty size; tty",
+            ],
             &AttachParams::interactive_tty(),
         )
         .await
