@@ -1,0 +1,170 @@
+//! `archbench-cluster` (`tools/cluster`): Kubernetes' own control plane and our node agents in
+//! a network namespace of their own. Parse, dispatch, map errors to exit codes (1; 2 for
+//! usage).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use archbench_cluster::{faults, lifecycle, node, supervisor, topology};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "archbench-cluster",
+    version,
+    about = "A Kubernetes cluster for archbench's tests: the real apiserver, controller-manager, scheduler and kube-proxy in a network namespace of its own, two nodes whose pods are local processes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build (or find, cached by version) the Kubernetes components; print their directory.
+    Build,
+    /// Start a cluster whose files live in DIR; returns once it is ready.
+    Up {
+        dir: PathBuf,
+        /// Stop the cluster when this process ends (tests pass their pid).
+        #[arg(long)]
+        owner: Option<u32>,
+        /// Run in this existing network namespace (name or path) instead of a new one; it
+        /// must have no default route.
+        #[arg(long)]
+        netns: Option<String>,
+        /// The program pods of archbench images run (default: `archbench` beside this one).
+        #[arg(long)]
+        archbench: Option<PathBuf>,
+        /// The program pods of nginx images run.
+        #[arg(long, default_value = "/usr/sbin/nginx")]
+        nginx: PathBuf,
+        /// The nodes, as JSON (a list of NodeSpec; tests use it), instead of the guide's two.
+        #[arg(long, hide = true)]
+        nodes_json: Option<String>,
+    },
+    /// Stop the cluster of DIR and everything it started.
+    Down { dir: PathBuf },
+    /// Run COMMAND inside the cluster's network namespace (KUBECONFIG set, kubectl on PATH).
+    Exec {
+        dir: PathBuf,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Say whether the cluster of DIR runs, and its nodes.
+    Status { dir: PathBuf },
+    /// Write DIR/users/NAME.kubeconfig: a user with a client certificate (RBAC applies).
+    User {
+        dir: PathBuf,
+        name: String,
+        /// Groups (certificate organisations).
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+    /// Turn a fault on or off (withhold-load-balancers).
+    Fault {
+        dir: PathBuf,
+        name: String,
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
+    /// SIGKILL the processes of a pod's containers (its restart policy then applies).
+    KillPod {
+        dir: PathBuf,
+        /// NAMESPACE/POD
+        pod: String,
+    },
+    #[command(hide = true)]
+    Supervise {
+        dir: PathBuf,
+        #[arg(long)]
+        owner: Option<u32>,
+    },
+    #[command(hide = true)]
+    Node { dir: PathBuf, name: String },
+    #[command(hide = true)]
+    Pause,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let usage = e.use_stderr();
+            let _ = e.print();
+            return ExitCode::from(if usage { 2 } else { 0 });
+        }
+    };
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("archbench-cluster: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn run(cmd: Cmd) -> anyhow::Result<()> {
+    match cmd {
+        Cmd::Build => {
+            println!("{}", lifecycle::kube_bin(None)?.display());
+        }
+        Cmd::Up {
+            dir,
+            owner,
+            netns,
+            archbench,
+            nginx,
+            nodes_json,
+        } => {
+            let defaults = lifecycle::UpOptions::default();
+            let nodes = match nodes_json {
+                Some(j) => {
+                    serde_json::from_str(&j).map_err(|e| anyhow::anyhow!("--nodes-json: {e}"))?
+                }
+                None => topology::default_nodes(),
+            };
+            lifecycle::up(
+                &dir,
+                &lifecycle::UpOptions {
+                    owner,
+                    netns,
+                    nodes,
+                    archbench_binary: archbench.or(defaults.archbench_binary),
+                    nginx_binary: nginx,
+                    kube_bin: defaults.kube_bin,
+                },
+            )?;
+        }
+        Cmd::Down { dir } => runtime()?.block_on(lifecycle::down(&dir))?,
+        Cmd::Exec { dir, command } => lifecycle::exec(&dir, &command)?,
+        Cmd::Status { dir } => lifecycle::status(&dir)?,
+        Cmd::User {
+            dir,
+            name,
+            groups,
+            namespace,
+        } => {
+            let path = lifecycle::user(&dir, &name, &groups, namespace.as_deref())?;
+            println!("{}", path.display());
+        }
+        Cmd::Fault { dir, name, state } => faults::set(
+            &archbench_cluster::layout::ClusterDir::new(&dir),
+            &name,
+            state == "on",
+        )?,
+        Cmd::KillPod { dir, pod } => node::kill_pod(&dir, &pod)?,
+        Cmd::Supervise { dir, owner } => supervisor::main(&dir, owner)?,
+        Cmd::Node { dir, name } => node::main(&dir, &name)?,
+        Cmd::Pause => node::network::pause(),
+    }
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! The node agent: the one part of the cluster that is ours, standing in for a kubelet and a
+//! container runtime on a machine without containers. One process per node, a client of the
+//! real API server with the node's own credentials (`system:node:NAME`, so the Node
+//! authorizer and NodeRestriction apply to it as to a kubelet). It:
+//! - registers its Node (labels, capacity, addresses, `declaredFeatures`) and renews its Lease;
+//! - runs each pod bound to it (`spec.nodeName`) as real processes: a network namespace of
+//!   the pod's own with a veth to the node (see `network`), each container in its own mount,
+//!   UTS and PID namespaces and the pod's cgroup (see `sandbox`, `cgroup`), with its volumes,
+//!   service-account token, environment and /etc/hosts (see `volumes`); reports pod status,
+//!   restarts by restart policy with back-off, honours graceful deletion;
+//! - serves the kubelet API the API server proxies to: exec (WebSocket), container logs,
+//!   resource metrics (for metrics-server), health.
+//!
+//! Images map to local programs (nginx images run the host's nginx; archbench images the
+//! archbench binary the cluster was given); anything else fails to pull.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kube::Api;
+use tokio::sync::watch;
+
+use crate::error::{ClusterError, Result};
+use crate::layout::{ClusterDir, State};
+use crate::topology::NodeSpec;
+
+pub mod cgroup;
+pub mod clock;
+mod events;
+mod exec;
+pub mod logfile;
+mod logs;
+mod metrics;
+pub mod network;
+mod pod;
+mod registration;
+mod sandbox;
+mod server;
+mod status;
+mod volumes;
+
+pub use pod::PodRuntime;
+
+/// What every part of one node agent shares.
+pub struct Agent {
+    pub spec: NodeSpec,
+    pub state: State,
+    pub dir: ClusterDir,
+    pub client: kube::Client,
+    /// Services of every namespace (environment variables, /etc/hosts).
+    pub services: reflector::Store<k8s_openapi::api::core::v1::Service>,
+    pub cgroups: Option<cgroup::CgroupRoot>,
+    pub ips: Mutex<network::IpPool>,
+    pods: Mutex<HashMap<String, Arc<PodRuntime>>>,
+    pub shutdown: watch::Sender<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Agent {
+    pub fn pods_dir(&self) -> PathBuf {
+        self.dir.node_dir(&self.spec.name).join("pods")
+    }
+
+    pub fn find(&self, ns: &str, name: &str) -> Option<Arc<PodRuntime>> {
+        lock(&self.pods)
+            .values()
+            .find(|rt| rt.ns == ns && rt.name == name)
+            .cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<PodRuntime>> {
+        lock(&self.pods).values().cloned().collect()
+    }
+
+    pub fn forget(&self, uid: &str) {
+        lock(&self.pods).remove(uid);
+    }
+
+    pub fn stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+/// `archbench-cluster node DIR NAME`: runs one node until SIGTERM/SIGINT, then stops its
+/// pods.
+pub fn main(dir: &Path, name: &str) -> Result<()> {
+    let cdir = ClusterDir::new(dir);
+    let state = cdir.read_state()?;
+    let Some(spec) = state.nodes.iter().find(|n| n.name == name).cloned() else {
+        return Err(ClusterError::Invalid(format!(
+            "no node {name} in {}",
+            cdir.state_file().display()
+        )));
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(ClusterError::io("start the node agent's runtime"))?;
+    rt.block_on(run(cdir, state, spec))
+}
+
+async fn run(dir: ClusterDir, state: State, spec: NodeSpec) -> Result<()> {
+    let client = crate::probe::client(&dir.config(&format!("node-{}", spec.name))).await?;
+    let pod_cidr = registration::register(&client, &spec).await?;
+    let tag = format!("archbench-{}", spec.name);
+    let cgroups = cgroup::CgroupRoot::create(&tag);
+    let svc_api: Api<k8s_openapi::api::core::v1::Service> = Api::all(client.clone());
+    let (services, writer) = reflector::store();
+    let svc_stream = watcher(svc_api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|_| futures::future::ready(()));
+    tokio::spawn(svc_stream);
+    let agent = Arc::new(Agent {
+        ips: Mutex::new(network::IpPool::new(&pod_cidr)?),
+        spec,
+        state,
+        dir,
+        client,
+        services,
+        cgroups,
+        pods: Mutex::new(HashMap::new()),
+        shutdown: watch::channel(false).0,
+    });
+    tokio::spawn(registration::heartbeat(agent.clone()));
+    let listener = server::bind(&agent).await?;
+    tokio::spawn(server::serve(agent.clone(), listener));
+    let pods = tokio::spawn(sync_pods(agent.clone()));
+
+    let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = signal(tokio::signal::unix::SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    agent.shutdown.send_replace(true);
+    pods.abort();
+    shutdown(&agent).await;
+    Ok(())
+}
+
+fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(kind).map_err(ClusterError::io("listen for signals"))
+}
+
+/// Kills every pod process (the node goes away with the cluster), waits for them, removes
+/// the cgroups. The pods' objects stay, as a dead node's do.
+async fn shutdown(agent: &Agent) {
+    let pods = agent.all();
+    for rt in &pods {
+        rt.request_stop(pod::Stop::Now);
+        rt.kill_all(libc::SIGKILL);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline && pods.iter().any(|rt| rt.has_processes()) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for rt in pods {
+        rt.cleanup();
+    }
+    if let Some(cg) = &agent.cgroups {
+        cg.remove();
+    }
+}
+
+/// Watches the pods bound to this node: starts new ones, hands every later version to its
+/// runtime (deletion is how the API asks a pod to stop), stops pods whose object is gone.
+async fn sync_pods(agent: Arc<Agent>) {
+    let api: Api<Pod> = Api::all(agent.client.clone());
+    let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", agent.spec.name));
+    let mut events = watcher(api, cfg).default_backoff().boxed();
+    while let Some(ev) = events.next().await {
+        let Ok(ev) = ev else { continue };
+        match ev {
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => observe(&agent, p),
+            watcher::Event::Delete(p) => {
+                if let Some(rt) = p
+                    .metadata
+                    .uid
+                    .as_deref()
+                    .and_then(|u| lock(&agent.pods).get(u).cloned())
+                {
+                    rt.request_stop(pod::Stop::Now);
+                }
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
+}
+
+fn observe(agent: &Arc<Agent>, p: Pod) {
+    let Some(uid) = p.metadata.uid.clone() else {
+        return;
+    };
+    let value = match serde_json::to_value(&p) {
+        Ok(v) => v,
+        Err(_) => return,
+    };
+    if let Some(rt) = lock(&agent.pods).get(&uid).cloned() {
+        rt.observe(value);
+        return;
+    }
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return;
+    }
+    if p.metadata.deletion_timestamp.is_some() {
+        // Never started here: nothing to stop; the object can go.
+        tokio::spawn(pod::finalize_unstarted(agent.clone(), value));
+        return;
+    }
+    match PodRuntime::new(agent, &value) {
+        Ok(rt) => {
+            lock(&agent.pods).insert(uid, rt.clone());
+            tokio::spawn(pod::run(agent.clone(), rt, value));
+        }
+        Err(e) => eprintln!("node agent: cannot start pod {uid}: {e}"),
+    }
+}
+
+/// `archbench-cluster kill-pod DIR NS/POD`: SIGKILL each container's PID 1 of that pod, found
+/// by the pid files its node agent keeps.
+pub fn kill_pod(dir: &Path, pod: &str) -> Result<()> {
+    let Some((ns, name)) = pod.split_once('/') else {
+        return Err(ClusterError::Invalid(format!(
+            "expected NAMESPACE/POD, got {pod:?}"
+        )));
+    };
+    let cdir = ClusterDir::new(dir);
+    let state = cdir.read_state()?;
+    let prefix = format!("{ns}_{name}_");
+    let mut killed = 0;
+    for n in &state.nodes {
+        let Ok(rd) = std::fs::read_dir(cdir.node_dir(&n.name).join("pods")) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if !e.file_name().to_string_lossy().starts_with(&prefix) {
+                continue;
+            }
+            for pid in pod::container_pids(&e.path()) {
+                crate::process::signal(pid, libc::SIGKILL);
+                killed += 1;
+            }
+        }
+    }
+    if killed == 0 {
+        return Err(ClusterError::Invalid(format!(
+            "pod {ns}/{name} has no running containers on this cluster's nodes"
+        )));
+    }
+    Ok(())
+}

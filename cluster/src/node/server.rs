@@ -1,0 +1,171 @@
+//! The kubelet API on the node's address (port 10250, TLS with the node's serving
+//! certificate, clients must present a certificate of the cluster CA — the API server's
+//! kubelet-client certificate, metrics-server's): what the API server proxies `pods/exec`
+//! and `pods/log` to, and what metrics-server scrapes.
+//!
+//! Routes: `/healthz`, `/exec/NS/POD/CONTAINER` (WebSocket), `/containerLogs/NS/POD/CONTAINER`,
+//! `/metrics/resource`. Any CA-signed client may call them: the real kubelet also asks the
+//! API server (SubjectAccessReview) whether that client may; this agent does not.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::{exec, logs, metrics, Agent};
+use crate::error::{ClusterError, Result};
+use crate::pki::Pki;
+use crate::topology::KUBELET_PORT;
+
+pub type Body = BoxBody<Bytes, Infallible>;
+pub type Resp = Response<Body>;
+
+pub fn text(code: StatusCode, content_type: &str, b: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(BodyExt::boxed(Full::new(b.into())));
+    *r.status_mut() = code;
+    if let Ok(v) = http::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(http::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// An error as the kubelet answers it (plain text; the API server relays it).
+pub fn error(code: StatusCode, message: impl Into<String>) -> Resp {
+    text(code, "text/plain; charset=utf-8", message.into())
+}
+
+/// The query of a request: repeated keys kept in order (`command=sh&command=-c`).
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(q: Option<&str>) -> Query {
+        Query(
+            url::form_urlencoded::parse(q.unwrap_or("").as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn all(&self, key: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// `1`, `true` (any case) are set; absent, `0`, `false` are not.
+    pub fn flag(&self, key: &str) -> bool {
+        self.get(key)
+            .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+    }
+
+    /// An integer parameter; Err is the 400 message.
+    pub fn int(&self, key: &str) -> std::result::Result<Option<i64>, String> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("invalid {key}: {v:?}")),
+        }
+    }
+}
+
+fn tls_config(agent: &Agent) -> Result<rustls::ServerConfig> {
+    let pki = Pki::new(agent.dir.pki());
+    let name = format!("kubelet-{}", agent.spec.name);
+    let bad = |what: &str, e: &dyn std::fmt::Display| {
+        ClusterError::Invalid(format!("the node's {what}: {e}"))
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(pki.cert(&name))
+        .map_err(|e| bad("certificate", &e))?
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| bad("certificate", &e))?;
+    let key = PrivateKeyDer::from_pem_file(pki.key(&name)).map_err(|e| bad("key", &e))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_file_iter(pki.ca_cert()).map_err(|e| bad("CA", &e))? {
+        roots
+            .add(ca.map_err(|e| bad("CA", &e))?)
+            .map_err(|e| bad("CA", &e))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| bad("client verifier", &e))?;
+    rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad("TLS versions", &e))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(|e| bad("TLS set-up", &e))
+}
+
+pub async fn bind(agent: &Agent) -> Result<(tokio::net::TcpListener, tokio_rustls::TlsAcceptor)> {
+    let config = tls_config(agent)?;
+    let addr = (agent.spec.ip, KUBELET_PORT);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(ClusterError::io(format!(
+            "listen on {}:{KUBELET_PORT}",
+            agent.spec.ip
+        )))?;
+    Ok((listener, tokio_rustls::TlsAcceptor::from(Arc::new(config))))
+}
+
+pub async fn serve(
+    agent: Arc<Agent>,
+    (listener, acceptor): (tokio::net::TcpListener, tokio_rustls::TlsAcceptor),
+) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        let (agent, acceptor) = (agent.clone(), acceptor.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper::service::service_fn(move |req| {
+                let agent = agent.clone();
+                async move { Ok::<_, Infallible>(route(agent, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service)
+                .with_upgrades()
+                .await;
+        });
+    }
+}
+
+async fn route(agent: Arc<Agent>, req: Request<Incoming>) -> Resp {
+    let path = req.uri().path().to_string();
+    let q = Query::parse(req.uri().query());
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["healthz"] => text(StatusCode::OK, "text/plain", "ok"),
+        ["metrics", "resource"] => metrics::resource(&agent),
+        ["exec", ns, pod, container] => {
+            let (ns, pod, container) = (ns.to_string(), pod.to_string(), container.to_string());
+            exec::handle(&agent, req, &ns, &pod, &container, &q)
+        }
+        ["containerLogs", ns, pod, container] => logs::handle(&agent, ns, pod, container, &q),
+        _ => error(StatusCode::NOT_FOUND, format!("404 page not found: {path}")),
+    }
+}

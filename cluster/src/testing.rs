@@ -1,0 +1,318 @@
+//! Clusters for tests: one shared by a test process (started on first use, stopped by its
+//! supervisor when the process ends), or one of a test's own (stopped on drop). Commands run
+//! inside the cluster's network namespace — the only place its addresses may be reached —
+//! through [`TestCluster::command`], which refuses a namespace with a default route.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use crate::error::{ClusterError, Result};
+use crate::layout::{ClusterDir, State};
+use crate::netns::Netns;
+use crate::topology::NodeSpec;
+
+/// A running cluster a test uses.
+pub struct TestCluster {
+    dir: ClusterDir,
+    state: State,
+    /// Stopped when dropped (a test's own); the shared one lives as long as the process.
+    owned: bool,
+}
+
+/// How long one kubectl command may take in a test.
+const KUBECTL_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// What a test cluster is started with.
+#[derive(Debug, Clone, Default)]
+pub struct TestOptions {
+    pub nodes: Option<Vec<NodeSpec>>,
+    /// The program archbench images run.
+    pub archbench_binary: Option<PathBuf>,
+}
+
+/// The harness binary beside the test binary (`target/debug/archbench-cluster`).
+fn harness() -> Result<PathBuf> {
+    let exe = std::env::current_exe().map_err(ClusterError::io("find the test binary"))?;
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| ClusterError::Invalid("the test binary has no target directory".into()))?;
+    let p = dir.join("archbench-cluster");
+    if !p.exists() {
+        return Err(ClusterError::Invalid(format!(
+            "{} is not built: cargo test --workspace builds it (or cargo build -p archbench-cluster)",
+            p.display()
+        )));
+    }
+    Ok(p)
+}
+
+/// Removes the directories of earlier test processes' clusters (their supervisors stopped
+/// them when those processes ended; the files stay behind).
+fn sweep_stale(root: &Path) {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let owner = name.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+        let stale = owner.is_some_and(|pid| !crate::process::alive(pid));
+        let state = ClusterDir::new(e.path()).read_state();
+        let stopped = state.map_or(true, |s| !crate::process::alive(s.supervisor_pid));
+        if stale && stopped {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+impl TestCluster {
+    /// The cluster shared by this test process: started once, on first use.
+    pub fn shared(opts: &TestOptions) -> Result<&'static TestCluster> {
+        static SHARED: OnceLock<std::result::Result<TestCluster, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| TestCluster::start_as(opts, "shared", false).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| ClusterError::Invalid(format!("the shared test cluster: {e}")))
+    }
+
+    /// A cluster of the caller's own (other nodes, faults that would disturb others).
+    pub fn start(opts: &TestOptions, name: &str) -> Result<TestCluster> {
+        TestCluster::start_as(opts, name, true)
+    }
+
+    fn start_as(opts: &TestOptions, name: &str, owned: bool) -> Result<TestCluster> {
+        let root = std::env::temp_dir().join("archbench-test-clusters");
+        std::fs::create_dir_all(&root)
+            .map_err(ClusterError::io("create the clusters' directory"))?;
+        sweep_stale(&root);
+        let pid = std::process::id();
+        let dir = root.join(format!("owner-{pid}-{name}"));
+        let mut cmd = Command::new(harness()?);
+        cmd.arg("up").arg(&dir).arg("--owner").arg(pid.to_string());
+        if let Some(b) = &opts.archbench_binary {
+            cmd.arg("--archbench").arg(b);
+        }
+        if let Some(nodes) = &opts.nodes {
+            let spec = serde_json::to_string(nodes)
+                .map_err(|e| ClusterError::Invalid(format!("nodes: {e}")))?;
+            cmd.arg("--nodes-json").arg(spec);
+        }
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(ClusterError::io("run archbench-cluster up"))?;
+        if !out.status.success() {
+            return Err(ClusterError::Command {
+                what: format!("archbench-cluster up {}", dir.display()),
+                status: out.status.to_string(),
+                stderr: format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+            });
+        }
+        let cdir = ClusterDir::new(&dir);
+        let state = cdir.read_state()?;
+        Ok(TestCluster {
+            dir: cdir,
+            state,
+            owned,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir.root
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.kubeconfig()
+    }
+
+    pub fn nodes(&self) -> &[NodeSpec] {
+        &self.state.nodes
+    }
+
+    /// `program` set up to run inside the cluster's network namespace, with KUBECONFIG and
+    /// the cluster's kubectl first on PATH. Panics (a test's set-up failed) if the namespace
+    /// has a default route.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let ns = Netns::recorded(&self.state.netns_path, None);
+        if let Err(e) = ns.refuse_default_route() {
+            panic!("{e}");
+        }
+        let file = match File::open(&ns.path) {
+            Ok(f) => f,
+            Err(e) => panic!("the cluster's network namespace {}: {e}", ns.path.display()),
+        };
+        let mut cmd = Command::new(program);
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![self.state.kube_bin.clone()];
+        paths.extend(std::env::split_paths(&path));
+        if let Ok(joined) = std::env::join_paths(paths) {
+            cmd.env("PATH", joined);
+        }
+        cmd.env("KUBECONFIG", self.kubeconfig());
+        // The kubectl cache of a test's own (discovery), never the user's.
+        cmd.env("KUBECACHEDIR", self.dir.root.join("kubectl-cache"));
+        // SAFETY: setns is async-signal-safe; the descriptor stays open in the closure.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    /// The cluster's kubectl with these arguments, run to completion (within 2 minutes).
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        let mut cmd = self.command(self.state.kube_bin.join("kubectl"));
+        cmd.args(args).stdin(Stdio::null());
+        output_within(cmd, KUBECTL_WITHIN)
+    }
+
+    /// kubectl that must succeed: its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args);
+        assert!(
+            o.status.success(),
+            "kubectl {args:?}: {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// `kubectl get … -o json`, parsed.
+    pub fn get_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["get"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        let text = self.kubectl_ok(&a);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("kubectl {a:?}: {e}: {text}"))
+    }
+
+    /// The API server's audit log so far: one JSON object per request it answered.
+    pub fn audit(&self) -> Vec<serde_json::Value> {
+        self.log("audit")
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// A container's log as the node agent wrote it (all runs, in order): for counting a
+    /// pod's access-log lines without an API round trip.
+    pub fn pod_log(&self, ns: &str, pod: &str) -> String {
+        let prefix = format!("{ns}_{pod}_");
+        let mut out = String::new();
+        for n in &self.state.nodes {
+            let Ok(rd) = std::fs::read_dir(self.dir.node_dir(&n.name).join("pods")) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                if !e.file_name().to_string_lossy().starts_with(&prefix) {
+                    continue;
+                }
+                let Ok(containers) = std::fs::read_dir(e.path().join("logs")) else {
+                    continue;
+                };
+                for c in containers.flatten() {
+                    let mut runs: Vec<PathBuf> = std::fs::read_dir(c.path())
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|r| r.path())
+                        .collect();
+                    runs.sort_by_key(|p| {
+                        p.file_stem()
+                            .and_then(|s| s.to_str())
+                            .and_then(|s| s.parse::<u32>().ok())
+                    });
+                    for r in runs {
+                        let data = std::fs::read(&r).unwrap_or_default();
+                        let text = crate::node::logfile::render(
+                            &data,
+                            &crate::node::logfile::Read::default(),
+                        );
+                        out.push_str(&String::from_utf8_lossy(&text));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A kubeconfig for a user with a client certificate (groups as its organisations).
+    pub fn user(&self, name: &str, groups: &[&str], namespace: Option<&str>) -> PathBuf {
+        let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        match crate::lifecycle::user(&self.dir.root, name, &groups, namespace) {
+            Ok(p) => p,
+            Err(e) => panic!("user {name}: {e}"),
+        }
+    }
+
+    pub fn fault(&self, name: &str, on: bool) {
+        if let Err(e) = crate::faults::set(&self.dir, name, on) {
+            panic!("fault {name}: {e}");
+        }
+    }
+
+    /// SIGKILLs a pod's containers (its restart policy then applies).
+    pub fn kill_pod(&self, ns: &str, pod: &str) {
+        if let Err(e) = crate::node::kill_pod(&self.dir.root, &format!("{ns}/{pod}")) {
+            panic!("kill {ns}/{pod}: {e}");
+        }
+    }
+
+    /// A component's log.
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.log(name)).unwrap_or_default()
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        if let Ok(exe) = harness() {
+            let _ = Command::new(exe)
+                .arg("down")
+                .arg(&self.dir.root)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir.root);
+    }
+}
+
+/// Runs a command to completion within `deadline`, its output captured; panics (killing it)
+/// when it outlasts the deadline.
+pub fn output_within(mut cmd: Command, deadline: std::time::Duration) -> Output {
+    let what = format!("{cmd:?}");
+    let child = match cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
+        Ok(c) => c,
+        Err(e) => panic!("{what}: {e}"),
+    };
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(deadline) {
+        Ok(Ok(o)) => o,
+        Ok(Err(e)) => panic!("{what}: {e}"),
+        Err(_) => {
+            crate::process::signal(pid, libc::SIGKILL);
+            panic!("{what} did not finish within {deadline:?}");
+        }
+    }
+}

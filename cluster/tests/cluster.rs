@@ -1,0 +1,629 @@
+//! The test cluster against itself: the harness's network rule, and what the node agent does
+//! under Kubernetes' own API server, controller-manager, scheduler and kube-proxy — pods
+//! with their network, volumes and token, services routed by kube-proxy, exec and logs
+//! through the API server, restarts, crash loops, pulls that fail, Jobs through the Job
+//! controller, metrics through metrics-server, and nothing left behind by `down`.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use archbench_cluster::testing::output_within;
+use archbench_cluster::{TestCluster, TestOptions};
+
+/// How long anything a cluster does promptly may take here (two busy cores).
+const PROMPTLY: Duration = Duration::from_secs(90);
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Root and nginx, or a visible skip (a failure where ARCHBENCH_REQUIRE_NGINX is set, as in
+/// CI).
+fn can_run() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let nginx = Path::new("/usr/sbin/nginx").is_file();
+    if root && nginx {
+        return true;
+    }
+    let why = if root {
+        "nginx is not installed"
+    } else {
+        "the cluster needs root"
+    };
+    assert!(
+        std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
+        "{why} (ARCHBENCH_REQUIRE_NGINX is set)"
+    );
+    eprintln!("SKIPPED: {why}");
+    false
+}
+
+fn shared() -> Option<&'static TestCluster> {
+    if !can_run() {
+        return None;
+    }
+    match TestCluster::shared(&TestOptions::default()) {
+        Ok(c) => Some(c),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn harness() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_archbench-cluster"))
+}
+
+/// Polls `f` until it gives a value; panics naming `what` after `timeout`.
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gave up after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `curl` from inside the cluster's namespace: (HTTP status, body).
+fn curl(c: &TestCluster, url: &str) -> (String, String) {
+    let mut cmd = c.command("curl");
+    cmd.args(["-s", "-m", "5", "-w", "\n%{http_code}", url]);
+    let o = output_within(cmd, PROMPTLY);
+    let text = stdout(&o);
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.to_string(), body.to_string())
+}
+
+fn apply(c: &TestCluster, ns: &str, yaml: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("objects.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    c.kubectl_ok(&["-n", ns, "apply", "-f", f.to_str().unwrap()]);
+}
+
+fn namespace(c: &TestCluster, ns: &str) {
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=true", "--timeout=60s"]);
+    c.kubectl_ok(&["create", "namespace", ns]);
+    // The service-account controller makes `default` shortly after the namespace.
+    wait_for("the namespace's default service account", PROMPTLY, || {
+        c.kubectl(&["-n", ns, "get", "serviceaccount", "default"])
+            .status
+            .success()
+            .then_some(())
+    });
+}
+
+fn pods(c: &TestCluster, ns: &str, selector: &str) -> Vec<serde_json::Value> {
+    c.get_json(&["-n", ns, "pods", "-l", selector])["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_namespace_with_a_default_route_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none());
+        eprintln!("SKIPPED: network namespaces need root");
+        return;
+    }
+    // A namespace of this test's own, given a default route (to a peer that is not there).
+    let name = format!("abtest-route-{}", std::process::id());
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").args(args).output().unwrap();
+        assert!(o.status.success(), "ip {args:?}: {}", stderr(&o));
+    };
+    ip(&["netns", "add", &name]);
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip")
+                .args(["netns", "delete", &self.0])
+                .status();
+        }
+    }
+    let _gone = Gone(name.clone());
+    ip(&[
+        "-n", &name, "link", "add", "r0", "type", "veth", "peer", "name", "r1",
+    ]);
+    ip(&["-n", &name, "link", "set", "r0", "up"]);
+    ip(&["-n", &name, "addr", "add", "192.0.2.1/24", "dev", "r0"]);
+    ip(&["-n", &name, "route", "add", "default", "via", "192.0.2.254"]);
+    let dir = tempfile::tempdir().unwrap();
+    let o = output_within(
+        {
+            let mut c = harness();
+            c.args(["up", dir.path().to_str().unwrap(), "--netns", &name]);
+            c
+        },
+        PROMPTLY,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "network namespace {name} has a default route (default via 192.0.2.254 dev r0)"
+        )),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("cluster.json").exists(),
+        "nothing was started"
+    );
+    // The machine's own namespace (this test's), when it has a default route (this kind of
+    // machine does).
+    let own = std::fs::read_to_string("/proc/self/net/route").unwrap_or_default();
+    if own
+        .lines()
+        .skip(1)
+        .any(|l| l.split_whitespace().nth(1) == Some("00000000"))
+    {
+        let o = output_within(
+            {
+                let mut c = harness();
+                c.args([
+                    "up",
+                    dir.path().to_str().unwrap(),
+                    "--netns",
+                    "/proc/self/ns/net",
+                ]);
+                c
+            },
+            PROMPTLY,
+        );
+        assert_eq!(o.status.code(), Some(1));
+        assert!(stderr(&o).contains("has a default route"), "{}", stderr(&o));
+    }
+    // exec into a cluster that is not there says so, and runs nothing.
+    let o = output_within(
+        {
+            let mut c = harness();
+            c.args(["exec", dir.path().to_str().unwrap(), "--", "true"]);
+            c
+        },
+        PROMPTLY,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no cluster in"), "{}", stderr(&o));
+}
+
+const WEB: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: page}
+data:
+  index.html: "served from a ConfigMap\n"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {matchLabels: {app: web}}
+            topologyKey: kubernetes.io/hostname
+      containers:
+      - name: nginx
+        image: nginx:1.27
+        ports: [{containerPort: 80}]
+        volumeMounts: [{name: page, mountPath: /var/www/html}]
+      volumes: [{name: page, configMap: {name: page}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  type: LoadBalancer
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 80}]
+"#;
+
+#[test]
+fn pods_get_their_network_volumes_token_and_services() {
+    let Some(c) = shared() else { return };
+    let ns = "t-web";
+    namespace(c, ns);
+    apply(c, ns, WEB);
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=90s",
+    ]);
+    let ps = pods(c, ns, "app=web");
+    assert_eq!(ps.len(), 2);
+    // The scheduler spread them (required anti-affinity) over both nodes.
+    let mut nodes: Vec<&str> = ps
+        .iter()
+        .map(|p| p["spec"]["nodeName"].as_str().unwrap())
+        .collect();
+    nodes.sort();
+    assert_eq!(nodes, ["aks-arm-0", "aks-intel-0"]);
+    let svc = c.get_json(&["-n", ns, "service", "web"]);
+    let cluster_ip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let node_port = svc["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    let lb = wait_for("the load balancer's address", PROMPTLY, || {
+        let svc = c.get_json(&["-n", ns, "service", "web"]);
+        svc["status"]["loadBalancer"]["ingress"][0]["ip"]
+            .as_str()
+            .map(str::to_string)
+    });
+    assert!(lb.starts_with("10.250.0."), "{lb}");
+    // kube-proxy programs a new Service's rules within a sync or two.
+    wait_for("the Service's rules", PROMPTLY, || {
+        (curl(c, &format!("http://{cluster_ip}/")).0 == "200").then_some(())
+    });
+    let mut urls = vec![format!("http://{cluster_ip}/"), format!("http://{lb}/")];
+    for n in c.nodes() {
+        urls.push(format!("http://{}:{node_port}/", n.ip));
+    }
+    for p in &ps {
+        urls.push(format!(
+            "http://{}/",
+            p["status"]["podIP"].as_str().unwrap()
+        ));
+    }
+    for url in &urls {
+        assert_eq!(
+            curl(c, url),
+            ("200".to_string(), "served from a ConfigMap\n".to_string()),
+            "{url}"
+        );
+    }
+    // Every answer is in some pod's access log (nginx logs to its stdout, the pod's log).
+    let logged: usize = ps
+        .iter()
+        .map(|p| {
+            c.pod_log(ns, p["metadata"]["name"].as_str().unwrap())
+                .lines()
+                .filter(|l| l.contains("\"GET / HTTP/1.1\" 200"))
+                .count()
+        })
+        .sum();
+    // (and the one that found the rules in place)
+    assert_eq!(logged, urls.len() + 1);
+    // Through the API server: logs, and exec in the container's namespaces.
+    let arm = ps
+        .iter()
+        .find(|p| p["spec"]["nodeName"] == "aks-arm-0")
+        .unwrap();
+    let name = arm["metadata"]["name"].as_str().unwrap();
+    let via_api = c.kubectl_ok(&["-n", ns, "logs", name]);
+    assert!(via_api.contains("\"GET / HTTP/1.1\" 200"), "{via_api}");
+    let inside = c.kubectl_ok(&[
+        "-n",
+        ns,
+        "exec",
+        name,
+        "--",
+        "sh",
+        "-c",
+        "hostname; grep -c atomics /proc/cpuinfo; ip -4 -o addr show eth0; \
+         cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; \
+         test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token; \
+         grep -c BEGIN /var/run/secrets/kubernetes.io/serviceaccount/ca.crt; \
+         echo $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT",
+    ]);
+    let lines: Vec<&str> = inside.lines().collect();
+    assert_eq!(lines[0], name, "{inside}");
+    assert_ne!(
+        lines[1], "0",
+        "an arm64 node's cpuinfo has LSE atomics: {inside}"
+    );
+    assert!(
+        lines[2].contains(arm["status"]["podIP"].as_str().unwrap()),
+        "{inside}"
+    );
+    assert_eq!(lines[3], ns, "{inside}");
+    assert_eq!(lines[4], "token", "{inside}");
+    assert_eq!(lines[5], "1", "{inside}");
+    assert_eq!(lines[6], "10.96.0.1:443", "{inside}");
+    // The projected token is one the API server accepts: the pod reaches it by the
+    // `kubernetes` Service (kube-proxy) and is told who it is.
+    let whoami = c.kubectl_ok(&[
+        "-n",
+        ns,
+        "exec",
+        name,
+        "--",
+        "sh",
+        "-c",
+        "curl -s -m 5 --cacert /var/run/secrets/kubernetes.io/serviceaccount/ca.crt \
+         -H \"Authorization: Bearer $(cat /var/run/secrets/kubernetes.io/serviceaccount/token)\" \
+         -X POST -H 'Content-Type: application/json' \
+         -d '{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"SelfSubjectReview\"}' \
+         https://kubernetes.default.svc.cluster.local/apis/authentication.k8s.io/v1/selfsubjectreviews",
+    ]);
+    assert!(
+        whoami.contains(&format!("system:serviceaccount:{ns}:default")),
+        "{whoami}"
+    );
+    // A command's exit status is kubectl's.
+    let o = c.kubectl(&[
+        "-n",
+        ns,
+        "exec",
+        name,
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 7",
+    ]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "out\n");
+    assert!(stderr(&o).starts_with("err\n"), "{}", stderr(&o));
+    c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+#[test]
+fn containers_restart_crash_loop_and_fail_to_pull_as_on_a_cluster() {
+    let Some(c) = shared() else { return };
+    let ns = "t-faults";
+    namespace(c, ns);
+    apply(
+        c,
+        ns,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: steady, labels: {app: steady}}
+spec:
+  containers: [{name: nginx, image: nginx, ports: [{containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: crashing}
+spec:
+  containers:
+  - {name: app, image: nginx, command: [sh, -c, "echo boom; exit 3"]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: missing}
+spec:
+  containers: [{name: app, image: registry.example/no-such-image:1}]
+"#,
+    );
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "wait",
+        "pod/steady",
+        "--for=condition=Ready",
+        "--timeout=90s",
+    ]);
+    // A killed container restarts (restartPolicy Always), and is ready again.
+    c.kill_pod(ns, "steady");
+    wait_for("steady's restart", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "steady"]);
+        let cs = &p["status"]["containerStatuses"][0];
+        (cs["restartCount"] == 1 && cs["ready"] == true).then_some(())
+    });
+    let p = c.get_json(&["-n", ns, "pod", "steady"]);
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+        137
+    );
+    // A container that keeps exiting: CrashLoopBackOff, its last words in --previous.
+    let waiting = wait_for("the crash loop", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "crashing"]);
+        let cs = &p["status"]["containerStatuses"][0];
+        (cs["state"]["waiting"]["reason"] == "CrashLoopBackOff").then(|| cs.clone())
+    });
+    assert!(waiting["restartCount"].as_u64().unwrap() >= 1, "{waiting}");
+    assert_eq!(
+        waiting["lastState"]["terminated"]["exitCode"], 3,
+        "{waiting}"
+    );
+    let previous = c.kubectl_ok(&["-n", ns, "logs", "crashing", "--previous"]);
+    assert_eq!(previous, "boom\n");
+    // An image that cannot be pulled: the runtime's words, then the back-off.
+    let reason = wait_for("the failed pull", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "missing"]);
+        let w = &p["status"]["containerStatuses"][0]["state"]["waiting"];
+        matches!(
+            w["reason"].as_str(),
+            Some("ErrImagePull" | "ImagePullBackOff")
+        )
+        .then(|| w["message"].as_str().unwrap_or("").to_string())
+    });
+    assert!(
+        reason.contains("registry.example/no-such-image:1"),
+        "{reason}"
+    );
+    let events = c.kubectl_ok(&["-n", ns, "events", "--for", "pod/missing"]);
+    assert!(events.contains("Failed to pull image"), "{events}");
+    // Deleting a pod ends its processes (SIGTERM: nginx stops at once) and then its object.
+    let pids: Vec<u32> = std::fs::read_dir(c.dir().join("nodes"))
+        .unwrap()
+        .flatten()
+        .flat_map(|n| {
+            std::fs::read_dir(n.path().join("pods"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter(|p| {
+            p.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{ns}_steady_"))
+        })
+        .flat_map(|p| {
+            std::fs::read_dir(p.path().join("pids"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter_map(|f| std::fs::read_to_string(f.path()).ok()?.trim().parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 1);
+    c.kubectl_ok(&["-n", ns, "delete", "pod", "steady", "--timeout=60s"]);
+    assert!(
+        !Path::new(&format!("/proc/{}", pids[0])).exists(),
+        "nginx is gone"
+    );
+    c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+#[test]
+fn an_indexed_job_runs_through_the_job_controller() {
+    let Some(c) = shared() else { return };
+    let ns = "t-job";
+    namespace(c, ns);
+    apply(
+        c,
+        ns,
+        r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: count}
+spec:
+  completions: 3
+  parallelism: 3
+  completionMode: Indexed
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: worker, image: nginx, command: [sh, -c, "echo index=$JOB_COMPLETION_INDEX host=$(hostname)"]}
+"#,
+    );
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "wait",
+        "job/count",
+        "--for=condition=Complete",
+        "--timeout=90s",
+    ]);
+    let mut seen: Vec<String> = pods(c, ns, "batch.kubernetes.io/job-name=count")
+        .iter()
+        .map(|p| c.kubectl_ok(&["-n", ns, "logs", p["metadata"]["name"].as_str().unwrap()]))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "index=0 host=count-0\n",
+            "index=1 host=count-1\n",
+            "index=2 host=count-2\n"
+        ]
+    );
+    c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+#[test]
+fn the_metrics_api_serves_each_pods_usage() {
+    let Some(c) = shared() else { return };
+    let ns = "t-top";
+    namespace(c, ns);
+    apply(
+        c,
+        ns,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: busy}
+spec:
+  containers:
+  - {name: app, image: nginx, command: [sh, -c, "while :; do :; done"]}
+"#,
+    );
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "wait",
+        "pod/busy",
+        "--for=condition=Ready",
+        "--timeout=90s",
+    ]);
+    // metrics-server needs two scrapes 10 s apart before it reports a pod.
+    let line = wait_for("busy in kubectl top", PROMPTLY, || {
+        let o = c.kubectl(&["-n", ns, "top", "pod", "busy", "--no-headers"]);
+        o.status.success().then(|| stdout(&o))
+    });
+    // A spinning shell burns most of a core: hundreds of millicores.
+    let cpu: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.strip_suffix('m'))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(cpu >= 200, "{line}");
+    let nodes = c.kubectl_ok(&["top", "node", "--no-headers"]);
+    assert_eq!(nodes.lines().count(), 2, "{nodes}");
+    c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+#[test]
+fn down_stops_every_process_and_the_namespace() {
+    if !can_run() {
+        return;
+    }
+    let c = TestCluster::start(&TestOptions::default(), "down").unwrap();
+    let dir = c.dir().to_path_buf();
+    c.kubectl_ok(&["run", "web", "--image", "nginx"]);
+    c.kubectl_ok(&["wait", "pod/web", "--for=condition=Ready", "--timeout=90s"]);
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cluster.json")).unwrap()).unwrap();
+    let netns = state["netns_path"].as_str().unwrap().to_string();
+    // Everything in the cluster's namespace: the components, the agents, the pods' helpers.
+    let inside = archbench_cluster::process::in_netns(Path::new(&netns));
+    assert!(inside.len() >= 8, "etcd, apiserver, …, nginx: {inside:?}");
+    let o = output_within(
+        {
+            let mut h = harness();
+            h.arg("down").arg(&dir);
+            h
+        },
+        PROMPTLY,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Gone, or a zombie its new parent has yet to reap (it runs nothing).
+    let running = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+    };
+    let left: Vec<u32> = inside.iter().copied().filter(|p| running(*p)).collect();
+    let named: Vec<String> = left
+        .iter()
+        .map(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .unwrap_or_default()
+                .replace('\0', " ")
+        })
+        .collect();
+    assert!(left.is_empty(), "still running: {left:?} {named:?}");
+    assert!(!Path::new(&netns).exists(), "{netns} removed");
+    let o = output_within(
+        {
+            let mut h = harness();
+            h.arg("status").arg(&dir);
+            h.stdin(Stdio::null());
+            h
+        },
+        PROMPTLY,
+    );
+    assert_eq!(o.status.code(), Some(1));
+}
