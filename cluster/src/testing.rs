@@ -3,12 +3,13 @@
 //! inside the cluster's network namespace — the only place its addresses may be reached —
 //! through [`TestCluster::command`], which refuses a namespace with a default route.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use crate::error::{ClusterError, Result};
 use crate::layout::{ClusterDir, State};
@@ -70,13 +71,23 @@ fn sweep_stale(root: &Path) {
 }
 
 impl TestCluster {
-    /// The cluster shared by this test process: started once, on first use.
-    pub fn shared(opts: &TestOptions) -> Result<&'static TestCluster> {
-        static SHARED: OnceLock<std::result::Result<TestCluster, String>> = OnceLock::new();
-        SHARED
-            .get_or_init(|| TestCluster::start_as(opts, "shared", false).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| ClusterError::Invalid(format!("the shared test cluster: {e}")))
+    /// The cluster of this name shared by this test process: started once, on first use
+    /// (with the options of that first use), stopped when the process ends.
+    pub fn shared(name: &str, opts: &TestOptions) -> Result<&'static TestCluster> {
+        type Started = std::result::Result<&'static TestCluster, String>;
+        static SHARED: OnceLock<Mutex<HashMap<String, Started>>> = OnceLock::new();
+        let mut map = SHARED
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let started = map.entry(name.to_string()).or_insert_with(|| {
+            TestCluster::start_as(opts, name, false)
+                .map(|c| &*Box::leak(Box::new(c)))
+                .map_err(|e| e.to_string())
+        });
+        started
+            .clone()
+            .map_err(|e| ClusterError::Invalid(format!("the shared test cluster {name}: {e}")))
     }
 
     /// A cluster of the caller's own (other nodes, faults that would disturb others).
@@ -169,6 +180,28 @@ impl TestCluster {
             });
         }
         cmd
+    }
+
+    /// The words that run a command inside the cluster's network namespace from a shell
+    /// (a tmux pane's script): `nsenter --net=PATH --`. Panics if it has a default route.
+    pub fn shell_prefix(&self) -> String {
+        if let Err(e) = Netns::recorded(&self.state.netns_path, None).refuse_default_route() {
+            panic!("{e}");
+        }
+        format!("nsenter --net={} --", self.state.netns_path.display())
+    }
+
+    /// Runs `f` on a thread of its own inside the cluster's network namespace (a scrape of an
+    /// endpoint that listens there). Panics if the namespace has a default route.
+    pub fn within<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let ns = Netns::recorded(&self.state.netns_path, None);
+        if let Err(e) = ns.refuse_default_route() {
+            panic!("{e}");
+        }
+        match ns.within(move || Ok(f())) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// The cluster's kubectl with these arguments, run to completion (within 2 minutes).

@@ -76,6 +76,13 @@ impl NodeSpec {
         }
     }
 
+    /// The same node with another size (cores, GiB).
+    pub fn sized(mut self, cpus: u32, memory_gib: u64) -> NodeSpec {
+        self.cpus = cpus;
+        self.memory_bytes = memory_gib << 30;
+        self
+    }
+
     /// The labels its agent registers (those a kubelet may set on its own Node).
     pub fn labels(&self) -> Vec<(String, String)> {
         let region = self.zone.rsplit_once('-').map_or("", |(r, _)| r);

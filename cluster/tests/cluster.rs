@@ -48,7 +48,7 @@ fn shared() -> Option<&'static TestCluster> {
     if !can_run() {
         return None;
     }
-    match TestCluster::shared(&TestOptions::default()) {
+    match TestCluster::shared("agent", &TestOptions::default()) {
         Ok(c) => Some(c),
         Err(e) => panic!("{e}"),
     }

@@ -99,9 +99,19 @@ fn run(
             let report = runtime.block_on(k8s::up(cluster, &setup, &mut |l| line.message(l), stop));
             line.finish();
             let report = report?;
+            for a in &report.not_answering {
+                eprintln!(
+                    "archbench: note: {a} accepts no connection from here yet (its pods are ready; \
+                     a load from this machine would fail until it does)"
+                );
+            }
             write_stdout(|out| {
-                for (what, change) in &report.changes {
-                    writeln!(out, "{what}: {}", change.as_str())?;
+                for a in &report.changes {
+                    write!(out, "{}: {}", a.what, a.change.as_str())?;
+                    if !a.took_over.is_empty() {
+                        write!(out, ", taking over {}", a.took_over.join(", "))?;
+                    }
+                    writeln!(out)?;
                 }
                 if report.changed_nothing() {
                     writeln!(out, "nothing changed: the cluster already runs this setup")?;
@@ -174,13 +184,20 @@ fn run(
         }
         K8sCommand::Load(l) => load(runtime, cluster, l, signals)?,
         K8sCommand::Down(d) => {
-            let deleted =
+            let report =
                 runtime.block_on(k8s::down(cluster, d.keep_namespace, d.wait_timeout, stop))?;
             write_stdout(|out| {
-                for what in &deleted {
+                for what in &report.deleted {
                     writeln!(out, "{what}: deleted")?;
                 }
-                if deleted.is_empty() {
+                if let Some((ns, others)) = &report.kept_namespace {
+                    writeln!(
+                        out,
+                        "Namespace {ns}: kept, it holds what is not archbench's: {}",
+                        others.join(", ")
+                    )?;
+                }
+                if report.deleted.is_empty() {
                     writeln!(
                         out,
                         "nothing of archbench's in namespace {}",

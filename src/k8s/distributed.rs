@@ -152,7 +152,7 @@ pub fn job(
         // Kubernetes expands $(VAR) in args from the container's environment.
         "--part".into(),
         format!("$(JOB_COMPLETION_INDEX)/{}", how.workers),
-        // The pod's own address: pods that share a network (hostNetwork, or the stand-in)
+        // The pod's own address: pods that share a network (hostNetwork)
         // cannot all bind 0.0.0.0 at one port.
         "--control".into(),
         format!("$(POD_IP):{CONTROL_PORT}"),

@@ -11,6 +11,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
@@ -42,11 +43,24 @@ impl Change {
     }
 }
 
+/// What one apply did to one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// "Kind name".
+    pub what: String,
+    pub change: Change,
+    /// Fields another field manager held that archbench's forced apply took over, as
+    /// "FIELD (from MANAGER)": someone scaled or edited what archbench declares.
+    pub took_over: Vec<String>,
+}
+
 /// What `up` did and where everything runs.
 #[derive(Debug)]
 pub struct UpReport {
-    pub changes: Vec<(String, Change)>,
+    pub changes: Vec<Applied>,
     pub rows: Vec<PodRow>,
+    /// Service addresses that did not yet accept a connection from here when `up` ended.
+    pub not_answering: Vec<String>,
 }
 
 impl UpReport {
@@ -54,7 +68,7 @@ impl UpReport {
     pub fn changed_nothing(&self) -> bool {
         self.changes
             .iter()
-            .all(|(_, c)| matches!(c, Change::Unchanged | Change::Existing))
+            .all(|a| matches!(a.change, Change::Unchanged | Change::Existing))
     }
 }
 
@@ -64,7 +78,7 @@ fn managed_selector() -> String {
 
 /// Server-side apply (field manager `archbench`, forced: archbench owns what it declares)
 /// and what it changed, told by the resourceVersion before and after.
-async fn apply<K>(api: &Api<K>, obj: &K, kind: &str) -> Result<Change, K8sError>
+async fn apply<K>(api: &Api<K>, obj: &K, kind: &str) -> Result<(Change, Vec<String>), K8sError>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
@@ -77,41 +91,70 @@ where
     apply_after(api, obj, kind, before).await
 }
 
-/// [`apply`] when what is there (its resourceVersion, or None) is already known.
+/// The fields a conflict names, as "FIELD (from MANAGER)"; the API server's cause messages
+/// read `conflict with "MANAGER" using apps/v1`.
+fn conflicts(status: &kube::core::Status) -> Vec<String> {
+    status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .filter(|c| !c.field.is_empty())
+        .map(|c| {
+            let manager = c
+                .message
+                .split('"')
+                .nth(1)
+                .unwrap_or("another field manager");
+            format!("{} (from {manager})", c.field)
+        })
+        .collect()
+}
+
+/// [`apply`] when what is there (its resourceVersion, or None) is already known. An object
+/// that exists is first applied without force as a dry run: the conflicts it reports are what
+/// the forced apply takes over, and `up` says so.
 async fn apply_after<K>(
     api: &Api<K>,
     obj: &K,
     kind: &str,
     before: Option<String>,
-) -> Result<Change, K8sError>
+) -> Result<(Change, Vec<String>), K8sError>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
     let name = obj.meta().name.clone().unwrap_or_default();
+    let mut took_over = Vec::new();
+    if before.is_some() {
+        let mut probe = PatchParams::apply(FIELD_MANAGER);
+        probe.dry_run = true;
+        match api.patch(&name, &probe, &Patch::Apply(obj)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => took_over = conflicts(&s),
+            Err(e) => return Err(api_error(e, "patch", kind)),
+        }
+    }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let after = api
         .patch(&name, &params, &Patch::Apply(obj))
         .await
         .map_err(|e| api_error(e, "patch", kind))?;
-    Ok(match before {
+    let change = match before {
         None => Change::Created,
         Some(rv) if Some(rv.as_str()) == after.meta().resource_version.as_deref() => {
             Change::Unchanged
         }
         Some(_) => Change::Configured,
-    })
+    };
+    Ok((change, took_over))
 }
 
 /// Applies every object of `setup`.
-pub async fn apply_all(
-    cluster: &Cluster,
-    setup: &Setup,
-) -> Result<Vec<(String, Change)>, K8sError> {
+pub async fn apply_all(cluster: &Cluster, setup: &Setup) -> Result<Vec<Applied>, K8sError> {
     let ns = setup.namespace.as_str();
     let client = &cluster.client;
     let mut changes = Vec::new();
     for m in manifests(setup) {
-        let change = match &m {
+        let (change, took_over) = match &m {
             Manifest::Namespace(o) => {
                 let api: Api<Namespace> = Api::all(client.clone());
                 let name = o.name_any();
@@ -120,7 +163,7 @@ pub async fn apply_all(
                     .await
                     .map_err(|e| api_error(e, "get", "namespaces"))?
                 {
-                    Some(existing) if !is_ours(existing.meta()) => Change::Existing,
+                    Some(existing) if !is_ours(existing.meta()) => (Change::Existing, Vec::new()),
                     existing => {
                         let rv = existing.map(|n| n.resource_version().unwrap_or_default());
                         apply_after(&api, o.as_ref(), "namespaces", rv).await?
@@ -147,7 +190,11 @@ pub async fn apply_all(
                 apply(&Api::namespaced(client.clone(), ns), o.as_ref(), "services").await?
             }
         };
-        changes.push((m.describe(), change));
+        changes.push(Applied {
+            what: m.describe(),
+            change,
+            took_over,
+        });
     }
     Ok(changes)
 }
@@ -166,10 +213,55 @@ pub async fn up(
     progress: &mut dyn FnMut(&str),
     stop: &AtomicBool,
 ) -> Result<UpReport, K8sError> {
+    let started = tokio::time::Instant::now();
     let changes = apply_all(cluster, setup).await?;
     wait_ready(cluster, setup, &setup.archs, progress, stop).await?;
     let rows = status(cluster).await?;
-    Ok(UpReport { changes, rows })
+    // Ready endpoints are in the API; the proxies' rules follow them a moment later. Ready
+    // means a load can start now, so each address is tried (bounded: it may well be
+    // unreachable from here, and in-cluster loads do not need it).
+    let left = setup.wait_timeout.saturating_sub(started.elapsed());
+    let addresses: Vec<String> = rows.iter().map(|r| r.address.clone()).collect();
+    let not_answering = not_answering(&addresses, left.min(ANSWER_WITHIN)).await;
+    Ok(UpReport {
+        changes,
+        rows,
+        not_answering,
+    })
+}
+
+/// How long `up` tries a ready Service's address before saying it does not answer.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// The addresses (`host` or `host:port`) that accept no TCP connection within `within`.
+async fn not_answering(addresses: &[String], within: Duration) -> Vec<String> {
+    let mut left: Vec<String> = addresses.to_vec();
+    left.sort();
+    left.dedup();
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let mut still = Vec::new();
+        for a in left {
+            let target = if a.contains(':') {
+                a.clone()
+            } else {
+                format!("{a}:80")
+            };
+            let connect = tokio::net::TcpStream::connect(target);
+            let answered = matches!(
+                tokio::time::timeout(Duration::from_millis(500), connect).await,
+                Ok(Ok(_))
+            );
+            if !answered {
+                still.push(a);
+            }
+        }
+        if still.is_empty() || tokio::time::Instant::now() >= deadline {
+            return still;
+        }
+        left = still;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// What the cluster holds now, as the wait sees it.
@@ -178,12 +270,32 @@ struct Seen {
     deployments: BTreeMap<String, Deployment>,
     services: BTreeMap<String, Service>,
     pods: BTreeMap<String, Pod>,
+    slices: BTreeMap<String, EndpointSlice>,
+    /// The EndpointSlices cannot be watched (RBAC): readiness is judged without them.
+    slices_hidden: bool,
 }
+
+impl Seen {
+    /// Ready endpoints behind a Service, as its EndpointSlices list them (what kube-proxy
+    /// routes to): a Service with an address but none of these still refuses connections.
+    fn ready_endpoints(&self, service: &str) -> usize {
+        self.slices
+            .values()
+            .filter(|s| s.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some(service))
+            .flat_map(|s| s.endpoints.iter().flatten())
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+            .count()
+    }
+}
+
+/// The label the EndpointSlice controller puts on a Service's slices.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 enum Update {
     Deployment(watcher::Event<Deployment>),
     Service(watcher::Event<Service>),
     Pod(watcher::Event<Pod>),
+    Slice(watcher::Event<EndpointSlice>),
 }
 
 fn fold<K: ResourceExt>(map: &mut BTreeMap<String, K>, ev: watcher::Event<K>) {
@@ -202,6 +314,49 @@ fn fold<K: ResourceExt>(map: &mut BTreeMap<String, K>, ev: watcher::Event<K>) {
 
 /// A Deployment has rolled out: its controller saw the latest spec and every replica is
 /// updated and available (what `kubectl rollout status` waits for).
+/// A ReplicaFailure condition's message, when it holds.
+fn replica_failure(
+    conditions: Option<&Vec<k8s_openapi::api::apps::v1::ReplicaSetCondition>>,
+) -> Option<String> {
+    conditions?
+        .iter()
+        .find(|c| {
+            c.type_.as_deref() == Some("ReplicaFailure") && c.status.as_deref() == Some("True")
+        })
+        .map(|c| {
+            c.message
+                .clone()
+                .unwrap_or_else(|| c.reason.clone().unwrap_or_default())
+        })
+}
+
+/// Why a Deployment's current ReplicaSet cannot make its pods, in the API server's words
+/// (a pod template the Deployment's validation let through, a quota, an admission webhook):
+/// a rollout would wait on it forever. An older ReplicaSet's failure (the template before
+/// this `up`) is not this rollout's, so only the current revision's counts.
+async fn current_replica_failure(cluster: &Cluster, ns: &str, d: &Deployment) -> Option<String> {
+    let flagged = d.status.as_ref()?.conditions.as_ref()?.iter().any(|c| {
+        c.type_.as_deref() == Some("ReplicaFailure") && c.status.as_deref() == Some("True")
+    });
+    if !flagged {
+        return None;
+    }
+    const REVISION: &str = "deployment.kubernetes.io/revision";
+    let revision = d.annotations().get(REVISION)?;
+    let selector = d.spec.selector.match_labels.as_ref()?;
+    let labels: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let sets =
+        Api::<k8s_openapi::api::apps::v1::ReplicaSet>::namespaced(cluster.client.clone(), ns)
+            .list(&ListParams::default().labels(&labels.join(",")))
+            .await
+            .ok()?;
+    let current = sets
+        .items
+        .iter()
+        .find(|rs| rs.annotations().get(REVISION) == Some(revision))?;
+    replica_failure(current.status.as_ref()?.conditions.as_ref())
+}
+
 pub fn rolled_out(d: &Deployment) -> bool {
     let want = d.spec.replicas.unwrap_or(1);
     let Some(s) = &d.status else { return false };
@@ -351,8 +506,19 @@ pub async fn wait_ready(
     let pods = watcher(Api::<Pod>::namespaced(client.clone(), ns), config)
         .map_ok(Update::Pod)
         .map_err(|e| ("pods", e));
-    let mut updates =
-        futures::stream::select_all([deployments.boxed(), services.boxed(), pods.boxed()]);
+    // The controller's slices carry its labels, not ours: every slice of the namespace.
+    let slices = watcher(
+        Api::<EndpointSlice>::namespaced(client.clone(), ns),
+        watcher::Config::default(),
+    )
+    .map_ok(Update::Slice)
+    .map_err(|e| ("endpointslices.discovery.k8s.io", e));
+    let mut updates = futures::stream::select_all([
+        deployments.boxed(),
+        services.boxed(),
+        pods.boxed(),
+        slices.boxed(),
+    ]);
     let nodes: Vec<Node> = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -368,6 +534,10 @@ pub async fn wait_ready(
                 Some(Ok(Update::Deployment(ev))) => fold(&mut seen.deployments, ev),
                 Some(Ok(Update::Service(ev))) => fold(&mut seen.services, ev),
                 Some(Ok(Update::Pod(ev))) => fold(&mut seen.pods, ev),
+                Some(Ok(Update::Slice(ev))) => fold(&mut seen.slices, ev),
+                Some(Err(("endpointslices.discovery.k8s.io", e))) if forbidden(&e) => {
+                    seen.slices_hidden = true;
+                }
                 Some(Err((resource, e))) => return Err(watch_error(e, resource)),
                 None => return Err(K8sError::Api {
                     what: "watch".into(),
@@ -379,7 +549,74 @@ pub async fn wait_ready(
         if stop.load(Ordering::Relaxed) {
             return Err(K8sError::Interrupted("waiting for the rollout".into()));
         }
-        let rolled: Vec<(Arch, bool)> = archs
+        let now = Readiness::of(&seen, archs, &nodes);
+        if now.done() {
+            return Ok(());
+        }
+        for a in archs {
+            if let Some(d) = seen.deployments.get(&a.deployment()) {
+                if let Some(why) = current_replica_failure(cluster, ns, d).await {
+                    return Err(K8sError::Api {
+                        what: format!("the pods of {}", a.deployment()),
+                        message: why,
+                    });
+                }
+            }
+        }
+        for pod in current_pods(&seen, setup, archs) {
+            if let Some(problem) = pod_problem(cluster, setup, pod).await {
+                return Err(problem);
+            }
+        }
+        let line = now.line();
+        if line != last_line {
+            progress(&line);
+            last_line = line;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(now.timeout(setup, last_line));
+        }
+    }
+}
+
+/// Whether a watch failed because RBAC refuses it.
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => matches!(e, kube::Error::Api(s) if s.code == 403),
+        _ => false,
+    }
+}
+
+/// The pods that run what `up` waits for: not those being deleted, nor those of another
+/// configuration (the old ones of a rollout, the failed ones after a rollback).
+fn current_pods<'a>(seen: &'a Seen, setup: &Setup, archs: &[Arch]) -> Vec<&'a Pod> {
+    let expected_hash = setup.config.text().map(super::manifests::sha256_hex);
+    seen.pods
+        .values()
+        .filter(|pod| {
+            let arch = pod.labels().get("arch").and_then(|a| Arch::from_name(a));
+            pod.metadata.deletion_timestamp.is_none()
+                && pod.annotations().get(super::manifests::CONFIG_HASH) == expected_hash.as_ref()
+                && arch.is_some_and(|a| archs.contains(&a))
+        })
+        .collect()
+}
+
+/// How far the rollout is: each architecture's Deployment, the Services with an address,
+/// and those whose endpoints are ready.
+struct Readiness {
+    rolled: Vec<(Arch, bool)>,
+    wanted: usize,
+    addressed: usize,
+    serving: usize,
+    slices_hidden: bool,
+}
+
+impl Readiness {
+    fn of(seen: &Seen, archs: &[Arch], nodes: &[Node]) -> Readiness {
+        let rolled = archs
             .iter()
             .map(|&a| {
                 (
@@ -390,63 +627,74 @@ pub async fn wait_ready(
                 )
             })
             .collect();
-        let wanted: Vec<String> = archs
+        // Each architecture's Service wants its pods; the multi-arch one, one per architecture.
+        let wanted: Vec<(String, usize)> = archs
             .iter()
-            .map(|a| a.service())
-            .chain(std::iter::once(MULTIARCH_SERVICE.to_string()))
+            .map(|a| (a.service(), 1))
+            .chain(std::iter::once((
+                MULTIARCH_SERVICE.to_string(),
+                archs.len(),
+            )))
             .collect();
         let addressed = wanted
             .iter()
-            .filter(|s| {
+            .filter(|(s, _)| {
                 seen.services
-                    .get(*s)
-                    .and_then(|svc| service_address(svc, &nodes))
+                    .get(s)
+                    .and_then(|svc| service_address(svc, nodes))
                     .is_some()
             })
             .count();
-        if rolled.iter().all(|(_, r)| *r) && addressed == wanted.len() {
-            return Ok(());
+        let serving = wanted
+            .iter()
+            .filter(|(s, n)| seen.slices_hidden || seen.ready_endpoints(s) >= *n)
+            .count();
+        Readiness {
+            rolled,
+            wanted: wanted.len(),
+            addressed,
+            serving,
+            slices_hidden: seen.slices_hidden,
         }
-        // Judge only the pods that run what we wait for: not those being deleted, nor those
-        // of another configuration (the old ones of a rollout, the failed ones after a
-        // rollback).
-        let expected_hash = setup.config.text().map(super::manifests::sha256_hex);
-        for pod in seen.pods.values() {
-            let arch = pod.labels().get("arch").and_then(|a| Arch::from_name(a));
-            let current = pod.metadata.deletion_timestamp.is_none()
-                && pod.annotations().get(super::manifests::CONFIG_HASH) == expected_hash.as_ref();
-            if current && arch.is_some_and(|a| archs.contains(&a)) {
-                if let Some(problem) = pod_problem(cluster, setup, pod).await {
-                    return Err(problem);
-                }
-            }
-        }
-        let line = format!(
-            "waiting: {}; addresses {addressed}/{}",
-            rolled
+    }
+
+    fn done(&self) -> bool {
+        self.rolled.iter().all(|(_, r)| *r)
+            && self.addressed == self.wanted
+            && self.serving == self.wanted
+    }
+
+    fn line(&self) -> String {
+        let endpoints = if self.slices_hidden {
+            " (endpoints not visible to you)".to_string()
+        } else {
+            format!("; endpoints {}/{}", self.serving, self.wanted)
+        };
+        format!(
+            "waiting: {}; addresses {}/{}{endpoints}",
+            self.rolled
                 .iter()
                 .map(|(a, r)| format!("{} {}", a.name(), if *r { "ready" } else { "rolling out" }))
                 .collect::<Vec<_>>()
                 .join(", "),
-            wanted.len()
-        );
-        if line != last_line {
-            progress(&line);
-            last_line = line;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            let pending_lb = setup.service_type == super::ServiceType::LoadBalancer
-                && addressed < wanted.len()
-                && rolled.iter().all(|(_, r)| *r);
-            return Err(K8sError::Timeout {
-                seconds: setup.wait_timeout.as_secs(),
-                what: last_line,
-                advice: if pending_lb {
-                    "the LoadBalancer addresses never came: try --service-type NodePort, or check the cloud's load balancer quota".into()
-                } else {
-                    "see `archbench k8s status` and `kubectl describe pods -n NAMESPACE`; raise --wait-timeout for slow pulls".into()
-                },
-            });
+            self.addressed,
+            self.wanted,
+        )
+    }
+
+    fn timeout(&self, setup: &Setup, what: String) -> K8sError {
+        let rolled = self.rolled.iter().all(|(_, r)| *r);
+        let pending_lb = setup.service_type == super::ServiceType::LoadBalancer
+            && self.addressed < self.wanted
+            && rolled;
+        K8sError::Timeout {
+            seconds: setup.wait_timeout.as_secs(),
+            what,
+            advice: if pending_lb {
+                "the LoadBalancer addresses never came: try --service-type NodePort, or check the cloud's load balancer quota".into()
+            } else {
+                "see `archbench k8s status` and `kubectl describe pods -n NAMESPACE`; raise --wait-timeout for slow pulls".into()
+            },
         }
     }
 }
@@ -499,11 +747,17 @@ pub async fn status(cluster: &Cluster) -> Result<Vec<PodRow>, K8sError> {
         .await
         .map_err(|e| api_error(e, "list", "services"))?
         .items;
-    let nodes = Api::<Node>::all(client.clone())
+    // A user whose Role covers only the namespace may not list nodes: the rows lack the
+    // nodes' details then (marked, and said under the table), not the pods.
+    let (nodes, nodes_hidden) = match Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await
-        .map_err(|e| api_error(e, "list", "nodes"))?
-        .items;
+    {
+        Ok(l) => (l.items, false),
+        Err(kube::Error::Api(s)) if s.code == 403 => (Vec::new(), true),
+        Err(e) => return Err(api_error(e, "list", "nodes")),
+    };
+    let unknown = || if nodes_hidden { HIDDEN } else { "-" }.to_string();
     let mut rows: Vec<PodRow> = pods
         .iter()
         .map(|p| {
@@ -532,10 +786,10 @@ pub async fn status(cluster: &Cluster) -> Result<Vec<PodRow>, K8sError> {
                 },
                 node_arch: node
                     .and_then(|n| Some(n.status.as_ref()?.node_info.as_ref()?.architecture.clone()))
-                    .unwrap_or_else(|| "-".into()),
+                    .unwrap_or_else(unknown),
                 instance_type: node
                     .and_then(|n| n.labels().get("node.kubernetes.io/instance-type").cloned())
-                    .unwrap_or_else(|| "-".into()),
+                    .unwrap_or_else(unknown),
                 address: service
                     .and_then(|s| service_address(s, &nodes))
                     .unwrap_or_else(|| "pending".into()),
@@ -603,17 +857,69 @@ pub fn write_status(rows: &[PodRow], out: &mut dyn Write) -> io::Result<()> {
             "(no pods of archbench's here; `archbench k8s up` creates them)"
         )?;
     }
+    if rows.iter().any(|r| r.node_arch == HIDDEN) {
+        writeln!(
+            out,
+            "({HIDDEN}: nodes are not visible to you; RBAC would have to allow list nodes)"
+        )?;
+    }
     Ok(())
 }
 
+/// What a node's column says when RBAC hides the nodes.
+const HIDDEN: &str = "?";
+
 /// `archbench k8s down`: deletes what carries archbench's label, the namespace only when
 /// archbench created it (and not with `keep_namespace`), and waits until it is gone.
+/// What `down` did.
+#[derive(Debug, Default)]
+pub struct DownReport {
+    /// "Kind name" of everything deleted.
+    pub deleted: Vec<String>,
+    /// The namespace archbench created but kept, and what in it is not archbench's.
+    pub kept_namespace: Option<(String, Vec<String>)>,
+}
+
+/// Objects in `ns` that are not archbench's (a namespace holding any is not deleted).
+async fn foreign_objects(client: &kube::Client, ns: &str) -> Result<Vec<String>, K8sError> {
+    async fn foreign<K>(
+        client: &kube::Client,
+        ns: &str,
+        resource: &str,
+        kind: &str,
+    ) -> Result<Vec<String>, K8sError>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), ns);
+        let items = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| api_error(e, "list", resource))?
+            .items;
+        Ok(items
+            .iter()
+            .filter(|o| !is_ours(o.meta()) && o.meta().owner_references.is_none())
+            // Every namespace gets the cluster's CA bundle from the controller-manager.
+            .filter(|o| o.meta().name.as_deref() != Some("kube-root-ca.crt"))
+            .map(|o| format!("{kind} {}", o.meta().name.clone().unwrap_or_default()))
+            .collect())
+    }
+    let mut out = foreign::<Deployment>(client, ns, "deployments.apps", "Deployment").await?;
+    out.extend(foreign::<Job>(client, ns, "jobs.batch", "Job").await?);
+    out.extend(foreign::<Service>(client, ns, "services", "Service").await?);
+    out.extend(foreign::<ConfigMap>(client, ns, "configmaps", "ConfigMap").await?);
+    out.extend(foreign::<Pod>(client, ns, "pods", "Pod").await?);
+    Ok(out)
+}
+
 pub async fn down(
     cluster: &Cluster,
     keep_namespace: bool,
     timeout: Duration,
     stop: &AtomicBool,
-) -> Result<Vec<String>, K8sError> {
+) -> Result<DownReport, K8sError> {
     let client = &cluster.client;
     let ns = cluster.namespace.as_str();
     let lp = ListParams::default().labels(&managed_selector());
@@ -647,6 +953,21 @@ pub async fn down(
         .await
         .map_err(|e| api_error(e, "get", "namespaces"))?
         .is_some_and(|n| is_ours(n.meta()));
+    // A namespace archbench made but someone has since used too: deleting it would take
+    // their objects with it.
+    let mut kept_namespace = None;
+    let keep_namespace = keep_namespace || {
+        let others = if ours {
+            foreign_objects(client, ns).await?
+        } else {
+            Vec::new()
+        };
+        let keep = !others.is_empty();
+        if keep {
+            kept_namespace = Some((ns.to_string(), others));
+        }
+        keep
+    };
     if ours && !keep_namespace {
         match namespaces.delete(ns, &dp).await {
             Ok(_) => deleted.push(format!("Namespace {ns}")),
@@ -665,7 +986,10 @@ pub async fn down(
         let ns_left =
             ours && !keep_namespace && namespaces.get_opt(ns).await.ok().flatten().is_some();
         if pods_left == 0 && !ns_left {
-            return Ok(deleted);
+            return Ok(DownReport {
+                deleted,
+                kept_namespace,
+            });
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(K8sError::Timeout {
@@ -728,7 +1052,12 @@ mod tests {
                     .unwrap_or("-")
             );
             requests.lock().unwrap().push(line);
-            let response = if req.method() == ::http::Method::PATCH {
+            let dry_run = req.uri().query().is_some_and(|q| q.contains("dryRun=All"));
+            let response = if req.method() == ::http::Method::PATCH && dry_run {
+                // A dry run changes nothing: it answers the object as it would be.
+                let body = req.into_body().collect_bytes().await.unwrap();
+                Response::builder().body(Body::from(body.to_vec())).unwrap()
+            } else if req.method() == ::http::Method::PATCH {
                 let body = req.into_body().collect_bytes().await.unwrap();
                 let mut obj: serde_json::Value = serde_json::from_slice(&body).unwrap();
                 let same = store.get(&path).is_some_and(|old| {
@@ -782,7 +1111,7 @@ mod tests {
         };
         let first = apply_all(&cluster, &setup()).await.unwrap();
         assert!(
-            first.iter().all(|(_, c)| *c == Change::Created),
+            first.iter().all(|a| a.change == Change::Created),
             "{first:?}"
         );
         let sent = std::mem::take(&mut *requests.lock().unwrap());
@@ -799,7 +1128,9 @@ mod tests {
         );
         let second = apply_all(&cluster, &setup()).await.unwrap();
         assert!(
-            second.iter().all(|(_, c)| *c == Change::Unchanged),
+            second
+                .iter()
+                .all(|a| a.change == Change::Unchanged && a.took_over.is_empty()),
             "{second:?}"
         );
         // A new configuration changes the ConfigMap and both Deployments (their template
@@ -812,8 +1143,8 @@ mod tests {
         let third = apply_all(&cluster, &changed).await.unwrap();
         let configured: Vec<&str> = third
             .iter()
-            .filter(|(_, c)| *c == Change::Configured)
-            .map(|(w, _)| w.as_str())
+            .filter(|a| a.change == Change::Configured)
+            .map(|a| a.what.as_str())
             .collect();
         assert_eq!(
             configured,
@@ -825,6 +1156,18 @@ mod tests {
         );
         drop(cluster);
         server.abort();
+    }
+
+    #[test]
+    fn a_conflict_names_each_field_and_its_manager() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 409, "reason": "Conflict",
+            "message": "Apply failed with 1 conflict: conflict with \"kubectl\" using apps/v1: .spec.replicas",
+            "details": {"causes": [{"reason": "FieldManagerConflict",
+                "message": "conflict with \"kubectl\" using apps/v1", "field": ".spec.replicas"}]}
+        }))
+        .unwrap();
+        assert_eq!(conflicts(&status), [".spec.replicas (from kubectl)"]);
     }
 
     #[tokio::test]

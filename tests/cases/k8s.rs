@@ -1,49 +1,95 @@
-//! `archbench k8s` end to end against the stand-in cluster (archbench-standin: the real
-//! Kubernetes API over HTTP on 127.0.0.1, two nodes amd64 and arm64, pods backed by real nginx
-//! processes on 127.1.x.y). What only the stand-in verified is listed in the README.
+//! `archbench k8s` end to end against Kubernetes' own control plane (archbench-cluster: the
+//! real kube-apiserver, controller-manager, scheduler, kube-proxy and metrics-server in a
+//! network namespace of the tests' own, two nodes amd64 and arm64 whose pods are real nginx
+//! processes). Every archbench command that reaches the cluster runs inside that namespace.
+//! What only the node agent stands in for is listed in the README.
 
-use std::process::Output;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 
-use archbench_standin::{Cluster, NodeSpec, Options};
+use archbench_cluster::topology::NodeSpec;
+use archbench_cluster::{TestCluster, TestOptions};
 
-use crate::util::{bin, finish_within, read_json, stderr, stdout, PROMPTLY};
+use crate::util::{finish_within, read_json, stderr, stdout, PROMPTLY};
 
-/// A stand-in cluster, or None (with a visible note) where pods cannot run: they need root
-/// (namespaces, port 80) and nginx. ARCHBENCH_REQUIRE_NGINX=1 (CI) makes that a failure.
-fn cluster(opts: Options) -> Option<Cluster> {
-    crate::util::require_tool("nginx")?;
+/// Root and nginx, or a visible skip; ARCHBENCH_REQUIRE_NGINX=1 (CI) makes that a failure.
+fn can_run() -> bool {
+    if crate::util::require_tool("nginx").is_none() {
+        return false;
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         assert!(
             std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
-            "the stand-in's pods need root here"
+            "the test cluster needs root here"
         );
-        eprintln!("SKIPPED: the stand-in's pods need root (namespaces, port 80)");
+        eprintln!("SKIPPED: the test cluster needs root (network namespaces, cgroups)");
+        return false;
+    }
+    true
+}
+
+fn options(nodes: Option<Vec<NodeSpec>>) -> TestOptions {
+    TestOptions {
+        nodes,
+        archbench_binary: Some(env!("CARGO_BIN_EXE_archbench").into()),
+    }
+}
+
+/// The guide's cluster (amd64 node `aks-intel-0`, arm64 node `aks-arm-0`), shared by the
+/// tests of this process; each test works in a namespace of its own.
+fn cluster() -> Option<&'static TestCluster> {
+    if !can_run() {
         return None;
     }
+    Some(TestCluster::shared("guide", &options(None)).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// The guide's two nodes plus `aks-load-0` (amd64, pool `load`, 8 cores) for load workers.
+fn cluster_with_load_node() -> Option<&'static TestCluster> {
+    if !can_run() {
+        return None;
+    }
+    let mut nodes = archbench_cluster::topology::default_nodes();
+    nodes.push(NodeSpec::new(2, "aks-load-0", "amd64", "load", "Standard_D8s_v6").sized(8, 32));
     Some(
-        Cluster::start(Options {
-            restart_backoff: std::time::Duration::from_millis(100),
-            termination_grace_cap: Some(std::time::Duration::from_secs(1)),
-            ..opts
-        })
-        .expect("the stand-in starts"),
+        TestCluster::shared("with-load-node", &options(Some(nodes)))
+            .unwrap_or_else(|e| panic!("{e}")),
     )
 }
 
-/// `archbench k8s --kubeconfig … ARGS`, bounded in time.
-fn k8s(c: &Cluster, args: &[&str]) -> Output {
-    let child = bin()
-        .arg("k8s")
+/// `archbench k8s -n NS ARGS…` inside the cluster's namespace, not yet started.
+fn k8s_command(c: &TestCluster, ns: &str, args: &[&str]) -> Command {
+    let mut cmd = c.command(env!("CARGO_BIN_EXE_archbench"));
+    cmd.arg("k8s")
         .arg("--kubeconfig")
         .arg(c.kubeconfig())
+        .args(["-n", ns])
         .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("archbench runs");
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// `archbench k8s -n NS ARGS…`, bounded in time.
+fn k8s(c: &TestCluster, ns: &str, args: &[&str]) -> Output {
+    let child = k8s_command(c, ns, args).spawn().expect("archbench runs");
     finish_within(child, PROMPTLY * 2)
+}
+
+/// The same with another kubeconfig (a user of the test's own).
+fn k8s_as(c: &TestCluster, kubeconfig: &Path, ns: &str, args: &[&str]) -> Output {
+    let mut cmd = c.command(env!("CARGO_BIN_EXE_archbench"));
+    cmd.arg("k8s")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["-n", ns])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    finish_within(cmd.spawn().expect("archbench runs"), PROMPTLY * 2)
 }
 
 fn ok(o: &Output) -> String {
@@ -65,11 +111,11 @@ fn counted_conf() -> String {
     )
 }
 
-/// Access-log lines of every nginx pod (the counted format: "CONN STATUS \"REQUEST\"").
-fn access_lines(c: &Cluster, pods: &[String]) -> usize {
+/// Access-log lines of these nginx pods (the counted format: "CONN STATUS \"REQUEST\"").
+fn access_lines(c: &TestCluster, ns: &str, pods: &[String]) -> usize {
     pods.iter()
         .map(|p| {
-            c.pod_log("nginx", p)
+            c.pod_log(ns, p)
                 .lines()
                 .filter(|l| l.contains("\"GET / HTTP/1.1\""))
                 .count()
@@ -85,14 +131,71 @@ fn pod_names(status: &str) -> Vec<String> {
         .collect()
 }
 
+fn the_run_dir(out: &Path) -> PathBuf {
+    let mut dirs: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs.remove(0)
+}
+
+/// The load worker pods of a namespace now: (name, node, phase).
+fn load_pods(c: &TestCluster, ns: &str) -> Vec<(String, String, String)> {
+    let list = c.get_json(&[
+        "-n",
+        ns,
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=archbench-load",
+    ]);
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+            (
+                s(&p["metadata"]["name"]),
+                s(&p["spec"]["nodeName"]),
+                s(&p["status"]["phase"]),
+            )
+        })
+        .collect()
+}
+
+/// Requests the API server has begun to answer (its audit log: one auditID per request,
+/// logged as its response starts and again as it completes) whose verb and URI satisfy `f`.
+fn audited(c: &TestCluster, f: impl Fn(&str, &str) -> bool) -> usize {
+    let ids: std::collections::BTreeSet<String> = c
+        .audit()
+        .iter()
+        .filter(|e| {
+            f(
+                e["verb"].as_str().unwrap_or(""),
+                e["requestURI"].as_str().unwrap_or(""),
+            )
+        })
+        .filter_map(|e| e["auditID"].as_str().map(str::to_string))
+        .collect();
+    ids.len()
+}
+
+/// Objects of the test's own, applied by the cluster's kubectl.
+fn kubectl_apply(c: &TestCluster, yaml: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("objects.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    c.kubectl_ok(&["apply", "-f", f.to_str().unwrap()]);
+}
+
 #[test]
 fn the_guides_workflow_end_to_end() {
-    let Some(c) = cluster(Options::default()) else {
-        return;
-    };
+    let Some(c) = cluster() else { return };
+    let ns = "guide";
     let dir = tempfile::tempdir().unwrap();
-    // up: both architectures on their own nodes, addresses on the load balancer.
-    let up = ok(&k8s(&c, &["up", "--wait-timeout", "60s"]));
+    // up: both architectures on their own nodes, addresses from the load balancer.
+    let up = ok(&k8s(c, ns, &["up", "--wait-timeout", "90s"]));
     assert!(
         up.contains("Deployment nginx-arm-deployment: created"),
         "{up}"
@@ -103,23 +206,27 @@ fn the_guides_workflow_end_to_end() {
         .collect();
     assert_eq!(rows.len(), 2, "{up}");
     for row in &rows {
-        let arch = if row.starts_with("arm") {
-            "arm64"
+        let (arch, node) = if row.starts_with("arm") {
+            ("arm64", "aks-arm-0")
         } else {
-            "amd64"
+            ("amd64", "aks-intel-0")
         };
-        assert!(row.contains(arch), "{row}");
-        assert!(row.contains("127.3."), "a LoadBalancer address: {row}");
+        assert!(row.contains(arch) && row.contains(node), "{row}");
+        assert!(row.contains("10.250.0."), "a LoadBalancer address: {row}");
         assert!(row.contains(" yes "), "ready: {row}");
     }
+    // The real scheduler put them there; the real Deployment controller made ReplicaSets.
+    let rs = c.kubectl_ok(&["-n", ns, "get", "replicasets", "-o", "name"]);
+    assert_eq!(rs.lines().count(), 2, "{rs}");
     // A second up changes nothing and says so.
-    let again = ok(&k8s(&c, &["up", "--wait-timeout", "60s"]));
+    let again = ok(&k8s(c, ns, &["up", "--wait-timeout", "90s"]));
     assert!(again.contains("nothing changed"), "{again}");
-    // curl: the tuned JSON names the pod that answered; multiarch spreads over both.
-    let one = ok(&k8s(&c, &["curl", "arm"]));
+    // curl: the tuned JSON names the pod that answered; multiarch spreads over both
+    // (kube-proxy's rules choose the endpoint).
+    let one = ok(&k8s(c, ns, &["curl", "arm"]));
     assert!(one.contains("\"message\": \"nginx response\""), "{one}");
     assert!(one.contains("answered by nginx-arm-deployment-"), "{one}");
-    let spread = ok(&k8s(&c, &["curl", "multiarch", "--count", "12"]));
+    let spread = ok(&k8s(c, ns, &["curl", "multiarch", "--count", "24"]));
     let split = spread
         .lines()
         .find(|l| l.starts_with("answers by architecture"))
@@ -131,22 +238,23 @@ fn the_guides_workflow_end_to_end() {
     // config: a file with a counted access log, checked with the pods' nginx -t first.
     let conf = dir.path().join("counted.conf");
     std::fs::write(&conf, counted_conf()).unwrap();
-    let before = pod_names(&ok(&k8s(&c, &["status"])));
+    let before = pod_names(&ok(&k8s(c, ns, &["status"])));
     let applied = ok(&k8s(
-        &c,
-        &["config", conf.to_str().unwrap(), "--wait-timeout", "60s"],
+        c,
+        ns,
+        &["config", conf.to_str().unwrap(), "--wait-timeout", "90s"],
     ));
     assert!(applied.contains("nginx -t in nginx-"), "{applied}");
-    let pods = pod_names(&ok(&k8s(&c, &["status"])));
+    let pods = pod_names(&ok(&k8s(c, ns, &["status"])));
     assert_eq!(pods.len(), 2);
     assert!(
         pods.iter().all(|p| !before.contains(p)),
         "new pods: {before:?} -> {pods:?}"
     );
-    // A configuration nginx rejects changes nothing.
+    // A configuration nginx rejects changes nothing, in nginx's own words.
     let bad = dir.path().join("bad.conf");
     std::fs::write(&bad, "events {}\nhttp { no_such_directive on; }\n").unwrap();
-    let o = k8s(&c, &["config", bad.to_str().unwrap()]);
+    let o = k8s(c, ns, &["config", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("nginx rejects the configuration"),
@@ -158,8 +266,9 @@ fn the_guides_workflow_end_to_end() {
     let deaf = dir.path().join("deaf.conf");
     std::fs::write(&deaf, counted_conf().replace("listen 80;", "listen 8080;")).unwrap();
     let o = k8s(
-        &c,
-        &["config", deaf.to_str().unwrap(), "--wait-timeout", "8s"],
+        c,
+        ns,
+        &["config", deaf.to_str().unwrap(), "--wait-timeout", "10s"],
     );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
@@ -167,15 +276,16 @@ fn the_guides_workflow_end_to_end() {
         "{}",
         stderr(&o)
     );
-    let status = ok(&k8s(&c, &["status"]));
+    let status = ok(&k8s(c, ns, &["status"]));
     assert_eq!(status.matches(" yes ").count(), 2, "{status}");
     let pods = pod_names(&status);
     // top: each pod's own cgroup, through exec.
-    let top = ok(&k8s(&c, &["top"]));
+    let top = ok(&k8s(c, ns, &["top"]));
     assert!(top.contains("cgroup (exec)"), "{top}");
     // login with a command: its output and its exit code.
     let o = k8s(
-        &c,
+        c,
+        ns,
         &[
             "login",
             "arm",
@@ -192,15 +302,16 @@ fn the_guides_workflow_end_to_end() {
         stdout(&o)
     );
     // fingerprint: the arm node's LSE atomics, the pod's nginx -V.
-    let fp = ok(&k8s(&c, &["fingerprint"]));
+    let fp = ok(&k8s(c, ns, &["fingerprint"]));
     assert!(fp.contains("arm: pod nginx-arm-deployment-"), "{fp}");
     assert!(fp.contains("LSE      yes"), "{fp}");
     assert!(fp.contains("nginx version: nginx/"), "{fp}");
     // load both: the pods watched; every request counted is one the pods' nginx logged.
     let out = dir.path().join("results");
-    let served_before = access_lines(&c, &pods);
+    let served_before = access_lines(c, ns, &pods);
     let load = ok(&k8s(
-        &c,
+        c,
+        ns,
         &[
             "load",
             "both",
@@ -219,8 +330,7 @@ fn the_guides_workflow_end_to_end() {
     assert!(load.contains("archbench compare"), "{load}");
     // The guide's claim, measured: each architecture's cost of a million requests.
     assert!(load.contains("Cost       arm at 0.1540/h: "), "{load}");
-    let json = the_run_dir(&out).join("k8s-load.json");
-    let doc = read_json(&json);
+    let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
     crate::util::schema::assert_valid(&doc);
     let mut counted = 0;
     for t in doc["targets"].as_array().unwrap() {
@@ -228,7 +338,10 @@ fn the_guides_workflow_end_to_end() {
         counted += run["totals"]["requests"].as_u64().unwrap();
         let server = &run["servers"][0];
         assert!(
-            server["target"].as_str().unwrap().starts_with("pod:nginx/"),
+            server["target"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("pod:{ns}/")),
             "{server}"
         );
         assert!(server["cpu_s"].as_f64().unwrap() > 0.0, "{server}");
@@ -241,14 +354,15 @@ fn the_guides_workflow_end_to_end() {
     assert_eq!(doc["cost"].as_array().unwrap().len(), 2, "{}", doc["cost"]);
     // Requests in flight when a run's time ran out were answered but not counted: at most
     // one per connection.
-    let served = access_lines(&c, &pods) - served_before;
+    let served = access_lines(c, ns, &pods) - served_before;
     assert!(
         served as u64 >= counted && served as u64 <= counted + 8,
         "nginx logged {served}, archbench counted {counted}"
     );
     // The script's own layout.
     let wrk = ok(&k8s(
-        &c,
+        c,
+        ns,
         &[
             "load",
             "both",
@@ -270,28 +384,73 @@ fn the_guides_workflow_end_to_end() {
     ] {
         assert!(wrk.contains(line), "{line} in {wrk}");
     }
-    // down: only ours, the namespace too (archbench created it), and it waits.
-    let down = ok(&k8s(&c, &["down"]));
-    assert!(down.contains("Namespace nginx: deleted"), "{down}");
-    let status = ok(&k8s(&c, &["status"]));
+    // kubectl sees what archbench made as archbench says: our labels, our field manager.
+    let deploy = c.get_json(&[
+        "-n",
+        ns,
+        "deployment",
+        "nginx-arm-deployment",
+        "--show-managed-fields",
+    ]);
+    assert_eq!(
+        deploy["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "archbench"
+    );
+    assert!(deploy["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["manager"] == "archbench" && m["operation"] == "Apply"));
+    // down: only ours, the namespace too (archbench created it), and it waits; a Deployment
+    // of someone else's in the namespace is not ours, so the namespace stays with it.
+    kubectl_apply(
+        c,
+        &format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: foreign, namespace: {ns}}}\n\
+             spec:\n  replicas: 0\n  selector: {{matchLabels: {{app: foreign}}}}\n  template:\n    \
+             metadata: {{labels: {{app: foreign}}}}\n    spec: {{containers: [{{name: c, image: nginx}}]}}\n"
+        ),
+    );
+    let down = ok(&k8s(c, ns, &["down"]));
+    assert!(
+        down.contains("Deployment nginx-arm-deployment: deleted"),
+        "{down}"
+    );
+    assert!(
+        down.contains(
+            "Namespace guide: kept, it holds what is not archbench's: Deployment foreign"
+        ),
+        "{down}"
+    );
+    let left = c.kubectl_ok(&["-n", ns, "get", "deployments", "-o", "name"]);
+    assert_eq!(left.trim(), "deployment.apps/foreign", "{left}");
+    let status = ok(&k8s(c, ns, &["status"]));
     assert!(status.contains("no pods of archbench's"), "{status}");
+    // Once it is archbench's alone again, the namespace goes too.
+    c.kubectl_ok(&["-n", ns, "delete", "deployment", "foreign"]);
+    let down = ok(&k8s(c, ns, &["down"]));
+    assert!(down.contains("Namespace guide: deleted"), "{down}");
 }
 
+/// A one-node cluster (amd64 only) for the failures users meet, some of them cluster-wide
+/// (no load-balancer addresses).
 #[test]
 fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
-    // One amd64 node only: the arm pods cannot be scheduled.
-    let Some(c) = cluster(Options {
-        nodes: vec![NodeSpec::new(
-            "aks-intel-0",
-            "amd64",
-            "intel",
-            "Standard_D4s_v5",
-        )],
-        ..Options::default()
-    }) else {
+    if !can_run() {
         return;
-    };
-    let o = k8s(&c, &["up", "--wait-timeout", "60s"]);
+    }
+    let nodes = vec![NodeSpec::new(
+        0,
+        "aks-intel-0",
+        "amd64",
+        "intel",
+        "Standard_D2s_v6",
+    )];
+    let c = TestCluster::start(&options(Some(nodes)), "errors").unwrap_or_else(|e| panic!("{e}"));
+    let c = &c;
+    let ns = "errors";
+    // No arm64 node: the real scheduler's message, in archbench's words.
+    let o = k8s(c, ns, &["up", "--wait-timeout", "60s"]);
     assert_eq!(o.status.code(), Some(1), "{}\n{}", stdout(&o), stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -300,7 +459,8 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
     );
     // An image that cannot be pulled.
     let o = k8s(
-        &c,
+        c,
+        ns,
         &[
             "up",
             "--arch",
@@ -324,7 +484,8 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
     )
     .unwrap();
     let o = k8s(
-        &c,
+        c,
+        ns,
         &[
             "up",
             "--arch",
@@ -342,88 +503,122 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
         err.contains("archbench_no_such_directive"),
         "nginx's log is quoted: {err}"
     );
-    // Forbidden by RBAC: the verb and the resource are named.
-    c.faults().forbid("patch", "deployments");
-    let o = k8s(&c, &["up", "--arch", "intel"]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = stderr(&o);
-    assert!(
-        err.contains("forbidden") && err.contains("patch deployments.apps"),
-        "{err}"
-    );
-    c.faults().allow_all();
     // A LoadBalancer address that never comes (new services, in a namespace of their own):
     // NodePort is suggested.
-    c.faults().withhold_loadbalancer_addresses(true);
-    let o = k8s(
-        &c,
-        &["-n", "lb", "up", "--arch", "intel", "--wait-timeout", "5s"],
-    );
+    c.fault("withhold-load-balancers", true);
+    let o = k8s(c, "lb", &["up", "--arch", "intel", "--wait-timeout", "5s"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("--service-type NodePort"),
         "{}",
         stderr(&o)
     );
+    // Ctrl-C while it waits for one: what stays is said, and the exit is 130.
+    let mut child = k8s_command(
+        c,
+        "wait",
+        &["up", "--arch", "intel", "--wait-timeout", "5m"],
+    )
+    .spawn()
+    .unwrap();
+    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    let child = crate::util::KillOnDrop::new(child);
+    err.wait_for("waiting:", PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
+    assert_eq!(o.status.code(), Some(130));
+    let rest = err.rest(PROMPTLY);
+    assert!(rest.contains("interrupted while waiting"), "{rest}");
+    assert!(rest.contains("archbench k8s down removes it"), "{rest}");
+    c.fault("withhold-load-balancers", false);
     // No cluster at all: the server is named.
     let gone = dir.path().join("gone.kubeconfig");
     let (_held, port) = crate::util::nginx::refusing_port();
-    std::fs::write(
-        &gone,
-        std::fs::read_to_string(c.kubeconfig())
-            .unwrap()
-            .replace(&c.url(), &format!("http://127.0.0.1:{port}")),
-    )
-    .unwrap();
-    let o = bin()
+    let mut kc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(c.kubeconfig()).unwrap()).unwrap();
+    kc["clusters"][0]["cluster"]["server"] = format!("https://127.0.0.1:{port}").into();
+    std::fs::write(&gone, kc.to_string()).unwrap();
+    let o = crate::util::bin()
         .args(["k8s", "--kubeconfig", gone.to_str().unwrap(), "status"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
     assert!(
-        err.contains(&format!("no cluster reachable at http://127.0.0.1:{port}")),
+        err.contains(&format!("no cluster reachable at https://127.0.0.1:{port}")),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+/// A user of the test's own, bound to a Role in `ns` with these rules (YAML list items).
+fn user_with_role(c: &TestCluster, name: &str, ns: &str, rules: &str) -> PathBuf {
+    let kc = c.user(name, &[], None);
+    kubectl_apply(
+        c,
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             rules:\n{rules}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\n\
+             subjects: [{{kind: User, name: {name}, apiGroup: rbac.authorization.k8s.io}}]\n"
+        ),
+    );
+    kc
+}
+
 #[test]
 fn a_pod_restarted_during_a_load_is_followed_and_reported() {
-    let Some(c) = cluster(Options::default()) else {
-        return;
-    };
-    ok(&k8s(&c, &["up", "--arch", "arm", "--wait-timeout", "60s"]));
-    let pod = pod_names(&ok(&k8s(&c, &["status"])))[0].clone();
-    // exec not allowed: `top` falls back to the metrics API, and says so.
-    c.faults().forbid("create", "pods/exec");
-    let top = ok(&k8s(&c, &["top"]));
-    assert!(top.contains("metrics API"), "{top}");
-    c.faults().allow_all();
+    let Some(c) = cluster() else { return };
+    let ns = "restart";
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
+    let pod = pod_names(&ok(&k8s(c, ns, &["status"])))[0].clone();
+    // A user RBAC does not allow exec: `top` falls back to the metrics API (metrics-server,
+    // scraping the node agent), and says so.
+    let viewer = user_with_role(
+        c,
+        "no-exec",
+        ns,
+        "- {apiGroups: [\"\", apps], resources: [pods, deployments, services, configmaps, nodes, events], verbs: [get, list, watch]}\n\
+         - {apiGroups: [metrics.k8s.io], resources: [pods], verbs: [get, list]}",
+    );
+    let top = crate::util::wait_for_value("the pod in the metrics API", PROMPTLY, || {
+        let o = k8s_as(c, &viewer, ns, &["top"]);
+        (o.status.success() && stdout(&o).contains("metrics API")).then(|| stdout(&o))
+    });
+    assert!(top.contains(&pod), "{top}");
     // A load whose pod's nginx is killed a moment in: the run is kept, the restart told.
     let dir = tempfile::tempdir().unwrap();
-    let child = bin()
-        .args(["k8s", "--kubeconfig"])
-        .arg(c.kubeconfig())
-        .args(["load", "arm", "-d", "4s", "-c", "2", "--out-dir"])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = k8s_command(
+        c,
+        ns,
+        &[
+            "load",
+            "arm",
+            "-d",
+            "4s",
+            "-c",
+            "2",
+            "--out-dir",
+            dir.path().to_str().unwrap(),
+        ],
+    )
+    .spawn()
+    .unwrap();
     // The load has begun once the pod's cgroup stream (an exec) is open.
-    let exec_path = format!("/api/v1/namespaces/nginx/pods/{pod}/exec");
+    let exec = format!("/api/v1/namespaces/{ns}/pods/{pod}/exec");
     crate::util::wait_until("the cgroup stream of the pod", PROMPTLY, || {
-        c.requests()
-            .iter()
-            .any(|r| r.path.starts_with(&exec_path) && r.path.contains("while"))
+        audited(c, |_, uri| uri.starts_with(&exec) && uri.contains("while")) > 0
     });
-    c.faults().kill_pod_process("nginx", &pod).unwrap();
+    c.kill_pod(ns, &pod);
     let o = finish_within(child, PROMPTLY * 2);
     let text = ok(&o);
     assert!(text.contains("During run 1 of arm"), "{text}");
-    let json = the_run_dir(dir.path()).join("k8s-load.json");
-    let doc = read_json(&json);
+    let doc = read_json(the_run_dir(dir.path()).join("k8s-load.json"));
     let server = &doc["targets"][0]["runs"][0]["servers"][0];
     let events = server["events"].as_array().unwrap();
     assert!(!events.is_empty(), "{server}");
@@ -433,15 +628,11 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
             .unwrap()
             > 0
     );
+    // The restart is the real one: the API's restartCount.
+    let p = c.get_json(&["-n", ns, "pod", &pod]);
+    assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 1);
     // top --watch refreshes until Ctrl-C, on the pod as it is now.
-    let mut child = bin()
-        .args(["k8s", "--kubeconfig"])
-        .arg(c.kubeconfig())
-        .args(["top", "--watch"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = k8s_command(c, ns, &["top", "--watch"]).spawn().unwrap();
     let out = crate::util::LineReader::new(child.stdout.take().unwrap());
     for _ in 0..2 {
         out.wait_for("cgroup (exec)", PROMPTLY);
@@ -450,39 +641,12 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
     let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     // down --keep-namespace: ours go, the namespace stays.
-    let down = ok(&k8s(&c, &["down", "--keep-namespace"]));
+    let down = ok(&k8s(c, ns, &["down", "--keep-namespace"]));
     assert!(
         down.contains("Deployment nginx-arm-deployment: deleted"),
         "{down}"
     );
     assert!(!down.contains("Namespace"), "{down}");
-    let again = ok(&k8s(&c, &["down"]));
-    assert!(again.contains("Namespace nginx: deleted"), "{again}");
-}
-
-#[test]
-fn ctrl_c_while_waiting_says_what_stays_and_exits_130() {
-    let Some(c) = cluster(Options::default()) else {
-        return;
-    };
-    // No LoadBalancer address will come: up waits until interrupted.
-    c.faults().withhold_loadbalancer_addresses(true);
-    let mut child = bin()
-        .args(["k8s", "--kubeconfig"])
-        .arg(c.kubeconfig())
-        .args(["up", "--arch", "intel", "--wait-timeout", "5m"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
-    let child = crate::util::KillOnDrop::new(child);
-    err.wait_for("waiting:", PROMPTLY);
-    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
-    assert_eq!(o.status.code(), Some(130));
-    let rest = err.rest(PROMPTLY);
-    assert!(rest.contains("interrupted while waiting"), "{rest}");
-    assert!(rest.contains("archbench k8s down removes it"), "{rest}");
 }
 
 #[test]
@@ -490,13 +654,17 @@ fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
     if crate::util::require_tool("tmux").is_none() {
         return;
     }
-    let Some(c) = cluster(Options::default()) else {
-        return;
-    };
-    ok(&k8s(&c, &["up", "--arch", "arm", "--wait-timeout", "60s"]));
+    let Some(c) = cluster() else { return };
+    let ns = "login";
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
     let session = format!("archbench-login-{}", std::process::id());
     let script = format!(
-        "{} k8s --kubeconfig {} login arm; echo EXIT=$?; {}",
+        "{} {} k8s --kubeconfig {} -n {ns} login arm; echo EXIT=$?; {}",
+        c.shell_prefix(),
         env!("CARGO_BIN_EXE_archbench"),
         c.kubeconfig().display(),
         crate::util::PRINT_TERMINAL_MODES
@@ -530,109 +698,34 @@ fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
     });
 }
 
-/// GET on the stand-in's API (HTTP/1.0: one plain body), as JSON.
-fn api_get(c: &Cluster, path: &str) -> serde_json::Value {
-    api(c, "GET", path, None)
-}
-
-/// A request to the stand-in's API, its answer as JSON.
-fn api(
-    c: &Cluster,
-    method: &str,
-    path: &str,
-    body: Option<&serde_json::Value>,
-) -> serde_json::Value {
-    use std::io::{Read, Write};
-    let addr = c
-        .url()
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    s.set_read_timeout(Some(PROMPTLY)).unwrap();
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
-/// The load worker pods now: (name, node, phase).
-fn load_pods(c: &Cluster) -> Vec<(String, String, String)> {
-    let list = api_get(
-        c,
-        "/api/v1/namespaces/nginx/pods?labelSelector=app.kubernetes.io%2Fname%3Darchbench-load",
-    );
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
-            (
-                s(&p["metadata"]["name"]),
-                s(&p["spec"]["nodeName"]),
-                s(&p["status"]["phase"]),
-            )
-        })
-        .collect()
-}
-
-/// A cluster with a third node for load pods, whose archbench images run this build.
-fn cluster_with_load_node() -> Option<Cluster> {
-    let mut opts = Options {
-        archbench_binary: Some(env!("CARGO_BIN_EXE_archbench").into()),
-        ..Options::default()
-    };
-    opts.nodes.push(NodeSpec::new(
-        "aks-load-0",
-        "amd64",
-        "load",
-        "Standard_D8s_v5",
-    ));
-    cluster(opts)
-}
-
-fn the_run_dir(out: &std::path::Path) -> std::path::PathBuf {
-    let mut dirs: Vec<_> = std::fs::read_dir(out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs.remove(0)
-}
-
 #[test]
 fn an_in_cluster_load_of_three_workers_is_one_run_merged_exactly() {
     let Some(c) = cluster_with_load_node() else {
         return;
     };
+    let ns = "incluster";
     let dir = tempfile::tempdir().unwrap();
     // nginx on the intel and arm pools only (the load node is amd64 too).
     ok(&k8s(
-        &c,
-        &["up", "--pools-by", "agentpool", "--wait-timeout", "60s"],
+        c,
+        ns,
+        &["up", "--pools-by", "agentpool", "--wait-timeout", "90s"],
     ));
     let conf = dir.path().join("counted.conf");
     std::fs::write(&conf, counted_conf()).unwrap();
     ok(&k8s(
-        &c,
-        &["config", conf.to_str().unwrap(), "--wait-timeout", "60s"],
+        c,
+        ns,
+        &["config", conf.to_str().unwrap(), "--wait-timeout", "90s"],
     ));
-    let pods = pod_names(&ok(&k8s(&c, &["status"])));
-    let served_before = access_lines(&c, &pods);
+    let pods = pod_names(&ok(&k8s(c, ns, &["status"])));
+    let served_before = access_lines(c, ns, &pods);
     let out = dir.path().join("results");
     // Open loop, 3 workers per target, 7 connections: shares 3, 2, 2.
-    let child = bin()
-        .args(["k8s", "--kubeconfig"])
-        .arg(c.kubeconfig())
-        .args([
+    let child = k8s_command(
+        c,
+        ns,
+        &[
             "load",
             "both",
             "--in-cluster",
@@ -646,20 +739,20 @@ fn an_in_cluster_load_of_three_workers_is_one_run_merged_exactly() {
             "3s",
             "--per-worker",
             "--wait-timeout",
-            "60s",
+            "90s",
             "--out-dir",
-        ])
-        .arg(&out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // While it runs: six workers, all on the node without nginx (pod anti-affinity).
+            out.to_str().unwrap(),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    // While it runs: six workers, all on the node without nginx (pod anti-affinity, applied
+    // by the real scheduler).
     crate::util::wait_until("six load pods running", PROMPTLY, || {
-        let p = load_pods(&c);
+        let p = load_pods(c, ns);
         p.len() == 6 && p.iter().all(|(_, _, phase)| phase == "Running")
     });
-    for (name, node, _) in load_pods(&c) {
+    for (name, node, _) in load_pods(c, ns) {
         assert_eq!(node, "aks-load-0", "{name}");
     }
     let o = finish_within(child, PROMPTLY * 2);
@@ -730,16 +823,20 @@ fn an_in_cluster_load_of_three_workers_is_one_run_merged_exactly() {
             );
         }
     }
-    // 300 req/s for 3 s on each target: every request counted was answered by nginx, and
-    // nginx answered at most one more per connection (in flight at the deadline).
+    // 300 req/s for 3 s on each target, through kube-proxy's ClusterIP rules: every request
+    // counted was answered by nginx, and nginx answered at most one more per connection (in
+    // flight at the deadline).
     assert!(counted > 1_500, "{counted}");
-    let served = access_lines(&c, &pods) - served_before;
+    let served = access_lines(c, ns, &pods) - served_before;
     assert!(
         served as u64 >= counted && served as u64 <= counted + 14,
         "nginx logged {served}, archbench counted {counted}"
     );
-    // The Jobs are gone with their pods.
-    crate::util::wait_until("the load pods gone", PROMPTLY, || load_pods(&c).is_empty());
+    // The Jobs are gone with their pods (the garbage collector's work).
+    crate::util::wait_until("the load pods gone", PROMPTLY, || {
+        load_pods(c, ns).is_empty()
+    });
+    ok(&k8s(c, ns, &["down"]));
 }
 
 #[test]
@@ -747,18 +844,31 @@ fn a_load_worker_killed_mid_run_is_reported_lost_and_the_rest_kept() {
     let Some(c) = cluster_with_load_node() else {
         return;
     };
-    ok(&k8s(&c, &["up", "--arch", "arm", "--wait-timeout", "60s"]));
+    let ns = "killed";
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("counted.conf");
     std::fs::write(&conf, counted_conf()).unwrap();
     ok(&k8s(
-        &c,
-        &["config", conf.to_str().unwrap(), "--wait-timeout", "60s"],
+        c,
+        ns,
+        &["config", conf.to_str().unwrap(), "--wait-timeout", "90s"],
     ));
-    let child = bin()
-        .args(["k8s", "--kubeconfig"])
-        .arg(c.kubeconfig())
-        .args([
+    let starts = |c: &TestCluster| {
+        audited(c, |verb, uri| {
+            verb == "create"
+                && uri.starts_with(&format!("/api/v1/namespaces/{ns}/pods/"))
+                && uri.ends_with(":9090/proxy/start")
+        })
+    };
+    let child = k8s_command(
+        c,
+        ns,
+        &[
             "load",
             "arm",
             "--in-cluster",
@@ -771,26 +881,21 @@ fn a_load_worker_killed_mid_run_is_reported_lost_and_the_rest_kept() {
             "--node-selector",
             "agentpool=load",
             "--out-dir",
-        ])
-        .arg(dir.path().join("killed"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+            dir.path().join("killed").to_str().unwrap(),
+        ],
+    )
+    .spawn()
+    .unwrap();
     // Once every worker has been given its start, kill worker 1's process.
     crate::util::wait_until("three starts through the pod proxy", PROMPTLY, || {
-        c.requests()
-            .iter()
-            .filter(|r| r.method == "POST" && r.path.ends_with(":9090/proxy/start"))
-            .count()
-            == 3
+        starts(c) == 3
     });
-    let victim = load_pods(&c)
+    let victim = load_pods(c, ns)
         .into_iter()
         .find(|(name, _, _)| name.contains("-1-"))
         .unwrap();
     assert_eq!(victim.1, "aks-load-0", "--node-selector agentpool=load");
-    c.faults().kill_pod_process("nginx", &victim.0).unwrap();
+    c.kill_pod(ns, &victim.0);
     let o = finish_within(child, PROMPTLY * 2);
     let text = ok(&o);
     assert!(text.contains("arm run 1: 2 workers merged"), "{text}");
@@ -821,13 +926,15 @@ fn a_load_worker_killed_mid_run_is_reported_lost_and_the_rest_kept() {
         "{}",
         run["limiter"]
     );
-    crate::util::wait_until("the load pods gone", PROMPTLY, || load_pods(&c).is_empty());
+    crate::util::wait_until("the load pods gone", PROMPTLY, || {
+        load_pods(c, ns).is_empty()
+    });
     // Ctrl-C mid-run: the workers stop, what they measured is merged and saved, the Job goes.
     let out = dir.path().join("interrupted");
-    let child = bin()
-        .args(["k8s", "--kubeconfig"])
-        .arg(c.kubeconfig())
-        .args([
+    let child = k8s_command(
+        c,
+        ns,
+        &[
             "load",
             "arm",
             "--in-cluster",
@@ -838,23 +945,16 @@ fn a_load_worker_killed_mid_run_is_reported_lost_and_the_rest_kept() {
             "-d",
             "50s",
             "--out-dir",
-        ])
-        .arg(&out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    crate::util::wait_until("two more starts", PROMPTLY, || {
-        c.requests()
-            .iter()
-            .filter(|r| r.method == "POST" && r.path.ends_with(":9090/proxy/start"))
-            .count()
-            == 5
-    });
-    let pods = pod_names(&ok(&k8s(&c, &["status"])));
-    let before = access_lines(&c, &pods);
+            out.to_str().unwrap(),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    crate::util::wait_until("two more starts", PROMPTLY, || starts(c) == 5);
+    let pods = pod_names(&ok(&k8s(c, ns, &["status"])));
+    let before = access_lines(c, ns, &pods);
     crate::util::wait_until("requests of this run reaching nginx", PROMPTLY, || {
-        access_lines(&c, &pods) > before
+        access_lines(c, ns, &pods) > before
     });
     let child = crate::util::KillOnDrop::new(child);
     let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
@@ -865,26 +965,19 @@ fn a_load_worker_killed_mid_run_is_reported_lost_and_the_rest_kept() {
     assert_eq!(run["sources"].as_array().unwrap().len(), 2, "{run}");
     assert!(run["totals"]["requests"].as_u64().unwrap() > 0);
     assert!(run["totals"]["elapsed_s"].as_f64().unwrap() < 40.0);
-    crate::util::wait_until("the load pods gone", PROMPTLY, || load_pods(&c).is_empty());
-    // A load Job left over (say, by a controller that was killed): `down` removes it.
-    let leftover = serde_json::json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "archbench-load-arm-leftover",
-            "labels": {"app.kubernetes.io/managed-by": "archbench"}},
-        "spec": {"template": {"spec": {"restartPolicy": "Never",
-            "containers": [{"name": "archbench", "image": "archbench:0.1.0", "args": ["--version"]}]}}}
+    crate::util::wait_until("the load pods gone", PROMPTLY, || {
+        load_pods(c, ns).is_empty()
     });
-    let created = api(
-        &c,
-        "POST",
-        "/apis/batch/v1/namespaces/nginx/jobs",
-        Some(&leftover),
+    // A load Job left over (say, by a controller that was killed): `down` removes it.
+    kubectl_apply(
+        c,
+        &format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: archbench-load-arm-leftover\n  namespace: {ns}\n  \
+             labels: {{app.kubernetes.io/managed-by: archbench}}\nspec:\n  template:\n    spec:\n      \
+             restartPolicy: Never\n      containers: [{{name: archbench, image: \"archbench:0.1.0\", args: [--version]}}]\n"
+        ),
     );
-    assert_eq!(
-        created["metadata"]["name"], "archbench-load-arm-leftover",
-        "{created}"
-    );
-    let down = ok(&k8s(&c, &["down"]));
+    let down = ok(&k8s(c, ns, &["down"]));
     assert!(
         down.contains("Job archbench-load-arm-leftover: deleted"),
         "{down}"
@@ -917,7 +1010,7 @@ fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
         ),
     ] {
         // No cluster exists at this address: a usage error must come first.
-        let o = bin()
+        let o = crate::util::bin()
             .args(["k8s", "--kubeconfig", "/nonexistent/kubeconfig"])
             .args(args)
             .output()
@@ -927,7 +1020,7 @@ fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
         assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
     }
     // The worker's own command: a control address that is none.
-    let o = bin()
+    let o = crate::util::bin()
         .args(["agent", "http://127.0.0.1:1/", "--control", "nowhere"])
         .output()
         .unwrap();
@@ -969,12 +1062,12 @@ fn control_request(
 #[test]
 fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
     let server = crate::util::ServeChild::start(&[]);
-    let mut child = bin()
+    let mut child = crate::util::bin()
         .args(["agent", &server.url, "-c", "2", "-d", "1s", "--part", "1/2"])
         .args(["--control", "127.0.0.1:0"])
         .env("ARCHBENCH_CONTROL_TOKEN", "s3cret")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let err = crate::util::LineReader::new(child.stderr.take().unwrap());
@@ -1010,40 +1103,53 @@ fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
 }
 
 /// `k8s load both` with live metrics: both architectures' counters and their pods' CPU, as a
-/// scraper sees them, ending at the comparison's figures.
+/// scraper sees them, ending at the comparison's figures. The scraper runs where the
+/// endpoint is (the cluster's namespace).
 #[test]
 fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
     use crate::util::prometheus::{one, parse, parser_available, scrape, serving};
     if !parser_available() {
         return;
     }
-    let Some(c) = cluster(Options::default()) else {
-        return;
-    };
-    ok(&k8s(&c, &["up", "--wait-timeout", "60s"]));
+    let Some(c) = cluster() else { return };
+    let ns = "live";
+    ok(&k8s(c, ns, &["up", "--wait-timeout", "90s"]));
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = bin();
-    cmd.args(["k8s", "--kubeconfig"])
-        .arg(c.kubeconfig())
-        .args(["load", "both", "-d", "2s", "-c", "2", "--out-dir"])
-        .arg(dir.path());
+    let cmd = k8s_command(
+        c,
+        ns,
+        &[
+            "load",
+            "both",
+            "-d",
+            "2s",
+            "-c",
+            "2",
+            "--out-dir",
+            dir.path().to_str().unwrap(),
+        ],
+    );
     let (child, err, addr) = serving(cmd);
+    let scrape = || {
+        let addr = addr.clone();
+        c.within(move || scrape(&addr))
+    };
     // While both load: each pod's CPU is there, labelled by its target.
     crate::util::wait_until("both pods' CPU in the metrics", PROMPTLY, || {
-        let s = parse(&scrape(&addr));
+        let s = parse(&scrape());
         s.get("archbench_server_cpu_cores").is_some_and(|v| {
             ["intel", "arm"].iter().all(|t| {
                 v.iter().any(|(l, _)| {
                     l.get("target").map(String::as_str) == Some(*t)
-                        && l.get("server").is_some_and(|p| p.starts_with("pod:nginx/"))
+                        && l.get("server")
+                            .is_some_and(|p| p.starts_with(&format!("pod:{ns}/")))
                 })
             })
         })
     });
     err.wait_for("--linger", PROMPTLY * 2);
-    let s = parse(&scrape(&addr));
-    let json = the_run_dir(dir.path()).join("k8s-load.json");
-    let doc = read_json(&json);
+    let s = parse(&scrape());
+    let doc = read_json(the_run_dir(dir.path()).join("k8s-load.json"));
     for t in doc["targets"].as_array().unwrap() {
         let name = t["name"].as_str().unwrap();
         // k8s load runs no warm-up unless asked: the counter is the measured run's.
@@ -1061,4 +1167,261 @@ fn load_both_serves_live_metrics_for_both_targets_and_their_pods() {
     }
     let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    ok(&k8s(c, ns, &["down"]));
+}
+
+/// RBAC as the API server enforces it: a user who may only read in the namespace cannot
+/// `up` (one line naming what it lacks), and can read `status`.
+#[test]
+fn a_read_only_user_is_told_what_it_may_not_do() {
+    let Some(c) = cluster() else { return };
+    let ns = "rbac";
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
+    let reader = user_with_role(
+        c,
+        "reader",
+        ns,
+        "- {apiGroups: [\"*\"], resources: [\"*\"], verbs: [get, list, watch]}",
+    );
+    let o = k8s_as(c, &reader, ns, &["up", "--arch", "arm"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("User \"reader\" cannot patch resource")
+            && err.contains(&format!("in the namespace \"{ns}\""))
+            && err.contains("archbench needs to patch"),
+        "{err}"
+    );
+    // Reading is allowed: status lists the pods (nodes are read where the user may).
+    let status = ok(&k8s_as(c, &reader, ns, &["status"]));
+    assert!(status.contains("nginx-arm-deployment-"), "{status}");
+    ok(&k8s(c, ns, &["down"]));
+}
+
+/// Authentication as AKS does it: an `exec:` credential plugin in the kubeconfig (kubelogin
+/// there; here a script printing an ExecCredential with a service-account token the API
+/// server accepts). And a kubeconfig whose CA is not the server's: a clear TLS error, soon.
+#[test]
+fn an_exec_credential_plugin_authenticates_and_a_wrong_ca_is_refused() {
+    let Some(c) = cluster() else { return };
+    let ns = "auth";
+    c.kubectl_ok(&["create", "namespace", ns]);
+    c.kubectl_ok(&["-n", ns, "create", "serviceaccount", "aks-user"]);
+    c.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "auth-aks-user",
+        "--clusterrole=view",
+        &format!("--serviceaccount={ns}:aks-user"),
+    ]);
+    let token = c.kubectl_ok(&["-n", ns, "create", "token", "aks-user", "--duration=1h"]);
+    let dir = tempfile::tempdir().unwrap();
+    let calls = dir.path().join("calls");
+    let plugin = dir.path().join("credential-plugin");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\necho called >> {}\nprintf '%s' '{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{}\"}}}}'\n",
+            calls.display(),
+            token.trim()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ca = std::fs::read(c.dir().join("pki/ca.crt")).unwrap();
+    let server = format!(
+        "https://{}:{}",
+        archbench_cluster::topology::APISERVER_IP,
+        archbench_cluster::topology::APISERVER_PORT
+    );
+    let kubeconfig = |ca_pem: Vec<u8>, credentials| archbench_cluster::pki::Kubeconfig {
+        server: server.clone(),
+        ca_pem,
+        user: "aks-user".into(),
+        credentials,
+        namespace: None,
+    };
+    let exec = dir.path().join("exec.kubeconfig");
+    let with_plugin = kubeconfig(
+        ca.clone(),
+        archbench_cluster::pki::Credentials::Exec {
+            command: plugin.display().to_string(),
+            args: Vec::new(),
+        },
+    );
+    std::fs::write(&exec, with_plugin.render()).unwrap();
+    let status = ok(&k8s_as(c, &exec, ns, &["status"]));
+    assert!(status.contains("no pods of archbench's"), "{status}");
+    assert!(
+        std::fs::read_to_string(&calls).unwrap().contains("called"),
+        "the plugin was asked"
+    );
+    // The API server saw the service account, not the admin.
+    let as_user = audited(c, |verb, uri| {
+        verb == "list" && uri.starts_with(&format!("/api/v1/namespaces/{ns}/pods"))
+    });
+    assert!(as_user > 0);
+    // Another CA: refused at the handshake, in one line that says it is the certificate.
+    let other = rcgen::generate_simple_self_signed(vec!["elsewhere".to_string()]).unwrap();
+    let wrong = dir.path().join("wrong-ca.kubeconfig");
+    let with_wrong_ca = kubeconfig(
+        other.cert.pem().into_bytes(),
+        archbench_cluster::pki::Credentials::Exec {
+            command: plugin.display().to_string(),
+            args: Vec::new(),
+        },
+    );
+    std::fs::write(&wrong, with_wrong_ca.render()).unwrap();
+    let started = std::time::Instant::now();
+    let o = k8s_as(c, &wrong, ns, &["status"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains(&server), "{err}");
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "no hang"
+    );
+    c.kubectl_ok(&["delete", "clusterrolebinding", "auth-aks-user"]);
+    c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// In-cluster config: `archbench k8s status` run as a pod finds the API server by the
+/// `kubernetes` Service and authenticates with the token its node projected, within what
+/// its Role allows.
+#[test]
+fn archbench_in_a_pod_uses_its_service_account() {
+    let Some(c) = cluster() else { return };
+    let ns = "incfg";
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
+    kubectl_apply(
+        c,
+        &format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: prober, namespace: {ns}}}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: prober, namespace: {ns}}}\n\
+             rules: [{{apiGroups: [\"\"], resources: [pods, services], verbs: [get, list]}}]\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: prober, namespace: {ns}}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: prober}}\n\
+             subjects: [{{kind: ServiceAccount, name: prober, namespace: {ns}}}]\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: incfg-nodes}}\n\
+             rules: [{{apiGroups: [\"\"], resources: [nodes], verbs: [get, list]}}]\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: incfg-nodes}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: incfg-nodes}}\n\
+             subjects: [{{kind: ServiceAccount, name: prober, namespace: {ns}}}]\n---\n\
+             apiVersion: v1\nkind: Pod\nmetadata: {{name: status, namespace: {ns}}}\nspec:\n  \
+             serviceAccountName: prober\n  restartPolicy: Never\n  \
+             containers: [{{name: archbench, image: \"archbench:test\", args: [k8s, -n, {ns}, status]}}]\n"
+        ),
+    );
+    crate::util::wait_until("the status pod to finish", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "status"]);
+        matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+    });
+    let log = c.kubectl_ok(&["-n", ns, "logs", "status"]);
+    let p = c.get_json(&["-n", ns, "pod", "status"]);
+    assert_eq!(p["status"]["phase"], "Succeeded", "{log}");
+    assert!(log.contains("nginx-arm-deployment-"), "{log}");
+    // It was the pod's service account that asked.
+    let by_sa = c
+        .audit()
+        .iter()
+        .filter(|e| e["user"]["username"] == format!("system:serviceaccount:{ns}:prober"))
+        .count();
+    assert!(by_sa > 0);
+    c.kubectl_ok(&["delete", "clusterrolebinding", "incfg-nodes"]);
+    c.kubectl_ok(&["delete", "clusterrole", "incfg-nodes"]);
+    c.kubectl_ok(&["-n", ns, "delete", "pod", "status"]);
+    ok(&k8s(c, ns, &["down"]));
+}
+
+/// Server-side apply against another field manager: someone scaled the Deployment with
+/// kubectl; `up` takes the replicas back (archbench owns what it declares, as
+/// `kubectl apply --server-side --force-conflicts` would) and says what it took over.
+#[test]
+fn up_says_what_it_takes_over_from_another_field_manager() {
+    let Some(c) = cluster() else { return };
+    let ns = "conflict";
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "scale",
+        "deployment",
+        "nginx-arm-deployment",
+        "--replicas=2",
+    ]);
+    let up = ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
+    assert!(
+        up.contains(
+            "Deployment nginx-arm-deployment: configured, taking over .spec.replicas (from kubectl"
+        ),
+        "{up}"
+    );
+    let d = c.get_json(&["-n", ns, "deployment", "nginx-arm-deployment"]);
+    assert_eq!(d["spec"]["replicas"], 1);
+    // Taken back, nothing is left to take: the next up changes nothing.
+    let again = ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
+    assert!(again.contains("nothing changed"), "{again}");
+    ok(&k8s(c, ns, &["down"]));
+}
+
+/// Validation by the real API server: what it refuses reaches the user in one line, with
+/// the server's own words.
+#[test]
+fn what_the_api_server_refuses_is_one_line() {
+    let Some(c) = cluster() else { return };
+    let ns = "invalid";
+    let o = k8s(c, ns, &["up", "--arch", "arm", "--image", "nginx:1.27 "]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // The Deployment's validation lets it through; the ReplicaSet's pods are refused, and
+    // the rollout stops there with the API server's words (not at the wait's end).
+    let err = stderr(&o);
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("archbench:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0].contains("must not have leading or trailing whitespace"),
+        "{err}"
+    );
+    // A namespace name the server's validation refuses (archbench passes it on as given).
+    let o = k8s(c, "Not_A_Namespace", &["up", "--arch", "arm"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("Invalid value: \"Not_A_Namespace\": a lowercase RFC 1123 label"),
+        "{err}"
+    );
+    // After the refusals, a good image rolls out in the same namespace.
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
+    ok(&k8s(c, ns, &["down"]));
 }

@@ -239,6 +239,25 @@ pub fn wait_until(what: &str, timeout: std::time::Duration, mut cond: impl FnMut
     }
 }
 
+/// Polls `f` until it gives a value; panics naming `what` after `timeout`.
+pub fn wait_for_value<T>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 /// Waits until `sample` gives a value other than the first it gave (None: nothing to compare
 /// yet): live figures that move.
 pub fn wait_for_change<T: PartialEq>(

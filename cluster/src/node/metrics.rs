@@ -135,7 +135,11 @@ pub fn resource(agent: &Agent) -> Resp {
             );
         }
     }
-    let node = agent.cgroups.as_ref().map(|cg| cg.usage()).unwrap_or_default();
+    let node = agent
+        .cgroups
+        .as_ref()
+        .map(|cg| cg.usage())
+        .unwrap_or_default();
     let node_cpu = node.usage_usec as f64 / 1e6;
     let node_mem = node.working_set_bytes;
     family(
