@@ -4,24 +4,47 @@
 use crate::error::{ClusterError, Result};
 use crate::layout::ClusterDir;
 
-/// The load-balancer controller assigns no addresses while it is on.
-pub const WITHHOLD_LOAD_BALANCERS: &str = "withhold-load-balancers";
-
-/// Every switch, for the command line.
-pub const ALL: [&str; 1] = [WITHHOLD_LOAD_BALANCERS];
-
-pub fn is_on(dir: &ClusterDir, name: &str) -> bool {
-    dir.root.join("faults").join(name).exists()
+/// What can be broken on purpose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The load-balancer controller assigns no addresses (a cloud out of public IPs).
+    WithholdLoadBalancers,
+    /// A node's agent stops renewing its Lease and reporting status, as a node that lost its
+    /// network or its kubelet would: the node-lifecycle controller marks it NotReady. Its pods
+    /// keep running.
+    StopHeartbeats(String),
 }
 
-pub fn set(dir: &ClusterDir, name: &str, on: bool) -> Result<()> {
-    if !ALL.contains(&name) {
-        return Err(ClusterError::Invalid(format!(
-            "no fault named {name}; there are: {}",
-            ALL.join(", ")
-        )));
+/// The names the command line takes.
+pub const NAMES: &str = "withhold-load-balancers, stop-heartbeats:NODE";
+
+impl Fault {
+    pub fn parse(name: &str) -> Result<Fault> {
+        match name.split_once(':') {
+            None if name == "withhold-load-balancers" => Ok(Fault::WithholdLoadBalancers),
+            Some(("stop-heartbeats", node)) if !node.is_empty() && !node.contains('/') => {
+                Ok(Fault::StopHeartbeats(node.to_string()))
+            }
+            _ => Err(ClusterError::Invalid(format!(
+                "no fault named {name:?}; there are: {NAMES}"
+            ))),
+        }
     }
-    let path = dir.root.join("faults").join(name);
+
+    fn file(&self) -> String {
+        match self {
+            Fault::WithholdLoadBalancers => "withhold-load-balancers".into(),
+            Fault::StopHeartbeats(node) => format!("stop-heartbeats-{node}"),
+        }
+    }
+}
+
+pub fn is_on(dir: &ClusterDir, fault: &Fault) -> bool {
+    dir.root.join("faults").join(fault.file()).exists()
+}
+
+pub fn set(dir: &ClusterDir, fault: &Fault, on: bool) -> Result<()> {
+    let path = dir.root.join("faults").join(fault.file());
     if on {
         crate::pki::write_file(&path, "on\n", false)
     } else {
@@ -31,6 +54,26 @@ pub fn set(dir: &ClusterDir, name: &str, on: bool) -> Result<()> {
                 source: e,
             }),
             _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_by_name() {
+        assert_eq!(
+            Fault::parse("withhold-load-balancers").unwrap(),
+            Fault::WithholdLoadBalancers
+        );
+        assert_eq!(
+            Fault::parse("stop-heartbeats:aks-arm-0").unwrap(),
+            Fault::StopHeartbeats("aks-arm-0".into())
+        );
+        for bad in ["", "stop-heartbeats:", "stop-heartbeats:../x", "melt"] {
+            assert!(Fault::parse(bad).is_err(), "{bad}");
         }
     }
 }

@@ -41,6 +41,16 @@ pub struct State {
     pub nginx_binary: PathBuf,
 }
 
+impl State {
+    /// Whether the supervisor recorded here still runs (that pid, and it is a supervisor).
+    pub fn supervisor_running(&self) -> bool {
+        let pid = self.supervisor_pid;
+        pid > 0
+            && std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"supervise"))
+    }
+}
+
 impl ClusterDir {
     pub fn new(root: impl Into<PathBuf>) -> ClusterDir {
         ClusterDir { root: root.into() }
@@ -102,11 +112,15 @@ impl ClusterDir {
     }
 }
 
-/// The name of the network namespace of a cluster directory: stable for one directory, so a
-/// stale namespace left by a killed cluster is found and replaced.
+/// The name of the network namespace (and cgroups) of a cluster directory: the same for one
+/// directory across builds (FNV-1a of its path), so a stale namespace left by a killed
+/// cluster is found and replaced, and two clusters never share one.
 pub fn netns_name(dir: &Path) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    dir.hash(&mut h);
-    format!("archbench-{:08x}", h.finish() as u32)
+    use std::os::unix::ffi::OsStrExt;
+    let mut h: u32 = 0x811c_9dc5;
+    for b in dir.as_os_str().as_bytes() {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("archbench-{h:08x}")
 }

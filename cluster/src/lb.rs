@@ -2,7 +2,7 @@
 //! Service gets an ingress address from the cluster's load-balancer range, written to its
 //! status as a cloud's controller writes it; kube-proxy then routes that address for real.
 //!
-//! A fault switch (`faults::WITHHOLD_LOAD_BALANCERS`) holds addresses back, as a cloud that
+//! A fault switch (`Fault::WithholdLoadBalancers`) holds addresses back, as a cloud that
 //! is out of public IPs does: services stay `<pending>`.
 
 use std::collections::BTreeSet;
@@ -12,9 +12,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 
-use crate::faults;
+use crate::faults::{self, Fault};
 use crate::layout::ClusterDir;
 use crate::topology;
 
@@ -23,7 +23,9 @@ const RECHECK: Duration = Duration::from_secs(1);
 
 pub async fn run(client: kube::Client, dir: ClusterDir) {
     let api: Api<Service> = Api::all(client.clone());
-    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut events = watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .boxed();
     let mut tick = tokio::time::interval(RECHECK);
     loop {
         tokio::select! {
@@ -34,7 +36,7 @@ pub async fn run(client: kube::Client, dir: ClusterDir) {
             }
             _ = tick.tick() => {}
         }
-        if faults::is_on(&dir, faults::WITHHOLD_LOAD_BALANCERS) {
+        if faults::is_on(&dir, &Fault::WithholdLoadBalancers) {
             continue;
         }
         if let Err(e) = reconcile(&client, &api).await {

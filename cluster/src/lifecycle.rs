@@ -17,7 +17,9 @@ use crate::topology::{self, NodeSpec};
 
 /// How long `up` waits for the supervisor's verdict (cold components, two busy cores).
 const UP_WITHIN: Duration = Duration::from_secs(600);
-const DOWN_WITHIN: Duration = Duration::from_secs(60);
+/// Longer than the supervisor's own teardown at worst (node agents 20 + 5 s, then six
+/// components 10 + 5 s each).
+const DOWN_WITHIN: Duration = Duration::from_secs(150);
 
 /// What `up` is asked for.
 #[derive(Debug, Clone)]
@@ -61,13 +63,6 @@ fn require_root() -> Result<()> {
     Ok(())
 }
 
-/// Whether the supervisor recorded in `state` still runs.
-fn supervisor_alive(state: &State) -> bool {
-    process::alive(state.supervisor_pid)
-        && std::fs::read(format!("/proc/{}/cmdline", state.supervisor_pid))
-            .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"supervise"))
-}
-
 /// The directory of the Kubernetes binaries: given, or built (cached by version) by
 /// tools/kube/build, which prints what it builds and how long it took on stderr.
 pub fn kube_bin(given: Option<&Path>) -> Result<PathBuf> {
@@ -100,7 +95,7 @@ pub fn up(dir: &Path, opts: &UpOptions) -> Result<()> {
         .map_err(ClusterError::io(format!("resolve {}", dir.display())))?;
     let cdir = ClusterDir::new(&dir);
     if let Ok(state) = cdir.read_state() {
-        if supervisor_alive(&state) {
+        if state.supervisor_running() {
             println!(
                 "cluster in {} is already up (supervisor pid {}); kubeconfig {}",
                 dir.display(),
@@ -112,7 +107,7 @@ pub fn up(dir: &Path, opts: &UpOptions) -> Result<()> {
     }
     // The one check before anything else: a namespace we are handed must lead nowhere.
     if let Some(spec) = &opts.netns {
-        Netns::existing(spec).refuse_default_route()?;
+        Netns::existing(spec).refuse_unless_empty()?;
     }
     let kube_bin = kube_bin(opts.kube_bin.as_deref())?;
     let ns = match &opts.netns {
@@ -154,8 +149,15 @@ fn start(cdir: &ClusterDir, ns: &Netns, opts: &UpOptions, kube_bin: PathBuf) -> 
             Ok(())
         }
         Err(e) => {
-            process::signal(child.id(), libc::SIGTERM);
-            let _ = child.wait();
+            // It stops what it started after an `error:` line; a timeout or a lost
+            // supervisor gets a SIGTERM, then a SIGKILL.
+            if !wait_child(&mut child, DOWN_WITHIN) {
+                process::signal(child.id(), libc::SIGTERM);
+                if !wait_child(&mut child, Duration::from_secs(30)) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
             Err(e)
         }
     }
@@ -261,6 +263,20 @@ fn start_supervisor(cdir: &ClusterDir, owner: Option<u32>) -> Result<std::proces
         .map_err(ClusterError::io("start the supervisor"))
 }
 
+/// Whether a child ended within `within` (polled: std's Child has no timed wait).
+fn wait_child(child: &mut std::process::Child, within: Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if matches!(child.try_wait(), Ok(Some(_)) | Err(_)) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Prints the supervisor's `step:` lines until `ready` (Ok), `error: …` or its end (Err),
 /// within UP_WITHIN.
 fn relay_progress(child: &mut std::process::Child) -> Result<()> {
@@ -307,8 +323,10 @@ fn relay_progress(child: &mut std::process::Child) -> Result<()> {
 pub async fn down(dir: &Path) -> Result<()> {
     let cdir = ClusterDir::new(dir);
     let state = cdir.read_state()?;
-    let inside = process::in_netns(&state.netns_path);
-    if supervisor_alive(&state) {
+    // Everything the supervisor started (components, node agents, pods) is its descendant;
+    // nothing else is touched (a shell someone runs in the namespace is theirs).
+    let started = process::descendants(state.supervisor_pid);
+    if state.supervisor_running() {
         process::signal(state.supervisor_pid, libc::SIGTERM);
         if !process::wait_gone(state.supervisor_pid, DOWN_WITHIN).await {
             process::signal(state.supervisor_pid, libc::SIGKILL);
@@ -316,11 +334,18 @@ pub async fn down(dir: &Path) -> Result<()> {
         }
     }
     // What the supervisor's end takes with it (PR_SET_PDEATHSIG) may still be dying: `down`
-    // returns once every process that was in the namespace has ended.
-    for pid in inside {
-        if !process::wait_gone(pid, Duration::from_secs(10)).await {
-            process::signal(pid, libc::SIGKILL);
-            process::wait_gone(pid, Duration::from_secs(5)).await;
+    // returns once all of it has ended (killed if it outlasts the grace).
+    let me = std::process::id();
+    let started: Vec<u32> = started.into_iter().filter(|p| *p != me).collect();
+    let gone = futures::future::join_all(
+        started
+            .iter()
+            .map(|pid| process::wait_gone(*pid, Duration::from_secs(10))),
+    )
+    .await;
+    for (pid, gone) in started.iter().zip(gone) {
+        if !gone {
+            process::signal(*pid, libc::SIGKILL);
         }
     }
     // A supervisor killed outright leaves the namespace's name behind.
@@ -338,7 +363,7 @@ pub async fn down(dir: &Path) -> Result<()> {
 pub fn exec(dir: &Path, command: &[String]) -> Result<()> {
     let cdir = ClusterDir::new(dir);
     let state = cdir.read_state()?;
-    if !supervisor_alive(&state) {
+    if !state.supervisor_running() {
         return Err(ClusterError::NoCluster {
             dir: dir.to_path_buf(),
             why: "its supervisor is not running".into(),
@@ -373,7 +398,7 @@ pub fn exec(dir: &Path, command: &[String]) -> Result<()> {
 pub fn status(dir: &Path) -> Result<()> {
     let cdir = ClusterDir::new(dir);
     let state = cdir.read_state()?;
-    let up = supervisor_alive(&state);
+    let up = state.supervisor_running();
     println!(
         "cluster in {}: {}",
         dir.display(),

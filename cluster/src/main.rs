@@ -63,7 +63,7 @@ enum Cmd {
         #[arg(long)]
         namespace: Option<String>,
     },
-    /// Turn a fault on or off (withhold-load-balancers).
+    /// Turn a fault on or off: withhold-load-balancers, stop-heartbeats:NODE.
     Fault {
         dir: PathBuf,
         name: String,
@@ -156,11 +156,12 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             let path = lifecycle::user(&dir, &name, &groups, namespace.as_deref())?;
             println!("{}", path.display());
         }
-        Cmd::Fault { dir, name, state } => faults::set(
-            &archbench_cluster::layout::ClusterDir::new(&dir),
-            &name,
-            state == "on",
-        )?,
+        Cmd::Fault { dir, name, state } => {
+            let fault = faults::Fault::parse(&name)?;
+            let cdir = archbench_cluster::layout::ClusterDir::new(&dir);
+            cdir.read_state()?;
+            faults::set(&cdir, &fault, state == "on")?
+        }
         Cmd::KillPod { dir, pod } => node::kill_pod(&dir, &pod)?,
         Cmd::Supervise { dir, owner } => supervisor::main(&dir, owner)?,
         Cmd::Node { dir, name } => node::main(&dir, &name)?,

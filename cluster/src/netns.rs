@@ -110,6 +110,31 @@ impl Netns {
         .map_err(|_| ClusterError::Invalid("a thread in the network namespace panicked".into()))?
     }
 
+    /// Refuses a namespace that leads anywhere but itself, for a namespace someone hands the
+    /// harness (`--netns`): a default route first (the message tests look for), then any
+    /// interface besides loopback (it could carry 10.x somewhere by other routes or rules).
+    pub fn refuse_unless_empty(&self) -> Result<()> {
+        self.refuse_default_route()?;
+        let display = self.display();
+        self.within(move || {
+            let dev = std::fs::read_to_string("/proc/thread-self/net/dev")
+                .map_err(ClusterError::io("read /proc/thread-self/net/dev"))?;
+            let links: Vec<String> = dev
+                .lines()
+                .skip(2)
+                .filter_map(|l| l.split(':').next().map(|n| n.trim().to_string()))
+                .filter(|n| n != "lo")
+                .collect();
+            if links.is_empty() {
+                return Ok(());
+            }
+            Err(ClusterError::Invalid(format!(
+                "the network namespace {display} has interfaces of its own ({}); give an empty one (ip netns add NAME) or none, and the harness makes its own",
+                links.join(", ")
+            )))
+        })
+    }
+
     /// Refuses a namespace with a default route (IPv4 or IPv6): the one check every entry
     /// point makes before it hands out or reaches a cluster address.
     pub fn refuse_default_route(&self) -> Result<()> {
@@ -158,6 +183,9 @@ impl Netns {
             for range in topology::ROUTED_RANGES {
                 run("ip", &["route", "add", range, "dev", CLUSTER_LINK])?;
             }
+            // Any other 10.x address (a pod that is gone, a typo) fails at once instead of
+            // being looked for on the link: the more specific routes above still win.
+            run("ip", &["route", "add", "unreachable", topology::POD_ROUTE])?;
             sysctl("net/ipv4/ip_forward", "1")?;
             // kube-proxy's NodePorts on the node addresses of this namespace; conntrack
             // accounting as a node has it.

@@ -121,6 +121,36 @@ pub fn alive(pid: u32) -> bool {
     pid > 0 && Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Every descendant of `pid` now (children, theirs, …), from each process's parent in
+/// `/proc/PID/stat`.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let parents: Vec<(u32, u32)> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            // "pid (comm) state ppid …": comm may hold spaces and parentheses.
+            let (_, rest) = stat.rsplit_once(')')?;
+            let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for (child, _) in parents.iter().filter(|(_, pp)| *pp == parent) {
+            if !out.contains(child) {
+                out.push(*child);
+                frontier.push(*child);
+            }
+        }
+    }
+    out
+}
+
 /// The processes whose network namespace is the one at `netns` (a `/run/netns` file or a
 /// `/proc/PID/ns/net` link): same device and inode.
 pub fn in_netns(netns: &Path) -> Vec<u32> {

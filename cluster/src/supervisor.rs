@@ -183,6 +183,47 @@ impl Cluster<'_> {
     }
 }
 
+/// What ends a running cluster: a signal, the owner's end, a control-plane component's.
+struct Stops {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    owner: Option<(u32, Option<ProcessEnd>)>,
+}
+
+impl Stops {
+    fn new(owner: Option<u32>) -> Result<Stops> {
+        let owner = match owner {
+            Some(pid) => Some((pid, ProcessEnd::watch(pid)?)),
+            None => None,
+        };
+        Ok(Stops {
+            term: signal(tokio::signal::unix::SignalKind::terminate())?,
+            int: signal(tokio::signal::unix::SignalKind::interrupt())?,
+            owner,
+        })
+    }
+
+    /// Resolves with the reason when a signal comes or the owner ends (at once if the owner
+    /// was already gone when we looked).
+    async fn next(&mut self) -> String {
+        let owner = async {
+            match &self.owner {
+                Some((pid, Some(end))) => {
+                    end.ended().await;
+                    format!("its owner (pid {pid}) ended")
+                }
+                Some((pid, None)) => format!("its owner (pid {pid}) was gone"),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM".to_string(),
+            _ = self.int.recv() => "SIGINT".to_string(),
+            why = owner => why,
+        }
+    }
+}
+
 async fn run(dir: &ClusterDir, state: &State, owner: Option<u32>) -> Result<()> {
     let report = Report;
     let (ended_tx, mut ended) = mpsc::unbounded_channel();
@@ -193,33 +234,33 @@ async fn run(dir: &ClusterDir, state: &State, owner: Option<u32>) -> Result<()> 
         nodes: Vec::new(),
         ended_tx,
     };
-    let owner_end = match owner {
-        Some(pid) => ProcessEnd::watch(pid)?,
-        None => None,
+    // Listening before anything starts: a SIGTERM while it comes up stops what has started.
+    let mut stops = Stops::new(owner)?;
+    let started = tokio::select! {
+        r = cluster.bring_up(&report) => r,
+        why = stops.next() => Err(ClusterError::Invalid(format!("stopped while starting: {why}"))),
     };
-    if let Err(e) = cluster.bring_up(&report).await {
-        report.line(&format!("error: {e}"));
-        cluster.stop_all().await;
-        return Err(e);
-    }
-    let admin = probe::client(&dir.kubeconfig()).await?;
-    let balancer = tokio::spawn(lb::run(admin, dir.clone()));
+    let balancer = match started {
+        Ok(()) => probe::client(&dir.kubeconfig())
+            .await
+            .map(|admin| tokio::spawn(lb::run(admin, dir.clone()))),
+        Err(e) => Err(e),
+    };
+    let balancer = match balancer {
+        Ok(b) => b,
+        Err(e) => {
+            report.line(&format!("error: {e}"));
+            cluster.stop_all().await;
+            return Err(e);
+        }
+    };
     report.line("ready");
     report.detach(&dir.log("supervisor"));
 
-    let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut int = signal(tokio::signal::unix::SignalKind::interrupt())?;
     let control: Vec<String> = cluster.control.iter().map(|h| h.name.clone()).collect();
     let why = loop {
         tokio::select! {
-            _ = term.recv() => break "SIGTERM".to_string(),
-            _ = int.recv() => break "SIGINT".to_string(),
-            _ = async {
-                match &owner_end {
-                    Some(end) => end.ended().await,
-                    None => std::future::pending().await,
-                }
-            } => break format!("its owner (pid {}) ended", owner.unwrap_or(0)),
+            why = stops.next() => break why,
             Some((name, status)) = ended.recv() => {
                 eprintln!("supervisor: {name} exited ({status})");
                 if control.contains(&name) {

@@ -52,6 +52,33 @@ fn harness() -> Result<PathBuf> {
     Ok(p)
 }
 
+/// Why no test cluster can run here (None: it can): root is needed (namespaces, cgroups,
+/// nftables), and the Kubernetes components, built already or buildable (Go on PATH).
+pub fn unavailable() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("the test cluster needs root (network namespaces, cgroups, nftables)".into());
+    }
+    if std::env::var_os("ARCHBENCH_KUBE_BIN").is_some() {
+        return None;
+    }
+    let on_path = |p: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kube/build");
+    let built = Command::new(&script)
+        .arg("--print")
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .is_some_and(|bin| bin.join("kube-apiserver").exists());
+    if built || on_path("go") {
+        return None;
+    }
+    Some("Go is not installed: the test cluster's components are built with it and the Go module proxy (tools/kube/build)".into())
+}
+
 /// Removes the directories of earlier test processes' clusters (their supervisors stopped
 /// them when those processes ended; the files stay behind).
 fn sweep_stale(root: &Path) {
@@ -65,6 +92,10 @@ fn sweep_stale(root: &Path) {
         let state = ClusterDir::new(e.path()).read_state();
         let stopped = state.map_or(true, |s| !crate::process::alive(s.supervisor_pid));
         if stale && stopped {
+            // A supervisor killed outright leaves its namespace's name mounted.
+            if let Ok(state) = ClusterDir::new(e.path()).read_state() {
+                let _ = Netns::recorded(&state.netns_path, state.netns_name.as_deref()).delete();
+            }
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
@@ -291,8 +322,11 @@ impl TestCluster {
         }
     }
 
+    /// Turns a fault on or off (`withhold-load-balancers`, `stop-heartbeats:NODE`).
     pub fn fault(&self, name: &str, on: bool) {
-        if let Err(e) = crate::faults::set(&self.dir, name, on) {
+        let set =
+            crate::faults::Fault::parse(name).and_then(|f| crate::faults::set(&self.dir, &f, on));
+        if let Err(e) = set {
             panic!("fault {name}: {e}");
         }
     }

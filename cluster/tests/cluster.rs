@@ -22,20 +22,13 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Root and nginx, or a visible skip (a failure where ARCHBENCH_REQUIRE_NGINX is set, as in
-/// CI).
+/// Root, Go (or the components built) and nginx, or a visible skip (a failure where
+/// ARCHBENCH_REQUIRE_NGINX is set, as in CI).
 fn can_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let nginx = Path::new("/usr/sbin/nginx").is_file();
-    if root && nginx {
-        return true;
-    }
-    let why = if root {
-        "nginx is not installed"
-    } else {
-        "the cluster needs root"
-    };
+    let why = archbench_cluster::testing::unavailable().or_else(|| {
+        (!Path::new("/usr/sbin/nginx").is_file()).then(|| "nginx is not installed".to_string())
+    });
+    let Some(why) = why else { return true };
     assert!(
         std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
         "{why} (ARCHBENCH_REQUIRE_NGINX is set)"
@@ -110,7 +103,7 @@ fn pods(c: &TestCluster, ns: &str, selector: &str) -> Vec<serde_json::Value> {
 }
 
 #[test]
-fn a_namespace_with_a_default_route_is_refused() {
+fn a_namespace_that_leads_anywhere_is_refused() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         assert!(std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none());
@@ -185,6 +178,32 @@ fn a_namespace_with_a_default_route_is_refused() {
         assert_eq!(o.status.code(), Some(1));
         assert!(stderr(&o).contains("has a default route"), "{}", stderr(&o));
     }
+    // One without a default route but with an interface of its own: refused too (its routes
+    // or rules could carry 10.x elsewhere).
+    let other = format!("abtest-link-{}", std::process::id());
+    ip(&["netns", "add", &other]);
+    let _gone_too = Gone(other.clone());
+    ip(&[
+        "-n", &other, "link", "add", "x0", "type", "veth", "peer", "name", "x1",
+    ]);
+    let o = output_within(
+        {
+            let mut c = harness();
+            c.args(["up", dir.path().to_str().unwrap(), "--netns", &other]);
+            c
+        },
+        PROMPTLY,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains(&format!(
+            "the network namespace {other} has interfaces of its own (x1, x0)"
+        )) || stderr(&o).contains(&format!(
+            "the network namespace {other} has interfaces of its own (x0, x1)"
+        )),
+        "{}",
+        stderr(&o)
+    );
     // exec into a cluster that is not there says so, and runs nothing.
     let o = output_within(
         {
@@ -357,6 +376,35 @@ fn pods_get_their_network_volumes_token_and_services() {
         whoami.contains(&format!("system:serviceaccount:{ns}:default")),
         "{whoami}"
     );
+    // A command that reads stdin while it writes: 2 MiB through `cat` and back, whole (stdin
+    // is fed beside the output, so neither pipe can stall the other).
+    let input: Vec<u8> = (0..2 * 1024 * 1024u32)
+        .map(|i| b'a' + (i % 26) as u8)
+        .collect();
+    let mut cmd = c.command("kubectl");
+    cmd.args(["-n", ns, "exec", "-i", name, "--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = input.clone();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(&feed).unwrap();
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let o = rx
+        .recv_timeout(PROMPTLY)
+        .expect("cat through exec finishes")
+        .unwrap();
+    writer.join().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout.len(), input.len());
+    assert!(o.stdout == input, "the bytes came back as they went");
     // A command's exit status is kubectl's.
     let o = c.kubectl(&[
         "-n",
@@ -626,4 +674,42 @@ fn down_stops_every_process_and_the_namespace() {
         PROMPTLY,
     );
     assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn a_node_whose_heartbeats_stop_goes_not_ready_and_comes_back() {
+    if !can_run() {
+        return;
+    }
+    let c = TestCluster::start(&TestOptions::default(), "heartbeats").unwrap();
+    let ready = |node: &str| {
+        let n = c.get_json(&["node", node]);
+        n["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .and_then(|c| c["status"].as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(ready("aks-arm-0"), "True");
+    c.fault("stop-heartbeats:aks-arm-0", true);
+    // The node-lifecycle controller's grace is 20 s here; the agent notices within 10 s.
+    wait_for("aks-arm-0 NotReady", PROMPTLY, || {
+        (ready("aks-arm-0") == "Unknown").then_some(())
+    });
+    assert_eq!(
+        ready("aks-intel-0"),
+        "True",
+        "the other node is not touched"
+    );
+    let n = c.get_json(&["node", "aks-arm-0"]);
+    let taints = n["spec"]["taints"].to_string();
+    assert!(
+        taints.contains("node.kubernetes.io/unreachable"),
+        "{taints}"
+    );
+    c.fault("stop-heartbeats:aks-arm-0", false);
+    wait_for("aks-arm-0 Ready again", PROMPTLY, || {
+        (ready("aks-arm-0") == "True").then_some(())
+    });
 }

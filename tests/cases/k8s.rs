@@ -12,18 +12,18 @@ use archbench_cluster::{TestCluster, TestOptions};
 
 use crate::util::{finish_within, read_json, stderr, stdout, PROMPTLY};
 
-/// Root and nginx, or a visible skip; ARCHBENCH_REQUIRE_NGINX=1 (CI) makes that a failure.
+/// Root, Go (or the cluster's components built) and nginx, or a visible skip;
+/// ARCHBENCH_REQUIRE_NGINX=1 (CI) makes that a failure.
 fn can_run() -> bool {
     if crate::util::require_tool("nginx").is_none() {
         return false;
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if let Some(why) = archbench_cluster::testing::unavailable() {
         assert!(
             std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
-            "the test cluster needs root here"
+            "{why} (ARCHBENCH_REQUIRE_NGINX is set)"
         );
-        eprintln!("SKIPPED: the test cluster needs root (network namespaces, cgroups)");
+        eprintln!("SKIPPED: {why}");
         return false;
     }
     true

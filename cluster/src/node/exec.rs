@@ -32,6 +32,7 @@ use super::pod::ExecTarget;
 use super::server::{error, Query, Resp};
 use super::Agent;
 
+const NSENTER: &str = "/usr/bin/nsenter";
 const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
 
 /// What the client asked for.
@@ -154,7 +155,9 @@ fn argv(t: &ExecTarget, command: &[String], tty: bool) -> Vec<String> {
     match t.init_pid {
         Some(pid) => {
             let mut a = vec![
-                "nsenter".to_string(),
+                // By its path: the container's environment (its PATH) is the one the
+                // command runs with.
+                NSENTER.to_string(),
                 "-t".into(),
                 pid.to_string(),
                 "-m".into(),
@@ -368,7 +371,19 @@ async fn pump_pipes(
     child: &mut tokio::process::Child,
     er: &ExecRequest,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut cin = child.stdin.take();
+    // Stdin is fed by a task of its own: a command that reads slowly (or not at all) must not
+    // stop its output from being drained, or both sides wait on full pipes.
+    let mut cin = child.stdin.take().map(|mut pipe| {
+        let (feed, mut input) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(bytes) = input.recv().await {
+                if pipe.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+        });
+        feed
+    });
     let mut cout = child.stdout.take();
     let mut cerr = child.stderr.take();
     let (mut ob, mut eb) = (vec![0u8; 32 * 1024], vec![0u8; 32 * 1024]);
@@ -389,8 +404,8 @@ async fn pump_pipes(
             }
             m = rx.next(), if ws_open => match m {
                 Some(Ok(Message::Binary(b))) if !b.is_empty() => match b[0] {
-                    0 => if let Some(c) = cin.as_mut() {
-                        if c.write_all(&b[1..]).await.is_err() { cin = None; }
+                    0 => if let Some(c) = cin.as_ref() {
+                        if c.send(b[1..].to_vec()).is_err() { cin = None; }
                     },
                     255 if er.v5 && b.get(1) == Some(&0) => cin = None,
                     _ => {}

@@ -47,7 +47,11 @@ fn answer(
 ) -> Result<Resp, (StatusCode, String)> {
     let bad = |m: String| (StatusCode::BAD_REQUEST, m);
     let since = match (q.int("sinceSeconds").map_err(bad)?, q.get("sinceTime")) {
-        (Some(s), _) => Some(SystemTime::now() - Duration::from_secs(s.max(0) as u64)),
+        (Some(s), _) => Some(
+            SystemTime::now()
+                .checked_sub(Duration::from_secs(s.max(0) as u64))
+                .unwrap_or(std::time::UNIX_EPOCH),
+        ),
         (None, Some(t)) => {
             Some(clock::parse(t).ok_or_else(|| bad(format!("invalid sinceTime {t:?}")))?)
         }

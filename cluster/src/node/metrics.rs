@@ -30,52 +30,48 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// One running pod's latest sample, as the families report it.
+struct Row {
+    ns: String,
+    pod: String,
+    container: String,
+    cpu_s: f64,
+    working_set: u64,
+    started: f64,
+    ms: u128,
+}
+
+/// The row of a pod whose first container runs and has been sampled.
+fn row(rt: &super::PodRuntime) -> Option<Row> {
+    let (at, usage) = rt
+        .samples
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .back()
+        .copied()?;
+    let states = rt.container_states();
+    let first = states.first()?;
+    let started = first
+        .state
+        .pointer("/running/startedAt")
+        .and_then(serde_json::Value::as_str)
+        .and_then(clock::parse)?;
+    Some(Row {
+        ns: rt.ns.clone(),
+        pod: rt.name.clone(),
+        container: first.name.clone(),
+        cpu_s: usage.usage_usec as f64 / 1e6,
+        working_set: usage.working_set_bytes,
+        started: started
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64(),
+        ms: epoch_ms(at),
+    })
+}
+
 pub fn resource(agent: &Agent) -> Resp {
-    struct Row {
-        ns: String,
-        pod: String,
-        container: String,
-        cpu_s: f64,
-        working_set: u64,
-        started: f64,
-        ms: u128,
-    }
-    let mut rows = Vec::new();
-    for rt in agent.all() {
-        let Some((at, usage)) = rt
-            .samples
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .back()
-            .copied()
-        else {
-            continue;
-        };
-        let states = rt.container_states();
-        let Some(first) = states.first() else {
-            continue;
-        };
-        let Some(started) = first
-            .state
-            .pointer("/running/startedAt")
-            .and_then(serde_json::Value::as_str)
-            .and_then(clock::parse)
-        else {
-            continue;
-        };
-        rows.push(Row {
-            ns: rt.ns.clone(),
-            pod: rt.name.clone(),
-            container: first.name.clone(),
-            cpu_s: usage.usage_usec as f64 / 1e6,
-            working_set: usage.working_set_bytes,
-            started: started
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs_f64(),
-            ms: epoch_ms(at),
-        });
-    }
+    let rows: Vec<Row> = agent.all().iter().filter_map(|rt| row(rt)).collect();
     let now_ms = epoch_ms(Instant::now());
     let mut out = String::new();
     type Value = fn(&Row) -> String;

@@ -111,7 +111,8 @@ pub fn main(dir: &Path, name: &str) -> Result<()> {
 async fn run(dir: ClusterDir, state: State, spec: NodeSpec) -> Result<()> {
     let client = crate::probe::client(&dir.config(&format!("node-{}", spec.name))).await?;
     let pod_cidr = registration::register(&client, &spec).await?;
-    let tag = format!("archbench-{}", spec.name);
+    // Per cluster and node: clusters started side by side (tests) have nodes of one name.
+    let tag = format!("{}-{}", crate::layout::netns_name(&dir.root), spec.name);
     let cgroups = cgroup::CgroupRoot::create(&tag);
     let svc_api: Api<k8s_openapi::api::core::v1::Service> = Api::all(client.clone());
     let (services, writer) = reflector::store();
@@ -237,6 +238,12 @@ pub fn kill_pod(dir: &Path, pod: &str) -> Result<()> {
     };
     let cdir = ClusterDir::new(dir);
     let state = cdir.read_state()?;
+    if !state.supervisor_running() {
+        return Err(ClusterError::NoCluster {
+            dir: dir.to_path_buf(),
+            why: "its supervisor is not running".into(),
+        });
+    }
     let prefix = format!("{ns}_{name}_");
     let mut killed = 0;
     for n in &state.nodes {
@@ -244,12 +251,20 @@ pub fn kill_pod(dir: &Path, pod: &str) -> Result<()> {
             continue;
         };
         for e in rd.flatten() {
-            if !e.file_name().to_string_lossy().starts_with(&prefix) {
+            let dir_name = e.file_name().to_string_lossy().into_owned();
+            let Some(uid8) = dir_name.strip_prefix(&prefix) else {
                 continue;
-            }
+            };
+            // Only a process still in that pod's cgroup (a pid file a crashed agent left
+            // could name any process by now).
+            let cgroup = format!("/pod{uid8}");
             for pid in pod::container_pids(&e.path()) {
-                crate::process::signal(pid, libc::SIGKILL);
-                killed += 1;
+                let ours = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                    .is_ok_and(|c| c.contains(&cgroup));
+                if ours {
+                    crate::process::signal(pid, libc::SIGKILL);
+                    killed += 1;
+                }
             }
         }
     }

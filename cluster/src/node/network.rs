@@ -5,7 +5,8 @@
 //! join that namespace, so nginx's `listen 80;` binds the pod's own port 80, as on a cluster.
 //!
 //! The namespace dies with the pause process (and the veth pair with it): a node agent killed
-//! outright leaves nothing behind.
+//! outright leaves no namespace or interface behind (its pod directories and cgroups stay
+//! until the cluster directory goes).
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;

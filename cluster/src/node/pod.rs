@@ -80,6 +80,9 @@ pub struct PodRuntime {
     latest: watch::Sender<Value>,
     /// The pod's network, once made.
     network: Mutex<Option<PathBuf>>,
+    /// The pod's volumes, written once for all its containers and their restarts (rewriting
+    /// them under a running container would leave its bind mounts on removed directories).
+    volumes: tokio::sync::Mutex<Option<HashMap<String, PathBuf>>>,
     /// (when, cgroup readings), newest last, for the resource metrics.
     pub samples: Mutex<VecDeque<(Instant, Usage)>>,
     /// Condition type → (status, lastTransitionTime).
@@ -161,17 +164,24 @@ impl PodRuntime {
             str_at(pod, "/metadata/name"),
             str_at(pod, "/metadata/uid"),
         );
-        let dir = agent
-            .pods_dir()
-            .join(format!("{ns}_{name}_{}", &uid[..uid.len().min(8)]));
-        std::fs::create_dir_all(&dir)?;
-        let cgroup = match &agent.cgroups {
-            Some(root) => Some(root.pod(&format!("pod{uid}"))?),
-            None => None,
-        };
         let ip = lock(&agent.ips).take().ok_or_else(|| {
             io::Error::other(format!("node {} has no pod address left", agent.spec.name))
         })?;
+        let dir = agent
+            .pods_dir()
+            .join(format!("{ns}_{name}_{}", &uid[..uid.len().min(8)]));
+        let made = std::fs::create_dir_all(&dir).and_then(|()| match &agent.cgroups {
+            Some(root) => root.pod(&format!("pod{uid}")).map(Some),
+            None => Ok(None),
+        });
+        let cgroup = match made {
+            Ok(c) => c,
+            Err(e) => {
+                lock(&agent.ips).give_back(ip);
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
         let hostname = pod
             .pointer("/spec/hostname")
             .and_then(Value::as_str)
@@ -215,6 +225,7 @@ impl PodRuntime {
             stop: watch::channel(None).0,
             latest: watch::channel(pod.clone()).0,
             network: Mutex::new(None),
+            volumes: tokio::sync::Mutex::new(None),
             samples: Mutex::new(VecDeque::new()),
             conditions: Mutex::new(HashMap::new()),
             restart_policy: pod
@@ -631,6 +642,81 @@ struct Prepared {
 
 type PrepareError = (&'static str, String, &'static str);
 
+/// The program and arguments: the pod's command, else the image's entrypoint, with the
+/// pod's args (as a runtime does); the image's program name mapped to the local binary.
+fn argv(image: &Image, command: Vec<String>, args: Vec<String>) -> Vec<String> {
+    let (entrypoint, program, bin) = match image {
+        Image::Nginx(bin) => (
+            vec!["nginx".to_string(), "-g".into(), "daemon off;".into()],
+            "nginx",
+            bin,
+        ),
+        Image::Archbench(bin) => (vec!["archbench".to_string()], "archbench", bin),
+    };
+    let mut argv = if command.is_empty() {
+        [entrypoint, args].concat()
+    } else {
+        [command, args].concat()
+    };
+    if Path::new(&argv[0])
+        .file_name()
+        .is_some_and(|f| f == program)
+    {
+        argv[0] = bin.display().to_string();
+    }
+    argv
+}
+
+/// What every container of the pod has mounted besides its volumes: /etc/hosts, the host
+/// name, its cgroup at /sys/fs/cgroup, an arm64 node's /proc/cpuinfo.
+fn pod_mounts(agent: &Agent, rt: &PodRuntime) -> io::Result<Vec<Mount>> {
+    let mut m = Vec::new();
+    let hosts = rt.dir.join("hosts");
+    std::fs::write(
+        &hosts,
+        volumes::hosts(agent, &rt.ip.to_string(), &rt.hostname, &rt.ns),
+    )?;
+    m.push(Mount::Bind {
+        src: hosts,
+        dst: "/etc/hosts".into(),
+        read_only: false,
+    });
+    let hostname = rt.dir.join("hostname");
+    std::fs::write(&hostname, format!("{}\n", rt.hostname))?;
+    if Path::new("/etc/hostname").exists() {
+        m.push(Mount::Bind {
+            src: hostname,
+            dst: "/etc/hostname".into(),
+            read_only: true,
+        });
+    }
+    if let Some(cg) = &rt.cgroup {
+        let src = match cg.v2_dir() {
+            Some(d) => d.to_path_buf(),
+            None => {
+                std::fs::create_dir_all(rt.view_dir())?;
+                let _ = cg.write_view(&rt.view_dir());
+                rt.view_dir()
+            }
+        };
+        m.push(Mount::Bind {
+            src,
+            dst: "/sys/fs/cgroup".into(),
+            read_only: false,
+        });
+    }
+    if let Some(text) = volumes::cpuinfo(&agent.spec.arch, agent.spec.cpus) {
+        let p = rt.dir.join("cpuinfo");
+        std::fs::write(&p, text)?;
+        m.push(Mount::Bind {
+            src: p,
+            dst: "/proc/cpuinfo".into(),
+            read_only: true,
+        });
+    }
+    Ok(m)
+}
+
 async fn prepare(
     agent: &Agent,
     rt: &PodRuntime,
@@ -638,9 +724,19 @@ async fn prepare(
     spec: &Value,
     image: &Image,
 ) -> Result<Prepared, PrepareError> {
-    let vols = volumes::materialize(agent, pod, &rt.dir)
-        .await
-        .map_err(|m| ("ContainerCreating", m, "FailedMount"))?;
+    let vols = {
+        let mut made = rt.volumes.lock().await;
+        match made.as_ref() {
+            Some(v) => v.clone(),
+            None => {
+                let v = volumes::materialize(agent, pod, &rt.dir)
+                    .await
+                    .map_err(|m| ("ContainerCreating", m, "FailedMount"))?;
+                *made = Some(v.clone());
+                v
+            }
+        }
+    };
     let mounts = volumes::container_mounts(spec, &vols)
         .map_err(|m| ("CreateContainerError", m, "Failed"))?;
     let mut with_status = pod.clone();
@@ -661,28 +757,8 @@ async fn prepare(
             })
             .unwrap_or_default()
     };
-    let (command, args) = (strings("command"), strings("args"));
-    let io_err = |e: io::Error| ("CreateContainerError", e.to_string(), "Failed");
+    let argv = argv(image, strings("command"), strings("args"));
     let mut m: Vec<Mount> = vec![Mount::Tmpfs { dst: "/run".into() }];
-    let (default_argv, program) = match image {
-        Image::Nginx(bin) => (
-            vec!["nginx".to_string(), "-g".into(), "daemon off;".into()],
-            ("nginx", bin),
-        ),
-        Image::Archbench(bin) => (vec!["archbench".to_string()], ("archbench", bin)),
-    };
-    // An image's entrypoint with the pod's args, or the pod's command: as a runtime does.
-    let mut argv = if !command.is_empty() {
-        [command, args].concat()
-    } else {
-        [default_argv, args].concat()
-    };
-    if Path::new(&argv[0])
-        .file_name()
-        .is_some_and(|f| f == program.0)
-    {
-        argv[0] = program.1.display().to_string();
-    }
     if matches!(image, Image::Nginx(_)) && Path::new("/var/log/nginx").is_dir() {
         // As the official image: the access and error logs are the container's output.
         m.push(Mount::Tmpfs {
@@ -698,56 +774,12 @@ async fn prepare(
         });
     }
     m.extend(mounts);
-    let hosts = rt.dir.join("hosts");
-    std::fs::write(
-        &hosts,
-        volumes::hosts(agent, &rt.ip.to_string(), &rt.hostname, &rt.ns),
-    )
-    .map_err(io_err)?;
-    m.push(Mount::Bind {
-        src: hosts,
-        dst: "/etc/hosts".into(),
-        read_only: false,
-    });
-    let hostname = rt.dir.join("hostname");
-    std::fs::write(&hostname, format!("{}\n", rt.hostname)).map_err(io_err)?;
-    if Path::new("/etc/hostname").exists() {
-        m.push(Mount::Bind {
-            src: hostname,
-            dst: "/etc/hostname".into(),
-            read_only: true,
-        });
-    }
-    if let Some(cg) = &rt.cgroup {
-        let src = match cg.v2_dir() {
-            Some(d) => d.to_path_buf(),
-            None => {
-                std::fs::create_dir_all(rt.view_dir()).map_err(io_err)?;
-                let _ = cg.write_view(&rt.view_dir());
-                rt.view_dir()
-            }
-        };
-        m.push(Mount::Bind {
-            src,
-            dst: "/sys/fs/cgroup".into(),
-            read_only: false,
-        });
-    }
-    if let Some(text) = volumes::cpuinfo(&agent.spec.arch, agent.spec.cpus) {
-        let p = rt.dir.join("cpuinfo");
-        std::fs::write(&p, text).map_err(io_err)?;
-        m.push(Mount::Bind {
-            src: p,
-            dst: "/proc/cpuinfo".into(),
-            read_only: true,
-        });
-    }
+    m.extend(pod_mounts(agent, rt).map_err(|e| ("CreateContainerError", e.to_string(), "Failed"))?);
     let workdir = spec["workingDir"].as_str().unwrap_or("/").to_string();
     Ok(Prepared {
         argv,
         env,
         iso: Isolation {
-            namespaces: true,
             hostname: rt.hostname.clone(),
             mounts: m,
             cgroup_procs: rt
@@ -982,7 +1014,11 @@ async fn terminate(
         }
     }
     signal(init, middle, libc::SIGKILL);
-    exit_code(child.wait().await)
+    // SIGKILL ends it; the bound is for a process stuck in the kernel (D state).
+    match tokio::time::timeout(Duration::from_secs(30), child.wait()).await {
+        Ok(st) => exit_code(st),
+        Err(_) => 137,
+    }
 }
 
 #[cfg(test)]

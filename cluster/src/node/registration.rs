@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::{clock, Agent};
 use crate::error::{ClusterError, Result};
+use crate::faults::{self, Fault};
 use crate::topology::{NodeSpec, KUBELET_PORT};
 
 const LEASE_DURATION_S: i32 = 40;
@@ -159,11 +160,19 @@ pub async fn heartbeat(agent: Arc<Agent>) {
     let ready_since = clock::now();
     let mut last_status = SystemTime::now();
     let mut stop = agent.shutdown.subscribe();
+    let silenced = Fault::StopHeartbeats(agent.spec.name.clone());
+    let mut was_silent = false;
     loop {
-        if let Err(e) = renew(&leases, &nodes, &agent.spec.name).await {
-            eprintln!("node agent: lease: {e}");
+        let silent = faults::is_on(&agent.dir, &silenced);
+        if !silent {
+            if let Err(e) = renew(&leases, &nodes, &agent.spec.name).await {
+                eprintln!("node agent: lease: {e}");
+            }
         }
-        if last_status.elapsed().unwrap_or_default() >= STATUS_EVERY {
+        // Back from silence, Ready is reported at once (the controller has set it Unknown).
+        let due = last_status.elapsed().unwrap_or_default() >= STATUS_EVERY || was_silent;
+        was_silent = silent;
+        if !silent && due {
             let status = json!({"status": node_status(&agent.spec, &version, &ready_since)});
             if let Err(e) = nodes
                 .patch_status(

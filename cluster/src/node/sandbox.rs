@@ -40,8 +40,6 @@ pub enum Mount {
 /// How to isolate a container's process.
 #[derive(Debug, Clone, Default)]
 pub struct Isolation {
-    /// New mount/UTS/PID namespaces (needs root); false runs the process as a plain child.
-    pub namespaces: bool,
     pub hostname: String,
     pub mounts: Vec<Mount>,
     /// `cgroup.procs` files to join before anything else.
@@ -60,6 +58,10 @@ fn cstr(p: &Path) -> io::Result<CString> {
     })
 }
 
+fn literal(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a literal"))
+}
+
 enum Op {
     Bind(CString, CString, bool),
     Tmpfs(CString),
@@ -68,53 +70,9 @@ enum Op {
     Dir(Vec<CString>),
 }
 
-/// Sets up `cmd` to start inside the isolation. The returned guard holds the opened cgroup
-/// and namespace files until the process is spawned.
-pub fn prepare(
-    cmd: &mut tokio::process::Command,
-    iso: &Isolation,
-) -> io::Result<Vec<std::fs::File>> {
-    let cgroup_files: Vec<std::fs::File> = iso
-        .cgroup_procs
-        .iter()
-        .filter_map(|p| std::fs::OpenOptions::new().write(true).open(p).ok())
-        .collect();
-    let cg_fds: Vec<i32> = cgroup_files.iter().map(|f| f.as_raw_fd()).collect();
-    let mut held = cgroup_files;
-    let net_fd = match &iso.netns {
-        Some(p) => {
-            let f = std::fs::File::open(p)?;
-            let fd = f.as_raw_fd();
-            held.push(f);
-            Some(fd)
-        }
-        None => None,
-    };
-    cmd.process_group(0);
-    if !iso.namespaces {
-        let workdir = cstr(&iso.workdir)?;
-        // SAFETY: only async-signal-safe calls (prctl, write, setns, chdir) on data prepared
-        // above.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                for fd in &cg_fds {
-                    libc::write(*fd, b"0".as_ptr().cast(), 1);
-                }
-                if let Some(fd) = net_fd {
-                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                libc::chdir(workdir.as_ptr());
-                Ok(())
-            });
-        }
-        return Ok(held);
-    }
-    let mut ops = Vec::new();
-    for m in &iso.mounts {
-        ops.push(match m {
+impl Op {
+    fn of(m: &Mount) -> io::Result<Op> {
+        Ok(match m {
             Mount::Bind {
                 src,
                 dst,
@@ -131,143 +89,202 @@ pub fn prepare(
                     .map(cstr)
                     .collect::<io::Result<Vec<_>>>()?,
             ),
-        });
+        })
     }
-    let hostname = iso.hostname.clone().into_bytes();
-    let workdir = cstr(&iso.workdir)?;
-    let root = CString::new("/").expect("no NUL");
-    let proc_src = CString::new("proc").expect("no NUL");
-    let proc_dst = CString::new("/proc").expect("no NUL");
-    let tmpfs = CString::new("tmpfs").expect("no NUL");
-    let tmpfs_opts = CString::new("mode=755").expect("no NUL");
-    // SAFETY: the closure makes raw syscalls only (prctl, write, setns, unshare, fork,
-    // waitpid, close_range, _exit, mount, symlink, mkdir, sethostname, chdir) on data
-    // prepared above.
-    unsafe {
-        cmd.pre_exec(move || {
-            let fail = || Err(io::Error::last_os_error());
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            for fd in &cg_fds {
-                libc::write(*fd, b"0".as_ptr().cast(), 1);
+}
+
+/// Everything the forked child uses, made before the fork: the child of a multithreaded
+/// process may only make async-signal-safe calls (raw syscalls, no allocation).
+struct Child {
+    cgroup_fds: Vec<i32>,
+    net_fd: Option<i32>,
+    ops: Vec<Op>,
+    hostname: Vec<u8>,
+    workdir: CString,
+    root: CString,
+    proc_fs: CString,
+    proc_dir: CString,
+    tmpfs: CString,
+    tmpfs_opts: CString,
+}
+
+fn last_error<T>() -> io::Result<T> {
+    Err(io::Error::last_os_error())
+}
+
+impl Child {
+    /// In the forked child: cgroups, the pod's network, new namespaces, the fork into PID 1
+    /// (this process stays as the middle one, reporting PID 1's end), then PID 1's view.
+    ///
+    /// # Safety
+    /// Called only between fork and exec (`pre_exec`).
+    unsafe fn run(&self) -> io::Result<()> {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        for fd in &self.cgroup_fds {
+            libc::write(*fd, b"0".as_ptr().cast(), 1);
+        }
+        if let Some(fd) = self.net_fd {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return last_error();
             }
-            if let Some(fd) = net_fd {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return fail();
-                }
+        }
+        if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID) != 0 {
+            return last_error();
+        }
+        let pid = libc::fork();
+        if pid < 0 {
+            return last_error();
+        }
+        if pid > 0 {
+            Child::stand_for(pid);
+        }
+        // PID 1 of the pod
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        self.mount_view()?;
+        if libc::sethostname(self.hostname.as_ptr().cast(), self.hostname.len()) != 0 {
+            return last_error();
+        }
+        if libc::chdir(self.workdir.as_ptr()) != 0 {
+            return last_error();
+        }
+        Ok(())
+    }
+
+    /// The middle process: keeps no descriptor but stdio (std's exec-error pipe among them,
+    /// so the parent's spawn returns once PID 1 has exec'd), then reports PID 1's end as its
+    /// own (128 + signal when killed).
+    unsafe fn stand_for(pid: libc::pid_t) -> ! {
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        let mut status = 0;
+        loop {
+            let r = libc::waitpid(pid, &mut status, 0);
+            if r == pid {
+                break;
             }
-            if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID) != 0 {
-                return fail();
-            }
-            let pid = libc::fork();
-            if pid < 0 {
-                return fail();
-            }
-            if pid > 0 {
-                // The middle process: keep no descriptor but stdio (std's exec-error pipe
-                // among them, so the parent's spawn returns once PID 1 has exec'd), then
-                // report PID 1's end as our own.
-                libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
-                let mut status = 0;
-                loop {
-                    let r = libc::waitpid(pid, &mut status, 0);
-                    if r == pid {
-                        break;
-                    }
-                    if r < 0 && *libc::__errno_location() != libc::EINTR {
-                        libc::_exit(127);
-                    }
-                }
-                if libc::WIFEXITED(status) {
-                    libc::_exit(libc::WEXITSTATUS(status));
-                }
-                if libc::WIFSIGNALED(status) {
-                    libc::_exit(128 + libc::WTERMSIG(status));
-                }
+            if r < 0 && *libc::__errno_location() != libc::EINTR {
                 libc::_exit(127);
             }
-            // PID 1 of the pod
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::mount(
-                std::ptr::null(),
-                root.as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) != 0
-            {
-                return fail();
+        }
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        if libc::WIFSIGNALED(status) {
+            libc::_exit(128 + libc::WTERMSIG(status));
+        }
+        libc::_exit(127)
+    }
+
+    /// PID 1's filesystem: mounts private, a fresh /proc, then the mounts in order.
+    unsafe fn mount_view(&self) -> io::Result<()> {
+        let null = std::ptr::null();
+        if libc::mount(
+            null,
+            self.root.as_ptr(),
+            null,
+            libc::MS_REC | libc::MS_PRIVATE,
+            null.cast(),
+        ) != 0
+        {
+            return last_error();
+        }
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        let proc_fs = self.proc_fs.as_ptr();
+        if libc::mount(proc_fs, self.proc_dir.as_ptr(), proc_fs, flags, null.cast()) != 0 {
+            return last_error();
+        }
+        for op in &self.ops {
+            if self.apply(op) != 0 {
+                return last_error();
             }
-            if libc::mount(
-                proc_src.as_ptr(),
-                proc_dst.as_ptr(),
-                proc_src.as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                std::ptr::null(),
-            ) != 0
-            {
-                return fail();
-            }
-            for op in &ops {
-                let r = match op {
-                    Op::Bind(src, dst, ro) => {
-                        let r = libc::mount(
-                            src.as_ptr(),
-                            dst.as_ptr(),
-                            std::ptr::null(),
-                            libc::MS_BIND,
-                            std::ptr::null(),
-                        );
-                        if r == 0 && *ro {
-                            libc::mount(
-                                std::ptr::null(),
-                                dst.as_ptr(),
-                                std::ptr::null(),
-                                libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
-                                std::ptr::null(),
-                            )
-                        } else {
-                            r
-                        }
-                    }
-                    Op::Tmpfs(dst) => libc::mount(
-                        tmpfs.as_ptr(),
-                        dst.as_ptr(),
-                        tmpfs.as_ptr(),
-                        0,
-                        tmpfs_opts.as_ptr().cast(),
-                    ),
-                    Op::Symlink(target, link) => libc::symlink(target.as_ptr(), link.as_ptr()),
-                    Op::Dir(prefixes) => {
-                        let mut r = 0;
-                        for p in prefixes {
-                            if libc::mkdir(p.as_ptr(), 0o755) != 0
-                                && *libc::__errno_location() != libc::EEXIST
-                            {
-                                r = -1;
-                                break;
-                            }
-                        }
-                        r
-                    }
-                };
-                if r != 0 {
-                    return fail();
+        }
+        Ok(())
+    }
+
+    unsafe fn apply(&self, op: &Op) -> i32 {
+        let null = std::ptr::null();
+        match op {
+            Op::Bind(src, dst, ro) => {
+                let r = libc::mount(src.as_ptr(), dst.as_ptr(), null, libc::MS_BIND, null.cast());
+                if r != 0 || !*ro {
+                    return r;
                 }
+                let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+                libc::mount(null, dst.as_ptr(), null, flags, null.cast())
             }
-            if libc::sethostname(hostname.as_ptr().cast(), hostname.len()) != 0 {
-                return fail();
+            Op::Tmpfs(dst) => libc::mount(
+                self.tmpfs.as_ptr(),
+                dst.as_ptr(),
+                self.tmpfs.as_ptr(),
+                0,
+                self.tmpfs_opts.as_ptr().cast(),
+            ),
+            Op::Symlink(target, link) => libc::symlink(target.as_ptr(), link.as_ptr()),
+            Op::Dir(prefixes) => {
+                for p in prefixes {
+                    if libc::mkdir(p.as_ptr(), 0o755) != 0
+                        && *libc::__errno_location() != libc::EEXIST
+                    {
+                        return -1;
+                    }
+                }
+                0
             }
-            if libc::chdir(workdir.as_ptr()) != 0 {
-                return fail();
-            }
-            Ok(())
-        });
+        }
+    }
+}
+
+/// Sets up `cmd` to start inside the isolation. The returned guard holds the opened cgroup
+/// and namespace files until the process is spawned.
+pub fn prepare(
+    cmd: &mut tokio::process::Command,
+    iso: &Isolation,
+) -> io::Result<Vec<std::fs::File>> {
+    // A pod outside its cgroup would be unaccounted for (metrics, `top`, the wait at
+    // deletion): a cgroup that cannot be joined fails the start.
+    let mut held: Vec<std::fs::File> = iso
+        .cgroup_procs
+        .iter()
+        .map(|p| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(p)
+                .map_err(|e| io::Error::new(e.kind(), format!("join cgroup {}: {e}", p.display())))
+        })
+        .collect::<io::Result<_>>()?;
+    let cgroup_fds = held.iter().map(|f| f.as_raw_fd()).collect();
+    let net_fd = match &iso.netns {
+        Some(p) => {
+            let f = std::fs::File::open(p)?;
+            let fd = f.as_raw_fd();
+            held.push(f);
+            Some(fd)
+        }
+        None => None,
+    };
+    let child = Child {
+        cgroup_fds,
+        net_fd,
+        ops: iso.mounts.iter().map(Op::of).collect::<io::Result<_>>()?,
+        hostname: iso.hostname.clone().into_bytes(),
+        workdir: cstr(&iso.workdir)?,
+        root: literal("/")?,
+        proc_fs: literal("proc")?,
+        proc_dir: literal("/proc")?,
+        tmpfs: literal("tmpfs")?,
+        tmpfs_opts: literal("mode=755")?,
+    };
+    cmd.process_group(0);
+    // SAFETY: `Child::run` makes raw syscalls only (prctl, write, setns, unshare, fork,
+    // waitpid, close_range, _exit, mount, symlink, mkdir, sethostname, chdir) on data it
+    // holds, made above.
+    unsafe {
+        cmd.pre_exec(move || child.run());
     }
     Ok(held)
 }
 
 /// The host PID of the pod's PID 1: the only child of the middle process. None when it has
-/// already gone or the process runs without namespaces (then the middle is the container).
+/// already gone.
 pub fn init_pid(middle: u32) -> Option<u32> {
     let children =
         std::fs::read_to_string(format!("/proc/{middle}/task/{middle}/children")).ok()?;

@@ -24,6 +24,9 @@ use crate::pki::Pki;
 use crate::topology::KUBELET_PORT;
 
 pub type Body = BoxBody<Bytes, Infallible>;
+
+/// How long a client may take over its TLS handshake.
+const HANDSHAKE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 pub type Resp = Response<Body>;
 
 pub fn text(code: StatusCode, content_type: &str, b: impl Into<Bytes>) -> Resp {
@@ -134,12 +137,19 @@ pub async fn serve(
     (listener, acceptor): (tokio::net::TcpListener, tokio_rustls::TlsAcceptor),
 ) {
     loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            continue;
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // Out of descriptors, say: not a reason to spin.
+                eprintln!("node agent: accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
         };
         let (agent, acceptor) = (agent.clone(), acceptor.clone());
         tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
+            let handshake = acceptor.accept(tcp);
+            let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_WITHIN, handshake).await else {
                 return;
             };
             let service = hyper::service::service_fn(move |req| {

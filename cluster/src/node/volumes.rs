@@ -342,7 +342,10 @@ pub async fn materialize(
 /// Where a mount point that does not exist on the host may be made: inside the container's
 /// own tmpfs on /run (/var/run leads there on this host).
 fn makeable(dst: &Path) -> bool {
-    dst.starts_with("/run/") || dst.starts_with("/var/run/")
+    // /var/run only where it leads to /run (Debian's symlink): else a mkdir there would
+    // reach the host's own filesystem.
+    let var_run_is_run = std::fs::canonicalize("/var/run").is_ok_and(|p| p == Path::new("/run"));
+    dst.starts_with("/run/") || (var_run_is_run && dst.starts_with("/var/run/"))
 }
 
 /// A container's volume mounts, in order. Mount points must exist on the host (pods share
