@@ -25,58 +25,7 @@ impl ComparisonReport {
             if c.interrupted { "  [INTERRUPTED]" } else { "" }
         )?;
         writeln!(out)?;
-        let names: Vec<String> = c
-            .targets
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                if i == 0 {
-                    format!("{} (baseline)", t.name)
-                } else {
-                    t.name.clone()
-                }
-            })
-            .collect();
-        write!(out, "  {:<22}", "metric")?;
-        for n in &names {
-            write!(out, "{n:>28}")?;
-        }
-        writeln!(out, "   vs baseline")?;
-        for m in &c.metrics {
-            let label = if m.unit.is_empty()
-                || m.unit.starts_with('B')
-                || m.unit == "req/s"
-                || m.unit == "req/CPU-s"
-            {
-                m.metric.clone()
-            } else {
-                format!("{} ({})", m.metric, m.unit)
-            };
-            write!(out, "  {label:<22}")?;
-            for t in &m.targets {
-                // The range without units: the median's unit applies.
-                let bare = |v: f64| {
-                    figure(v, &m.unit)
-                        .trim_end_matches(" MiB/s")
-                        .trim_end_matches(" MiB")
-                        .to_string()
-                };
-                let cell = match (t.median, t.min, t.max) {
-                    (Some(median), Some(lo), Some(hi)) => {
-                        format!("{} [{}..{}]", figure(median, &m.unit), bare(lo), bare(hi))
-                    }
-                    _ => "–".to_string(),
-                };
-                write!(out, "{cell:>28}")?;
-            }
-            let deltas: Vec<String> = m
-                .targets
-                .iter()
-                .skip(1)
-                .filter_map(|t| Some(format!("{}: {}", t.name, delta_text(t)?)))
-                .collect();
-            writeln!(out, "   {}", deltas.join("; "))?;
-        }
+        write_table(c, out)?;
         writeln!(out)?;
         writeln!(
             out,
@@ -196,6 +145,94 @@ impl ComparisonReport {
     }
 }
 
+/// The metrics table: one row per metric, one column per target (median [min..max]), then
+/// the differences against the baseline. Columns are as wide as their widest cell (at least
+/// the usual 28), so long figures never run into the next column.
+fn write_table(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+    let names: Vec<String> = c
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            if i == 0 {
+                format!("{} (baseline)", t.name)
+            } else {
+                t.name.clone()
+            }
+        })
+        .collect();
+    let rows: Vec<(String, Vec<String>, String)> = c
+        .metrics
+        .iter()
+        .map(|m| {
+            let label = if m.unit.is_empty()
+                || m.unit.starts_with('B')
+                || m.unit == "req/s"
+                || m.unit == "req/CPU-s"
+            {
+                m.metric.clone()
+            } else {
+                format!("{} ({})", m.metric, m.unit)
+            };
+            // The range without units: the median's unit applies.
+            let bare = |v: f64| {
+                figure(v, &m.unit)
+                    .trim_end_matches(" MiB/s")
+                    .trim_end_matches(" MiB")
+                    .to_string()
+            };
+            let cells = m
+                .targets
+                .iter()
+                .map(|t| match (t.median, t.min, t.max) {
+                    (Some(median), Some(lo), Some(hi)) => {
+                        format!("{} [{}..{}]", figure(median, &m.unit), bare(lo), bare(hi))
+                    }
+                    _ => "–".to_string(),
+                })
+                .collect();
+            let deltas: Vec<String> = m
+                .targets
+                .iter()
+                .skip(1)
+                .filter_map(|t| Some(format!("{}: {}", t.name, delta_text(t)?)))
+                .collect();
+            (label, cells, deltas.join("; "))
+        })
+        .collect();
+    let chars = |s: &str| s.chars().count();
+    let label_width = rows
+        .iter()
+        .map(|(l, _, _)| chars(l) + 2)
+        .chain(std::iter::once(22))
+        .max()
+        .unwrap_or(22);
+    let widths: Vec<usize> = (0..names.len())
+        .map(|i| {
+            rows.iter()
+                .filter_map(|(_, cells, _)| cells.get(i))
+                .chain(std::iter::once(&names[i]))
+                .map(|cell| chars(cell) + 2)
+                .chain(std::iter::once(28))
+                .max()
+                .unwrap_or(28)
+        })
+        .collect();
+    write!(out, "  {:<label_width$}", "metric")?;
+    for (n, w) in names.iter().zip(&widths) {
+        write!(out, "{n:>w$}")?;
+    }
+    writeln!(out, "   vs baseline")?;
+    for (label, cells, deltas) in &rows {
+        write!(out, "  {label:<label_width$}")?;
+        for (cell, w) in cells.iter().zip(&widths) {
+            write!(out, "{cell:>w$}")?;
+        }
+        writeln!(out, "   {deltas}")?;
+    }
+    Ok(())
+}
+
 /// A price with the digits that matter (4 significant), currency left to the reader.
 pub(super) fn money(v: f64) -> String {
     if v >= 100.0 {
@@ -224,4 +261,54 @@ pub(super) fn delta_text(t: &crate::compare::MetricSummary) -> Option<String> {
         ),
         _ => format!("{:+.1}%, no verdict", d.relative * 100.0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A comparison of two targets with figures wider than the usual column.
+    fn wide() -> ComparisonResult {
+        let summary = |name: &str, v: f64| {
+            serde_json::json!({"name": name, "median": v, "min": v * 0.8, "max": v * 1.1, "n": 3,
+                "versus_baseline": null})
+        };
+        serde_json::from_value(serde_json::json!({
+            "kind": "archbench-comparison", "schema_version": 2, "schedule": "interleave",
+            "runs_per_target": 3, "warmup": false, "interrupted": false,
+            "targets": [
+                {"name": "a", "url": "http://a/", "command": "archbench run http://a/", "runs": []},
+                {"name": "b", "url": "http://b/", "command": "archbench run http://b/", "runs": []}
+            ],
+            "metrics": [
+                {"metric": "transfer", "unit": "B/s", "higher_is_better": true,
+                 "targets": [summary("a", 103_340_000.0), summary("b", 130_050_000.0)]},
+                {"metric": "req/server CPU-s", "unit": "req/CPU-s", "higher_is_better": true,
+                 "targets": [summary("a", 7_672_100.0), summary("b", 7_669_800.0)]}
+            ]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn wide_figures_keep_their_columns_apart() {
+        let mut out = Vec::new();
+        ComparisonReport.write(&wide(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let header = text.lines().find(|l| l.trim_start().starts_with("metric")).unwrap();
+        for row in ["transfer", "req/server CPU-s"] {
+            let line = text.lines().find(|l| l.trim_start().starts_with(row)).unwrap();
+            // Each target's cell ends where its column (and its name in the header) ends, two
+            // spaces at least after the one before.
+            let cells: Vec<&str> = line
+                .split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect();
+            assert_eq!(cells.len(), 3, "{line:?}: {cells:?}");
+            assert!(cells[1].ends_with(']') && cells[2].ends_with(']'), "{line:?}");
+            let end_a = line.find(cells[1]).unwrap() + cells[1].len();
+            assert_eq!(end_a, header.find("a (baseline)").unwrap() + "a (baseline)".len());
+        }
+    }
 }
