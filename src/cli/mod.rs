@@ -328,6 +328,9 @@ fn notes_on_stderr(result: &RunResult, front: FrontEnd) {
     if let Some(note) = ports_note(result) {
         eprintln!("archbench: {note}");
     }
+    if let Some(answers) = result.error_answers() {
+        eprintln!("archbench: warning: {answers}");
+    }
     match result.limiter.side {
         LimiterSide::Client | LimiterSide::Both => eprintln!(
             "archbench: limiter: {}; {}",
@@ -638,6 +641,11 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     save_so_far(&result)?;
     if let Some(p) = &a.markdown {
         write_markdown(&result, p)?;
+    }
+    for t in &result.targets {
+        if let Some(answers) = t.runs.iter().find_map(|r| r.error_answers()) {
+            eprintln!("archbench: warning ({}): {answers}", t.name);
+        }
     }
     write_stdout(|out| crate::report::ComparisonReport.write(&result, out))?;
     views.linger(signals, result.interrupted);

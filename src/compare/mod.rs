@@ -249,7 +249,7 @@ fn server_sum(r: &RunResult, f: fn(&crate::stats::ServerUsage) -> f64) -> Option
     (!r.servers.is_empty()).then(|| r.servers.iter().map(f).sum())
 }
 
-const METRICS: [Metric; 10] = [
+const METRICS: [Metric; 11] = [
     Metric {
         name: "req/s",
         unit: "req/s",
@@ -285,6 +285,13 @@ const METRICS: [Metric; 10] = [
         unit: "",
         higher_is_better: false,
         read: |r| Some(r.totals.errors as f64),
+    },
+    Metric {
+        // Answered, so counted as requests, but not the page asked for.
+        name: "non-2xx/3xx answers",
+        unit: "",
+        higher_is_better: false,
+        read: |r| Some(r.totals.non_2xx_3xx as f64),
     },
     Metric {
         name: "transfer",

@@ -219,13 +219,19 @@ mod tests {
         let p = mann_whitney_p(&[7.0; 5], &[9.0; 5]);
         assert!((p - 2.0 / 252.0).abs() < 1e-12, "{p}");
         for (a, b) in [
-            (&[1.0, 2.0, 2.0, 3.0, 3.0][..], &[3.0, 4.0, 4.0, 5.0, 6.0][..]),
+            (
+                &[1.0, 2.0, 2.0, 3.0, 3.0][..],
+                &[3.0, 4.0, 4.0, 5.0, 6.0][..],
+            ),
             (&[5.0, 5.0, 6.0, 6.0, 6.0], &[5.0, 6.0, 7.0, 7.0]),
             (&[1.0, 1.0, 1.0], &[1.0, 1.0, 2.0, 2.0, 2.0, 3.0]),
         ] {
             let p = mann_whitney_p(a, b);
             let reference = p_by_enumeration(a, b);
-            assert!((p - reference).abs() < 1e-12, "{a:?} {b:?}: {p} vs {reference}");
+            assert!(
+                (p - reference).abs() < 1e-12,
+                "{a:?} {b:?}: {p} vs {reference}"
+            );
         }
         // Beyond 40 pooled values: the tie-corrected normal approximation, close to exact.
         let a: Vec<f64> = (0..25).map(|i| f64::from(i / 3)).collect();

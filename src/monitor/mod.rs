@@ -476,6 +476,9 @@ pub fn limiter(r: &RunResult) -> Limiter {
             "neither side's CPU was saturated: latency-, network- or lock-bound".to_string(),
         ),
     };
+    if let Some(answers) = r.error_answers() {
+        reason.push_str(&format!("; {answers}"));
+    }
     if let Some(p) = &r.pacing {
         let attempted = r.totals.attempted.max(1);
         if p.held_by_busy_connection * 100 > attempted {

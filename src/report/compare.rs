@@ -119,6 +119,9 @@ impl ComparisonReport {
                     }
                 }
             }
+            if let Some(answers) = t.runs.iter().find_map(|r| r.error_answers()) {
+                writeln!(out, "  WARNING ({}): {answers}", t.name)?;
+            }
             for s in &run.servers {
                 let f = &s.fingerprint;
                 if let Some(d) = f.describe() {
@@ -295,9 +298,15 @@ mod tests {
         let mut out = Vec::new();
         ComparisonReport.write(&wide(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        let header = text.lines().find(|l| l.trim_start().starts_with("metric")).unwrap();
+        let header = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("metric"))
+            .unwrap();
         for row in ["transfer", "req/server CPU-s"] {
-            let line = text.lines().find(|l| l.trim_start().starts_with(row)).unwrap();
+            let line = text
+                .lines()
+                .find(|l| l.trim_start().starts_with(row))
+                .unwrap();
             // Each target's cell ends where its column (and its name in the header) ends, two
             // spaces at least after the one before.
             let cells: Vec<&str> = line
@@ -306,9 +315,15 @@ mod tests {
                 .filter(|c| !c.is_empty())
                 .collect();
             assert_eq!(cells.len(), 3, "{line:?}: {cells:?}");
-            assert!(cells[1].ends_with(']') && cells[2].ends_with(']'), "{line:?}");
+            assert!(
+                cells[1].ends_with(']') && cells[2].ends_with(']'),
+                "{line:?}"
+            );
             let end_a = line.find(cells[1]).unwrap() + cells[1].len();
-            assert_eq!(end_a, header.find("a (baseline)").unwrap() + "a (baseline)".len());
+            assert_eq!(
+                end_a,
+                header.find("a (baseline)").unwrap() + "a (baseline)".len()
+            );
         }
     }
 }

@@ -132,6 +132,9 @@ impl Report for TextReport {
                 statuses.join(", ")
             }
         )?;
+        if let Some(answers) = r.error_answers() {
+            writeln!(out, "  WARNING    {answers}")?;
+        }
         let c = &r.client;
         writeln!(
             out,

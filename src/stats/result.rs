@@ -391,7 +391,31 @@ pub struct Histograms {
     pub send_lateness: Option<SerializedHistogram>,
 }
 
+/// Above this share of a run's answers outside 2xx/3xx, its figures are said to describe
+/// error responses (a wrong path, a server refusing the load), in every report and on stderr.
+pub const ERROR_ANSWERS_WARN: f64 = 0.01;
+
 impl RunResult {
+    /// A sentence when more than 1% of the answers were not 2xx/3xx: such answers are
+    /// counted as requests (they were answered) but measure the error path, not the page.
+    pub fn error_answers(&self) -> Option<String> {
+        let (bad, all) = (self.totals.non_2xx_3xx, self.totals.requests);
+        if all == 0 || (bad as f64) <= ERROR_ANSWERS_WARN * all as f64 {
+            return None;
+        }
+        let codes: Vec<String> = self
+            .status_codes
+            .iter()
+            .filter(|(c, _)| !c.parse::<u32>().is_ok_and(|c| (200..400).contains(&c)))
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
+        Some(format!(
+            "{bad} of {all} answers ({:.1}%) were not 2xx/3xx ({}): the figures describe error responses",
+            bad as f64 * 100.0 / all as f64,
+            codes.join(", ")
+        ))
+    }
+
     pub fn from_recording(
         rec: Recorder,
         plan: PlanSummary,

@@ -339,3 +339,114 @@ fn watch_reports_the_servers_cpu_and_requests_per_cpu_second() {
     );
     ng.stop_and_read_log();
 }
+
+/// Answers outside 2xx/3xx are answers (counted as requests, as nginx logged them) but not
+/// the page: every report says when they are more than 1%, and the comparison has a row.
+#[test]
+fn error_answers_are_said_in_every_report() {
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("missing.json");
+    let o = archbench(&[
+        "run",
+        &ng.url("/missing"),
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("WARNING    200 of 200 answers (100.0%) were not 2xx/3xx (404: 200): the figures describe error responses"),
+        "{text}"
+    );
+    assert!(
+        crate::util::stderr(&o)
+            .contains("archbench: warning: 200 of 200 answers (100.0%) were not 2xx/3xx"),
+        "{}",
+        crate::util::stderr(&o)
+    );
+    let r = read_json(&json);
+    assert_eq!(r["totals"]["requests"], 200);
+    assert_eq!(r["totals"]["non_2xx_3xx"], 200);
+    assert!(
+        r["limiter"]["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("the figures describe error responses"),
+        "{}",
+        r["limiter"]
+    );
+    // Side by side with the page itself.
+    let cmp = dir.path().join("compare.json");
+    let o = archbench(&[
+        "compare",
+        &format!("good={}", ng.url("/")),
+        &format!("bad={}", ng.url("/missing")),
+        "--runs",
+        "1",
+        "--no-warmup",
+        "-d",
+        "500ms",
+        "-c",
+        "1",
+        "--json",
+        cmp.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
+    let doc = read_json(&cmp);
+    let requests = |i: usize| {
+        doc["targets"][i]["runs"][0]["totals"]["requests"]
+            .as_u64()
+            .unwrap()
+    };
+    let (good, bad) = (requests(0), requests(1));
+    assert!(good > 0 && bad > 0);
+    let text = stdout(&o);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("non-2xx/3xx answers"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // As the table groups thousands: 12,345.
+    let digits = bad.to_string();
+    let grouped: String = digits
+        .chars()
+        .enumerate()
+        .flat_map(|(i, ch)| {
+            let comma = i > 0 && (digits.len() - i) % 3 == 0;
+            comma.then_some(',').into_iter().chain(std::iter::once(ch))
+        })
+        .collect();
+    assert!(
+        cells.contains(&"0") && cells.contains(&grouped.as_str()),
+        "{row}"
+    );
+    assert!(
+        text.contains(&format!(
+            "WARNING (bad): {bad} of {bad} answers (100.0%) were not 2xx/3xx (404: {bad})"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("WARNING (good)"), "{text}");
+    assert!(
+        crate::util::stderr(&o)
+            .contains(&format!("archbench: warning (bad): {bad} of {bad} answers")),
+        "{}",
+        crate::util::stderr(&o)
+    );
+    // nginx answered every one (and at most one more per connection in flight at the end).
+    let log = ng.stop_and_read_log();
+    let missing = log.iter().filter(|l| l.status == 404).count() as u64;
+    assert!(
+        (200 + bad..=200 + bad + 1).contains(&missing),
+        "{missing} vs {bad}"
+    );
+    let pages = log.iter().filter(|l| l.status == 200).count() as u64;
+    assert!((good..=good + 1).contains(&pages), "{pages} vs {good}");
+}
