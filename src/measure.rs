@@ -79,8 +79,8 @@ pub fn execute(
     result.servers = servers;
     for s in &mut result.servers {
         // Over a shorter sampled time the run's answered count would overstate it.
-        if s.cpu_s > 0.0 && s.sampling_stopped.is_none() {
-            s.requests_per_cpu_s = answered as f64 / s.cpu_s;
+        if s.sampling_stopped.is_none() {
+            s.requests_per_cpu_s = crate::stats::requests_per_cpu_s(answered, s.cpu_s);
         }
     }
     result.limiter = crate::monitor::limiter(&result);

@@ -311,7 +311,7 @@ const METRICS: [Metric; 11] = [
         higher_is_better: true,
         read: |r| {
             let cpu = server_sum(r, |s| s.cpu_s)?;
-            (cpu > 0.0).then(|| r.totals.requests as f64 / cpu)
+            crate::stats::requests_per_cpu_s(r.totals.requests, cpu)
         },
     },
     Metric {

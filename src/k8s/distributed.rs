@@ -777,8 +777,8 @@ fn run_job(
     let answered = merged.totals.requests;
     for s in &mut merged.servers {
         // Over a shorter sampled time the run's answered count would overstate it.
-        if s.cpu_s > 0.0 && s.sampling_stopped.is_none() {
-            s.requests_per_cpu_s = answered as f64 / s.cpu_s;
+        if s.sampling_stopped.is_none() {
+            s.requests_per_cpu_s = crate::stats::requests_per_cpu_s(answered, s.cpu_s);
         }
     }
     merged.interrupted |= interrupted;

@@ -347,7 +347,7 @@ impl Monitor {
                     peak_memory_bytes: peak,
                     context_switches: last.context_switches.saturating_sub(first.context_switches),
                     processes,
-                    requests_per_cpu_s: 0.0,
+                    requests_per_cpu_s: None,
                     fingerprint,
                     counters: match counters {
                         Some(c) => c.finish(),

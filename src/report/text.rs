@@ -161,7 +161,7 @@ impl Report for TextReport {
         for s in &r.servers {
             writeln!(
                 out,
-                "  Server     {} ({}): {:.2} CPU s (user {:.2}, sys {:.2}) = {:.2} cores ({:.0}% of machine), peak memory {}, {} req per CPU-s",
+                "  Server     {} ({}): {:.2} CPU s (user {:.2}, sys {:.2}) = {:.2} cores ({:.0}% of machine), peak memory {}, {}",
                 s.label,
                 s.target,
                 s.cpu_s,
@@ -170,7 +170,13 @@ impl Report for TextReport {
                 s.cores,
                 s.machine_percent,
                 bytes_iec(s.peak_memory_bytes as f64),
-                grouped(s.requests_per_cpu_s.round() as u64)
+                match s.requests_per_cpu_s {
+                    Some(v) => format!("{} req per CPU-s", grouped(v.round() as u64)),
+                    None => format!(
+                        "req per CPU-s not measurable (under {} CPU s)",
+                        crate::stats::MEASURABLE_CPU_S
+                    ),
+                }
             )?;
             for e in &s.events {
                 writeln!(out, "             during the run: {e}")?;

@@ -30,4 +30,7 @@ pub use result::{
     RunTimes, SloOutcome, SourceRun, Totals, READABLE_RESULT_VERSIONS, RESULT_KIND,
     RESULT_SCHEMA_VERSION,
 };
-pub use server::{CounterValue, SamplingStopped, ServerFingerprint, ServerNow, ServerUsage};
+pub use server::{
+    requests_per_cpu_s, CounterValue, SamplingStopped, ServerFingerprint, ServerNow, ServerUsage,
+    MEASURABLE_CPU_S,
+};

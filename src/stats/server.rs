@@ -47,8 +47,11 @@ pub struct ServerUsage {
     pub context_switches: u64,
     /// Most processes seen in one sample.
     pub processes: u32,
-    /// Answered requests per server CPU-second (filled in by the run that watched it).
-    pub requests_per_cpu_s: f64,
+    /// Answered requests per server CPU-second (filled in by the run that watched it); null
+    /// when the CPU measured is below what the sampling resolves (`MEASURABLE_CPU_S`): a
+    /// ratio over nearly nothing is no figure.
+    #[serde(default)]
+    pub requests_per_cpu_s: Option<f64>,
     /// CPU the sampling itself cost archbench (its thread's user + system seconds).
     pub sampler_cpu_s: f64,
     /// What the server is (executable; nginx version, compiler, configure arguments).
@@ -86,7 +89,7 @@ impl ServerUsage {
             peak_memory_bytes: 0,
             context_switches: 0,
             processes: 0,
-            requests_per_cpu_s: 0.0,
+            requests_per_cpu_s: None,
             sampler_cpu_s: 0.0,
             fingerprint: ServerFingerprint::default(),
             counters: Vec::new(),
@@ -144,4 +147,31 @@ pub struct CounterValue {
     pub value: Option<u64>,
     /// "ok", or why there is no value ("not supported here", "not permitted here …").
     pub status: String,
+}
+
+/// The least server CPU a per-CPU-second ratio is taken over: two ticks of /proc's 10 ms
+/// clock (below it the ratio's error is 50% or more; a server that did nothing — a pod the
+/// load never reached — gave "7,672,100 req per CPU-s").
+pub const MEASURABLE_CPU_S: f64 = 0.02;
+
+/// Answered requests per server CPU-second, or None when the CPU is too little to divide by.
+pub fn requests_per_cpu_s(requests: u64, cpu_s: f64) -> Option<f64> {
+    (cpu_s >= MEASURABLE_CPU_S).then(|| requests as f64 / cpu_s)
+}
+
+#[cfg(test)]
+mod measurable_tests {
+    use super::*;
+
+    #[test]
+    fn a_ratio_over_too_little_cpu_is_no_figure() {
+        // The pods that did nothing: 0.1 ms of CPU against 767 requests answered elsewhere.
+        assert_eq!(requests_per_cpu_s(767, 0.000_1), None);
+        assert_eq!(requests_per_cpu_s(767, 0.0), None);
+        assert_eq!(requests_per_cpu_s(1_000, 0.5), Some(2_000.0));
+        assert_eq!(
+            requests_per_cpu_s(10, MEASURABLE_CPU_S),
+            Some(10.0 / MEASURABLE_CPU_S)
+        );
+    }
 }

@@ -151,7 +151,7 @@ pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
         }),
         requests_per_server_cpu_s: median(&|r| {
             let cpu: f64 = r.servers.iter().map(|s| s.cpu_s).sum();
-            (cpu > 0.0).then(|| r.totals.requests as f64 / cpu)
+            crate::stats::requests_per_cpu_s(r.totals.requests, cpu)
         }),
         slo_passed: c
             .slo

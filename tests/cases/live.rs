@@ -78,6 +78,30 @@ fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
     if p99_us < 10_000.0 {
         assert!(one(&s, "archbench_latency_seconds_bucket", &[("le", "0.01")]) >= 0.99 * requests);
     }
+    // What Prometheus's histogram_quantile(0.99, …) would read from these buckets (linear
+    // within the bucket the rank falls in) lies in the run's p99's bucket or a neighbour.
+    let mut bounds: Vec<(f64, f64)> = s["archbench_latency_seconds_bucket"]
+        .iter()
+        .filter(|(l, _)| l.get("target").map(String::as_str) == Some(url.as_str()))
+        .filter_map(|(l, v)| Some((l.get("le")?.parse::<f64>().ok()?, *v)))
+        .filter(|(le, _)| le.is_finite())
+        .collect();
+    bounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let rank = 0.99 * requests;
+    let k = bounds.iter().position(|(_, n)| *n >= rank).unwrap();
+    let (lo, below) = if k == 0 { (0.0, 0.0) } else { bounds[k - 1] };
+    let (hi, upto) = bounds[k];
+    let quantile_us = (lo + (hi - lo) * (rank - below) / (upto - below)) * 1e6;
+    let bucket_of = |us: f64| {
+        bounds
+            .iter()
+            .position(|(le, _)| us <= le * 1e6 + 1e-6)
+            .unwrap()
+    };
+    assert!(
+        bucket_of(quantile_us).abs_diff(bucket_of(p99_us)) <= 1,
+        "histogram_quantile {quantile_us:.0} µs, run's p99 {p99_us} µs, buckets {bounds:?}"
+    );
     for kind in ["connect", "tls", "timeout", "read", "write", "protocol"] {
         assert_eq!(
             one(&s, "archbench_errors_total", &[("kind", kind)]),
