@@ -486,14 +486,34 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
     let load_title = s.ladder.unit();
     let mut table = String::new();
     for t in &s.targets {
+        // The watched servers' columns, as the text report has them, when any step has them.
+        let watched = t.points.iter().any(|p| p.server_cores.is_some());
         table.push_str(&format!(
-            "<h3>{}</h3><table class=\"figures sweep\" data-target=\"{}\"><tr><th>{load_title}</th><th>req/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>errors %</th><th>SLO</th></tr>\n",
+            "<h3>{}</h3><table class=\"figures sweep\" data-target=\"{}\"><tr><th>{load_title}</th><th>req/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>errors %</th>{}<th>SLO</th></tr>\n",
             esc(&t.name),
-            esc(&t.name)
+            esc(&t.name),
+            if watched {
+                "<th>server cores</th><th>req/server CPU-s</th>"
+            } else {
+                ""
+            }
         ));
         for p in &t.points {
+            let servers = if watched {
+                let cores = p
+                    .server_cores
+                    .map_or("<td>–</td>".into(), |c| num(&format!("{c:.2}"), c));
+                let per_cpu = p
+                    .requests_per_server_cpu_s
+                    .map_or("<td>not measurable</td>".into(), |r| {
+                        num(&grouped(r.round() as u64), r)
+                    });
+                format!("{cores}{per_cpu}")
+            } else {
+                String::new()
+            };
             table.push_str(&format!(
-                "<tr>{}{}{}{}{}{}{}<td>{}</td></tr>\n",
+                "<tr>{}{}{}{}{}{}{}{servers}<td>{}</td></tr>\n",
                 num(&grouped(p.load.round() as u64), p.load),
                 num(
                     &grouped(p.requests_per_sec.round() as u64),
@@ -553,7 +573,11 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
                 Some(Mark {
                     line: i,
                     at: f(p),
-                    label: format!("knee {}", t.name),
+                    label: if t.knee_beyond_ladder {
+                        format!("knee of {} beyond here", t.name)
+                    } else {
+                        format!("knee {}", t.name)
+                    },
                 })
             })
             .collect()

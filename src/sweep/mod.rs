@@ -70,6 +70,10 @@ pub struct TargetSweep {
     /// throughput, where it saturates), and why.
     pub knee: Option<f64>,
     pub knee_reason: String,
+    /// The ladder's top still met the SLO (or throughput was still growing there): the knee
+    /// lies beyond the loads tried, and `knee` is only the top.
+    #[serde(default)]
+    pub knee_beyond_ladder: bool,
     /// Why the ladder stopped early for it, and after which load.
     pub stopped: Option<EarlyStop>,
     /// Connections ladders: the law's fit, or why there is none.
@@ -203,20 +207,48 @@ pub fn past_knee(points: &[StepFigures], kind: LadderKind) -> Option<String> {
     None
 }
 
+/// Where a target's knee is, from its steps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Knee {
+    pub load: Option<f64>,
+    pub reason: String,
+    /// The ladder's top is no knee: the SLO still held there, or throughput still grew.
+    pub beyond_ladder: bool,
+}
+
 /// The knee: with an SLO, the highest load meeting it; without, the lowest load reaching 95%
-/// of the best throughput.
-pub fn knee(points: &[StepFigures], kind: LadderKind) -> (Option<f64>, String) {
+/// of the best throughput. When that is the ladder's top (the SLO still held there, or
+/// throughput grew up to it), the knee lies beyond the ladder, and the reason says to extend
+/// it.
+pub fn knee(points: &[StepFigures], kind: LadderKind) -> Knee {
     let unit = kind.unit();
+    let top = points.last().map(|p| p.load);
+    let beyond = |p: &StepFigures, what: &str| {
+        Knee {
+        load: Some(p.load),
+        reason: format!(
+            "beyond the ladder's top: at {} {unit}, its highest load, {what} ({:.0} req/s); extend the ladder past {} {unit} to find it",
+            p.load, p.requests_per_sec, p.load
+        ),
+        beyond_ladder: true,
+    }
+    };
     if points.iter().any(|p| p.slo_passed.is_some()) {
         return match points.iter().rev().find(|p| p.slo_passed == Some(true)) {
-            Some(p) => (
-                Some(p.load),
-                format!(
+            Some(p) if Some(p.load) == top => beyond(p, "it still met the SLO"),
+            Some(p) => Knee {
+                load: Some(p.load),
+                reason: format!(
                     "{} {unit}: the highest load meeting the SLO ({:.0} req/s)",
                     p.load, p.requests_per_sec
                 ),
-            ),
-            None => (None, "no load met the SLO".into()),
+                beyond_ladder: false,
+            },
+            None => Knee {
+                load: None,
+                reason: "no load met the SLO".into(),
+                beyond_ladder: false,
+            },
         };
     }
     let best = points
@@ -227,14 +259,23 @@ pub fn knee(points: &[StepFigures], kind: LadderKind) -> (Option<f64>, String) {
         .iter()
         .find(|p| best > 0.0 && p.requests_per_sec >= SATURATED * best)
     {
-        Some(p) => (
-            Some(p.load),
-            format!(
+        // Only the top reached 95% of the best, which is the top's own: still growing.
+        Some(p) if Some(p.load) == top && points.len() > 1 => {
+            beyond(p, "throughput was still growing")
+        }
+        Some(p) => Knee {
+            load: Some(p.load),
+            reason: format!(
                 "{} {unit}: throughput reaches 95% of its best ({:.0} of {best:.0} req/s)",
                 p.load, p.requests_per_sec
             ),
-        ),
-        None => (None, "nothing was answered".into()),
+            beyond_ladder: false,
+        },
+        None => Knee {
+            load: None,
+            reason: "nothing was answered".into(),
+            beyond_ladder: false,
+        },
     }
 }
 
@@ -252,7 +293,11 @@ pub fn summarize(
             p.cost_per_million = crate::compare::cost_per_million(price, p.requests_per_sec);
         }
     }
-    let (knee, knee_reason) = knee(&points, kind);
+    let Knee {
+        load: knee,
+        reason: knee_reason,
+        beyond_ladder: knee_beyond_ladder,
+    } = knee(&points, kind);
     let cost_per_million_at_knee = knee
         .and_then(|k| points.iter().find(|p| p.load == k))
         .and_then(|p| p.cost_per_million);
@@ -277,6 +322,7 @@ pub fn summarize(
         points,
         knee,
         knee_reason,
+        knee_beyond_ladder,
         stopped,
         usl,
         usl_refused,
@@ -313,12 +359,22 @@ mod tests {
             point(4.0, 300.0, 9_000.0, 0.0, Some(false)),
             point(8.0, 310.0, 30_000.0, 0.0, Some(true)),
         ];
-        assert_eq!(knee(&pts, LadderKind::Connections).0, Some(8.0));
-        assert_eq!(knee(&pts[..3], LadderKind::Connections).0, Some(2.0));
+        // The top met it again after a step that did not: still no knee within the ladder.
+        assert_eq!(knee(&pts, LadderKind::Connections).load, Some(8.0));
+        assert!(knee(&pts, LadderKind::Connections).beyond_ladder);
+        assert_eq!(knee(&pts[..3], LadderKind::Connections).load, Some(2.0));
+        assert!(!knee(&pts[..3], LadderKind::Connections).beyond_ladder);
         let none = [point(1.0, 100.0, 200.0, 0.0, Some(false))];
-        assert_eq!(
-            knee(&none, LadderKind::Connections),
-            (None, "no load met the SLO".into())
+        let k = knee(&none, LadderKind::Connections);
+        assert_eq!((k.load, k.reason.as_str()), (None, "no load met the SLO"));
+        // Every step met it: the top is no knee, and the reason says to look further.
+        let k = knee(&pts[..2], LadderKind::Connections);
+        assert_eq!(k.load, Some(2.0));
+        assert!(k.beyond_ladder);
+        assert!(
+            k.reason.starts_with("beyond the ladder's top: at 2 connections, its highest load, it still met the SLO (190 req/s); extend the ladder past 2 connections"),
+            "{}",
+            k.reason
         );
     }
 
@@ -332,7 +388,14 @@ mod tests {
             point(16.0, 295.0, 1_200.0, 0.0, None),
         ];
         // 290 ≥ 95% of 300.
-        assert_eq!(knee(&pts, LadderKind::Connections).0, Some(4.0));
+        assert_eq!(knee(&pts, LadderKind::Connections).load, Some(4.0));
+        assert!(!knee(&pts, LadderKind::Connections).beyond_ladder);
+        // Still growing at the top: beyond the ladder.
+        let k = knee(&pts[..2], LadderKind::Connections);
+        assert!(
+            k.beyond_ladder && k.reason.contains("throughput was still growing"),
+            "{k:?}"
+        );
     }
 
     #[test]

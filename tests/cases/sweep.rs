@@ -201,3 +201,65 @@ fn an_slo_met_at_no_load_exits_1_and_bad_ladders_exit_2() {
         assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
     }
 }
+
+/// A ladder whose top still meets the SLO has not found the knee: the reports say it lies
+/// beyond, and to extend the ladder; with the server watched, the HTML table has its columns.
+#[test]
+fn a_knee_beyond_the_ladder_is_said_so() {
+    let server = crate::util::ServeChild::start(&["--threads", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("sweep.json");
+    let o = sweep(&[
+        &format!("a={}", server.url),
+        "-c",
+        "1,2",
+        "-d",
+        "400ms",
+        "-t",
+        "1",
+        "--no-warmup",
+        "--slo",
+        "p99<30s",
+        "--watch",
+        &format!("a=pid:{}", server.pid()),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("Knee       beyond the ladder's top: at 2 connections, its highest load, it still met the SLO"),
+        "{text}"
+    );
+    assert!(
+        text.contains("extend the ladder past 2 connections"),
+        "{text}"
+    );
+    let doc = read_json(&json);
+    crate::util::schema::assert_valid(&doc);
+    assert_eq!(doc["targets"][0]["knee"], 2.0);
+    assert_eq!(doc["targets"][0]["knee_beyond_ladder"], true);
+    // The exit status is 0: the SLO was met (at every load).
+    let html = dir.path().join("sweep.html");
+    let o = crate::util::archbench(&[
+        "report",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Knee: beyond the ladder&#39;s top")
+            || page.contains("Knee: beyond the ladder's top"),
+        "knee line"
+    );
+    assert!(page.contains("<th>server cores</th><th>req/server CPU-s</th>"));
+    let cores = doc["targets"][0]["points"][1]["server_cores"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        page.contains(&format!("data-value=\"{cores}\"")),
+        "the step's server cores in its cell"
+    );
+}
