@@ -59,6 +59,39 @@ impl Axis {
         }
     }
 
+    /// The tick positions (drawn values) of a logarithmic axis over the drawn range
+    /// `lo..hi`: 1-2-5 multiples of powers of ten, from the last at or below `lo` to the first
+    /// at or above `hi`, so the labels enclose every line (plotters' own, within two decades,
+    /// could stop at 2.51 ms under lines reaching 4 ms); only powers of ten past 12 ticks.
+    /// None for other axes (plotters places those).
+    fn log_ticks(self, lo: f64, hi: f64) -> Option<Vec<f64>> {
+        if !matches!(self, Axis::Log(_)) || !lo.is_finite() || !hi.is_finite() {
+            return None;
+        }
+        let nice = |k: i32| -> [f64; 3] {
+            let p = 10f64.powi(k);
+            [p, 2.0 * p, 5.0 * p]
+        };
+        let all: Vec<f64> = ((lo.floor() as i32 - 1)..=(hi.ceil() as i32 + 1))
+            .flat_map(nice)
+            .map(f64::log10)
+            .collect();
+        let first = all.iter().rposition(|t| *t <= lo + 1e-9).unwrap_or(0);
+        let last = all
+            .iter()
+            .position(|t| *t >= hi - 1e-9)
+            .unwrap_or(all.len() - 1);
+        let ticks = &all[first..=last];
+        if ticks.len() <= 12 {
+            return Some(ticks.to_vec());
+        }
+        Some(
+            ((lo + 1e-9).floor() as i32..=(hi - 1e-9).ceil() as i32)
+                .map(f64::from)
+                .collect(),
+        )
+    }
+
     fn label(self, drawn: f64) -> String {
         match self {
             Axis::Linear(f) => f(drawn),
@@ -181,9 +214,12 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
     // Room around the lines; linear y axes start at zero, as throughput should.
     let pad = |lo: f64, hi: f64| ((hi - lo).abs() * 0.05).max(1e-9);
     let (px, py) = (pad(x0, x1), pad(y0, y1));
-    let y_lo = match c.y {
-        Axis::Linear(_) => 0f64.min(y0),
-        _ => y0 - py,
+    let y_ticks = c.y.log_ticks(y0, y1);
+    let (y_lo, y_hi) = match (&y_ticks, c.y) {
+        // A log axis spans its ticks, the first and last of which enclose the lines.
+        (Some(t), _) if t.len() >= 2 => (t[0], t[t.len() - 1]),
+        (_, Axis::Linear(_)) => (0f64.min(y0), y1 + py),
+        _ => (y0 - py, y1 + py),
     };
     let mut chart = ChartBuilder::on(root)
         .caption(c.title, ("sans-serif", 20))
@@ -191,7 +227,7 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
         .margin_right(70)
         .x_label_area_size(46)
         .y_label_area_size(78)
-        .build_cartesian_2d(x0 - px..x1 + px, y_lo..y1 + py)
+        .build_cartesian_2d(x0 - px..x1 + px, y_lo..y_hi)
         .map_err(chart_error)?;
     let (xa, ya) = (c.x, c.y);
     let x_fmt = move |v: &f64| xa.label(*v);
@@ -201,12 +237,32 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
         .x_desc(c.x_title)
         .y_desc(c.y_title)
         .x_labels(c.x.labels(x0, x1))
-        .y_labels(c.y.labels(y0, y1))
+        // Ticks of our own on a log axis (drawn below), plotters' elsewhere.
+        .y_labels(if y_ticks.is_some() {
+            0
+        } else {
+            c.y.labels(y0, y1)
+        })
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&y_fmt)
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(chart_error)?;
+    for &t in y_ticks.iter().flatten() {
+        let grid = RGBColor(235, 235, 235).stroke_width(1);
+        chart
+            .draw_series(LineSeries::new([(x0 - px, t), (x1 + px, t)], grid))
+            .map_err(chart_error)?;
+        let font = ("sans-serif", 13).into_font().color(&BLACK).pos(
+            plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Right,
+                plotters::style::text_anchor::VPos::Center,
+            ),
+        );
+        chart
+            .draw_series([EmptyElement::at((x0 - px, t)) + Text::new(c.y.label(t), (-8, 0), font)])
+            .map_err(chart_error)?;
+    }
     for (i, (line, pts)) in c.lines.iter().zip(&mapped).enumerate() {
         let style = colour(i).stroke_width(2);
         let (dash, gap) = DASHES[i % DASHES.len()];
@@ -286,7 +342,7 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(200, 200, 200))
-        .position(legend_corner(&mapped, (x0 - px, x1 + px), (y_lo, y1 + py)))
+        .position(legend_corner(&mapped, (x0 - px, x1 + px), (y_lo, y_hi)))
         .draw()
         .map_err(chart_error)?;
     Ok(())
@@ -399,5 +455,49 @@ mod tests {
         };
         assert_eq!(polylines("#005AB5"), 2);
         assert!(polylines("#DC3220") > 10, "{}", polylines("#DC3220"));
+    }
+}
+
+#[cfg(test)]
+mod log_axis_tests {
+    use super::*;
+
+    #[test]
+    fn log_ticks_enclose_the_lines() {
+        let axis = Axis::Log(|v| format!("{v:.0}"));
+        // Lines from 1.1 ms to 4 ms (in µs): 1, 2, 5 ms, the last above the top.
+        let t = axis.log_ticks(1_100f64.log10(), 4_000f64.log10()).unwrap();
+        let values: Vec<f64> = t.iter().map(|x| 10f64.powf(*x).round()).collect();
+        assert_eq!(values, [1_000.0, 2_000.0, 5_000.0]);
+        // Many decades: powers of ten only.
+        let t = axis.log_ticks(1.0, 9.5).unwrap();
+        assert!(t.iter().all(|x| (x - x.round()).abs() < 1e-9), "{t:?}");
+        assert_eq!(t.first().copied(), Some(1.0));
+        assert_eq!(t.last().copied(), Some(10.0));
+        assert!(Axis::Linear(|v| v.to_string())
+            .log_ticks(0.0, 1.0)
+            .is_none());
+    }
+
+    #[test]
+    fn a_log_axis_is_labelled_over_the_whole_range_of_its_lines() {
+        let lines = [Line {
+            name: "p99".into(),
+            points: vec![(0.0, 1_100.0), (1.0, 2_500.0), (2.0, 4_000.0)],
+        }];
+        let chart = LineChart::plain(
+            "p99 over time",
+            ("s", Axis::Linear(|v| format!("{v:.0}"))),
+            ("µs", Axis::Log(|v| format!("{v:.0}us"))),
+            &lines,
+        );
+        let svg = svg(&chart).unwrap();
+        let labels: Vec<&str> = svg
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.ends_with("us"))
+            .collect();
+        // 1 ms below the lowest point, 5 ms above the highest (4 ms): the range is labelled.
+        assert_eq!(labels, ["1000us", "2000us", "5000us"]);
     }
 }

@@ -168,15 +168,7 @@ fn write_table(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
         .metrics
         .iter()
         .map(|m| {
-            let label = if m.unit.is_empty()
-                || m.unit.starts_with('B')
-                || m.unit == "req/s"
-                || m.unit == "req/CPU-s"
-            {
-                m.metric.clone()
-            } else {
-                format!("{} ({})", m.metric, m.unit)
-            };
+            let label = metric_label(m);
             // The range without units: the median's unit applies.
             let bare = |v: f64| {
                 figure(v, &m.unit)
@@ -234,6 +226,17 @@ fn write_table(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "   {deltas}")?;
     }
     Ok(())
+}
+
+/// A metric's name as a table's row header: with its unit when the cells' figures do not
+/// carry one (latencies in µs, cores), without when they do (MiB, MiB/s) or the name says it
+/// (req/s).
+pub(super) fn metric_label(m: &crate::compare::MetricComparison) -> String {
+    if m.unit.is_empty() || m.unit.starts_with('B') || m.unit == "req/s" || m.unit == "req/CPU-s" {
+        m.metric.clone()
+    } else {
+        format!("{} ({})", m.metric, m.unit)
+    }
 }
 
 /// A price with the digits that matter (4 significant), currency left to the reader.

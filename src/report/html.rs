@@ -394,12 +394,11 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
     }
     table.push_str("<th>vs baseline</th></tr>\n");
     for m in &c.metrics {
-        let unit = if m.unit.is_empty() || m.metric.contains(m.unit.as_str()) {
-            String::new()
-        } else {
-            format!(" ({})", esc(&m.unit))
-        };
-        table.push_str(&format!("<tr><th>{}{unit}</th>", esc(&m.metric)));
+        // The figures carry MiB and MiB/s themselves: "(B/s)" over them misled.
+        table.push_str(&format!(
+            "<tr><th>{}</th>",
+            esc(&super::compare::metric_label(m))
+        ));
         for t in &m.targets {
             match (t.median, t.min, t.max) {
                 (Some(med), Some(lo), Some(hi)) => table.push_str(&num(

@@ -37,11 +37,7 @@ impl MarkdownReport {
         }
         writeln!(out)?;
         for m in &c.metrics {
-            let unit = match m.unit.as_str() {
-                "µs" | "cores" => format!(" ({})", m.unit),
-                _ => String::new(),
-            };
-            write!(out, "| {}{unit} |", m.metric)?;
+            write!(out, "| {} |", super::compare::metric_label(m))?;
             for t in &m.targets {
                 match (t.median, t.min, t.max) {
                     (Some(median), Some(lo), Some(hi)) => write!(
