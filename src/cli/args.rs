@@ -361,6 +361,9 @@ pub struct DemoArgs {
     /// Results go to DIR/<timestamp>/ (comparison.json, comparison.md, comparison.html).
     #[arg(long, default_value = "archbench-results")]
     pub out_dir: PathBuf,
+    /// Compare two embedded servers (1 vs 2 threads) even where nginx is installed.
+    #[arg(long)]
+    pub embedded: bool,
 }
 
 #[derive(Debug, Args)]

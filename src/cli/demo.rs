@@ -1,58 +1,125 @@
 //! `archbench demo`: two servers on loopback compared side by side, under a minute, nothing to
 //! set up. With nginx installed: a stock Debian-style configuration against the tuned one from
-//! the multi-arch guide, both watched. Without: two embedded servers (one and two threads).
+//! the multi-arch guide. Without (or with `--embedded`): two embedded servers (one and two
+//! threads). Either way each server is a process of its own, watched, so the table has the
+//! same rows (server CPU, requests per server CPU-second, peak memory) and the limiter can
+//! name the server.
+
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
 
 use crate::nginx::{nginx_binary, Nginx, NginxProfile};
+
+/// How long an embedded server may take to say where it listens.
+const STARTS_WITHIN: Duration = Duration::from_secs(10);
+
+/// `archbench serve` as a child process of the demo's own.
+pub struct EmbeddedServer {
+    child: Child,
+    url: String,
+}
+
+impl EmbeddedServer {
+    fn start(threads: u32) -> anyhow::Result<EmbeddedServer> {
+        let exe = std::env::current_exe().context("cannot find archbench's own binary")?;
+        let mut cmd = Command::new(exe);
+        cmd.args(["serve", "--addr", "127.0.0.1:0", "--threads"])
+            .arg(threads.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; the server dies with the demo, even a killed one.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .context("cannot start an embedded server (archbench serve)")?;
+        let Some(out) = child.stdout.take() else {
+            anyhow::bail!("the embedded server has no output");
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut server = EmbeddedServer {
+            child,
+            url: String::new(),
+        };
+        let line = rx
+            .recv_timeout(STARTS_WITHIN)
+            .context("the embedded server did not say where it listens")?;
+        server.url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .with_context(|| format!("the embedded server said {line:?}"))?
+            .to_string();
+        Ok(server)
+    }
+
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for EmbeddedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 /// The two servers of the demo.
 pub enum DemoServers {
     Nginx(Nginx, Nginx),
-    Embedded(crate::serve::Server, crate::serve::Server),
+    Embedded(EmbeddedServer, EmbeddedServer),
 }
 
-pub fn start_servers() -> anyhow::Result<DemoServers> {
-    if nginx_binary().is_some() {
+pub fn start_servers(embedded: bool) -> anyhow::Result<DemoServers> {
+    if !embedded && nginx_binary().is_some() {
         let stock = NginxProfile::Stock.start(None)?;
         let tuned = NginxProfile::Tuned.start(None)?;
         return Ok(DemoServers::Nginx(stock, tuned));
     }
-    let opts = |threads| crate::serve::ServeOptions {
-        threads,
-        ..crate::serve::ServeOptions::default()
-    };
     Ok(DemoServers::Embedded(
-        crate::serve::Server::start(opts(1))?,
-        crate::serve::Server::start(opts(2))?,
+        EmbeddedServer::start(1)?,
+        EmbeddedServer::start(2)?,
     ))
 }
 
 impl DemoServers {
     /// (name, URL, watch spec) of each target, baseline first.
-    pub fn targets(&self) -> Vec<(String, String, Option<String>)> {
-        match self {
-            DemoServers::Nginx(a, b) => vec![
-                (
-                    "stock".into(),
-                    a.url(),
-                    Some(format!("stock=pid:{}", a.pid())),
-                ),
-                (
-                    "tuned".into(),
-                    b.url(),
-                    Some(format!("tuned=pid:{}", b.pid())),
-                ),
-            ],
-            DemoServers::Embedded(a, b) => vec![
-                ("embedded-1-thread".into(), a.url(), None),
-                ("embedded-2-threads".into(), b.url(), None),
-            ],
-        }
+    pub fn targets(&self) -> Vec<(String, String, String)> {
+        let (a, b) = match self {
+            DemoServers::Nginx(a, b) => (("stock", a.url(), a.pid()), ("tuned", b.url(), b.pid())),
+            DemoServers::Embedded(a, b) => (
+                ("embedded-1-thread", a.url(), a.pid()),
+                ("embedded-2-threads", b.url(), b.pid()),
+            ),
+        };
+        [a, b]
+            .into_iter()
+            .map(|(name, url, pid)| (name.to_string(), url, format!("{name}=pid:{pid}")))
+            .collect()
     }
 
-    pub fn description(&self) -> &'static str {
-        match self {
-            DemoServers::Nginx(..) => "two nginx instances on loopback: Debian's stock configuration vs the multi-arch guide's tuned one",
-            DemoServers::Embedded(..) => "nginx is not installed, so: two embedded servers on loopback (1 vs 2 threads); install nginx for the real comparison",
+    pub fn description(&self, asked_embedded: bool) -> &'static str {
+        match (self, asked_embedded) {
+            (DemoServers::Nginx(..), _) => "two nginx instances on loopback: Debian's stock configuration vs the multi-arch guide's tuned one",
+            (DemoServers::Embedded(..), true) => "two embedded servers on loopback (1 vs 2 threads), as asked",
+            (DemoServers::Embedded(..), false) => "nginx is not installed, so: two embedded servers on loopback (1 vs 2 threads); install nginx for the real comparison",
         }
     }
 }

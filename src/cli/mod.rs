@@ -906,12 +906,12 @@ fn wait_for(stop: &AtomicBool) {
 
 fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     plan::runs(a.runs)?;
-    let servers = demo::start_servers()?;
-    eprintln!("archbench demo: {}", servers.description());
+    let servers = demo::start_servers(a.embedded)?;
+    eprintln!("archbench demo: {}", servers.description(a.embedded));
     let targets = servers.targets();
     let mut argv: Vec<String> = vec!["archbench".into(), "compare".into()];
     argv.extend(targets.iter().map(|(n, u, _)| format!("{n}={u}")));
-    for w in targets.iter().filter_map(|(_, _, w)| w.as_ref()) {
+    for (_, _, w) in &targets {
         argv.push("--watch".into());
         argv.push(w.clone());
     }

@@ -704,3 +704,55 @@ fn a_later_start_does_not_dilute_the_watched_servers_figures() {
         "sampled {sampled} s of a {elapsed} s run that waited 3 s to start"
     );
 }
+
+/// The demo without nginx (or with --embedded): two embedded servers, each a process of its
+/// own and watched, so the table has the server rows the nginx demo has.
+#[test]
+fn the_embedded_demo_watches_its_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = archbench(&[
+        "demo",
+        "--embedded",
+        "-d",
+        "400ms",
+        "--runs",
+        "1",
+        "-c",
+        "4",
+        "--out-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("two embedded servers on loopback (1 vs 2 threads), as asked"),
+        "{}",
+        stderr(&o)
+    );
+    let out = std::fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let doc = read_json(out.join("comparison.json"));
+    let names: Vec<&str> = doc["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["embedded-1-thread", "embedded-2-threads"]);
+    for t in doc["targets"].as_array().unwrap() {
+        let run = &t["runs"][0];
+        let server = &run["servers"][0];
+        assert_eq!(server["label"], t["name"], "{server}");
+        assert!(server["cpu_s"].as_f64().unwrap() > 0.0, "{server}");
+        assert_ne!(run["limiter"]["side"], "unknown", "{}", run["limiter"]);
+    }
+    let text = stdout(&o);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("server CPU (cores)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(!row.contains('–'), "both servers have a figure: {row}");
+}
