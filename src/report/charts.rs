@@ -5,6 +5,7 @@
 
 use std::io;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
@@ -248,69 +249,14 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(chart_error)?;
-    for &t in y_ticks.iter().flatten() {
-        let grid = RGBColor(235, 235, 235).stroke_width(1);
-        chart
-            .draw_series(LineSeries::new([(x0 - px, t), (x1 + px, t)], grid))
-            .map_err(chart_error)?;
-        let font = ("sans-serif", 13).into_font().color(&BLACK).pos(
-            plotters::style::text_anchor::Pos::new(
-                plotters::style::text_anchor::HPos::Right,
-                plotters::style::text_anchor::VPos::Center,
-            ),
-        );
-        chart
-            .draw_series([EmptyElement::at((x0 - px, t)) + Text::new(c.y.label(t), (-8, 0), font)])
-            .map_err(chart_error)?;
-    }
-    for (i, (line, pts)) in c.lines.iter().zip(&mapped).enumerate() {
-        let style = colour(i).stroke_width(2);
-        let (dash, gap) = DASHES[i % DASHES.len()];
-        let legend = move |(x, y): (i32, i32)| {
-            let (d, g) = if dash == 0 { (24, 0) } else { (dash, gap) };
-            DashedPathElement::new(vec![(x, y), (x + 24, y)], d, g, style)
-        };
-        let drawn = if dash == 0 {
-            chart.draw_series(LineSeries::new(pts.iter().copied(), style))
-        } else {
-            chart.draw_series(DashedLineSeries::new(pts.iter().copied(), dash, gap, style))
-        };
-        drawn
-            .map_err(chart_error)?
-            .label(line.name.as_str())
-            .legend(legend);
-        // Small markers on each measured point of a sparse line (readable where lines cross;
-        // a dense one, like a spectrum, is its own marker).
-        if pts.len() <= MARKED_POINTS {
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, colour(i).filled())))
-                .map_err(chart_error)?;
-        }
-    }
-    for (i, fit) in fits.iter().enumerate() {
-        if let Some(pts) = fit {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    pts.iter().copied(),
-                    3,
-                    3,
-                    colour(i).stroke_width(1),
-                ))
-                .map_err(chart_error)?
-                .label(format!(
-                    "{} (USL fit)",
-                    c.lines.get(i).map_or("", |l| l.name.as_str())
-                ))
-                .legend(move |(x, y)| {
-                    DashedPathElement::new(
-                        vec![(x, y), (x + 24, y)],
-                        3,
-                        3,
-                        colour(i).stroke_width(1),
-                    )
-                });
-        }
-    }
+    draw_log_ticks(
+        &mut chart,
+        y_ticks.as_deref().unwrap_or(&[]),
+        (x0 - px, x1 + px),
+        c.y,
+    )?;
+    draw_lines(&mut chart, c, &mapped)?;
+    draw_fits(&mut chart, c, &fits)?;
     if let (Some(t), Some((_, label))) = (threshold, &c.threshold) {
         let grey = RGBColor(90, 90, 90).stroke_width(1);
         chart
@@ -345,6 +291,92 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
         .position(legend_corner(&mapped, (x0 - px, x1 + px), (y_lo, y_hi)))
         .draw()
         .map_err(chart_error)?;
+    Ok(())
+}
+
+/// The chart plotters draws into: linear coordinates over the drawn (mapped) values.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A log axis's own ticks: a light line across the plot and the value's label left of it.
+fn draw_log_ticks(
+    chart: &mut Chart,
+    ticks: &[f64],
+    (x_lo, x_hi): (f64, f64),
+    axis: Axis,
+) -> io::Result<()> {
+    for &t in ticks {
+        let grid = RGBColor(235, 235, 235).stroke_width(1);
+        chart
+            .draw_series(LineSeries::new([(x_lo, t), (x_hi, t)], grid))
+            .map_err(chart_error)?;
+        let font = ("sans-serif", 13).into_font().color(&BLACK).pos(
+            plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Right,
+                plotters::style::text_anchor::VPos::Center,
+            ),
+        );
+        chart
+            .draw_series([EmptyElement::at((x_lo, t)) + Text::new(axis.label(t), (-8, 0), font)])
+            .map_err(chart_error)?;
+    }
+    Ok(())
+}
+
+/// Each target's line in its colour and dash, with markers on the points of a sparse one.
+fn draw_lines(chart: &mut Chart, c: &LineChart, mapped: &[Vec<(f64, f64)>]) -> io::Result<()> {
+    for (i, (line, pts)) in c.lines.iter().zip(mapped).enumerate() {
+        let style = colour(i).stroke_width(2);
+        let (dash, gap) = DASHES[i % DASHES.len()];
+        let legend = move |(x, y): (i32, i32)| {
+            let (d, g) = if dash == 0 { (24, 0) } else { (dash, gap) };
+            DashedPathElement::new(vec![(x, y), (x + 24, y)], d, g, style)
+        };
+        let drawn = if dash == 0 {
+            chart.draw_series(LineSeries::new(pts.iter().copied(), style))
+        } else {
+            chart.draw_series(DashedLineSeries::new(pts.iter().copied(), dash, gap, style))
+        };
+        drawn
+            .map_err(chart_error)?
+            .label(line.name.as_str())
+            .legend(legend);
+        // Small markers on each measured point of a sparse line (readable where lines cross;
+        // a dense one, like a spectrum, is its own marker).
+        if pts.len() <= MARKED_POINTS {
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, colour(i).filled())))
+                .map_err(chart_error)?;
+        }
+    }
+    Ok(())
+}
+
+/// The fitted curves (USL), thin and dotted in their line's colour.
+fn draw_fits(chart: &mut Chart, c: &LineChart, fits: &[Option<Vec<(f64, f64)>>]) -> io::Result<()> {
+    for (i, fit) in fits.iter().enumerate() {
+        if let Some(pts) = fit {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    pts.iter().copied(),
+                    3,
+                    3,
+                    colour(i).stroke_width(1),
+                ))
+                .map_err(chart_error)?
+                .label(format!(
+                    "{} (USL fit)",
+                    c.lines.get(i).map_or("", |l| l.name.as_str())
+                ))
+                .legend(move |(x, y)| {
+                    DashedPathElement::new(
+                        vec![(x, y), (x + 24, y)],
+                        3,
+                        3,
+                        colour(i).stroke_width(1),
+                    )
+                });
+        }
+    }
     Ok(())
 }
 

@@ -481,78 +481,86 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
     })
 }
 
+/// One target's table of a sweep: a row per load (with the watched servers' columns when
+/// any step has them), then its knee, early stop and USL fit.
+fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String {
+    let mut table = String::new();
+    // The watched servers' columns, as the text report has them, when any step has them.
+    let watched = t.points.iter().any(|p| p.server_cores.is_some());
+    table.push_str(&format!(
+        "<h3>{}</h3><table class=\"figures sweep\" data-target=\"{}\"><tr><th>{load_title}</th><th>req/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>errors %</th>{}<th>SLO</th></tr>\n",
+        esc(&t.name),
+        esc(&t.name),
+        if watched {
+            "<th>server cores</th><th>req/server CPU-s</th>"
+        } else {
+            ""
+        }
+    ));
+    for p in &t.points {
+        let servers = if watched {
+            let cores = p
+                .server_cores
+                .map_or("<td>–</td>".into(), |c| num(&format!("{c:.2}"), c));
+            let per_cpu = p
+                .requests_per_server_cpu_s
+                .map_or("<td>not measurable</td>".into(), |r| {
+                    num(&grouped(r.round() as u64), r)
+                });
+            format!("{cores}{per_cpu}")
+        } else {
+            String::new()
+        };
+        table.push_str(&format!(
+            "<tr>{}{}{}{}{}{}{}{servers}<td>{}</td></tr>\n",
+            num(&grouped(p.load.round() as u64), p.load),
+            num(
+                &grouped(p.requests_per_sec.round() as u64),
+                p.requests_per_sec
+            ),
+            num(&wrk_time_us(p.p50_us), p.p50_us),
+            num(&wrk_time_us(p.p90_us), p.p90_us),
+            num(&wrk_time_us(p.p99_us), p.p99_us),
+            num(&wrk_time_us(p.p99_9_us), p.p99_9_us),
+            num(&format!("{:.2}", p.error_percent), p.error_percent),
+            match p.slo_passed {
+                Some(true) => "<span class=\"pass\">pass</span>",
+                Some(false) => "<span class=\"fail\">FAIL</span>",
+                None => "–",
+            }
+        ));
+    }
+    table.push_str("</table>\n");
+    table.push_str(&format!("<p>Knee: {}</p>\n", esc(&t.knee_reason)));
+    if let Some(stop) = &t.stopped {
+        table.push_str(&format!(
+            "<p>Stopped after {} {load_title}: {}</p>\n",
+            super::sweep::load_text(stop.after),
+            esc(&stop.reason)
+        ));
+    }
+    match (&t.usl, &t.usl_refused) {
+        (Some(f), _) => table.push_str(&format!(
+            "<p>USL: σ = {:.4}, κ = {:.6}, λ = {} req/s per connection{}, R² = {:.3}</p>\n",
+            f.sigma,
+            f.kappa,
+            grouped(f.lambda.round() as u64),
+            f.peak_concurrency
+                .map(|n| format!(", throughput peaks at {n:.0} connections"))
+                .unwrap_or_default(),
+            f.r_squared
+        )),
+        (None, Some(why)) => table.push_str(&format!("<p>USL: {}</p>\n", esc(why))),
+        (None, None) => {}
+    }
+    table
+}
+
 fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
     let load_title = s.ladder.unit();
     let mut table = String::new();
     for t in &s.targets {
-        // The watched servers' columns, as the text report has them, when any step has them.
-        let watched = t.points.iter().any(|p| p.server_cores.is_some());
-        table.push_str(&format!(
-            "<h3>{}</h3><table class=\"figures sweep\" data-target=\"{}\"><tr><th>{load_title}</th><th>req/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>errors %</th>{}<th>SLO</th></tr>\n",
-            esc(&t.name),
-            esc(&t.name),
-            if watched {
-                "<th>server cores</th><th>req/server CPU-s</th>"
-            } else {
-                ""
-            }
-        ));
-        for p in &t.points {
-            let servers = if watched {
-                let cores = p
-                    .server_cores
-                    .map_or("<td>–</td>".into(), |c| num(&format!("{c:.2}"), c));
-                let per_cpu = p
-                    .requests_per_server_cpu_s
-                    .map_or("<td>not measurable</td>".into(), |r| {
-                        num(&grouped(r.round() as u64), r)
-                    });
-                format!("{cores}{per_cpu}")
-            } else {
-                String::new()
-            };
-            table.push_str(&format!(
-                "<tr>{}{}{}{}{}{}{}{servers}<td>{}</td></tr>\n",
-                num(&grouped(p.load.round() as u64), p.load),
-                num(
-                    &grouped(p.requests_per_sec.round() as u64),
-                    p.requests_per_sec
-                ),
-                num(&wrk_time_us(p.p50_us), p.p50_us),
-                num(&wrk_time_us(p.p90_us), p.p90_us),
-                num(&wrk_time_us(p.p99_us), p.p99_us),
-                num(&wrk_time_us(p.p99_9_us), p.p99_9_us),
-                num(&format!("{:.2}", p.error_percent), p.error_percent),
-                match p.slo_passed {
-                    Some(true) => "<span class=\"pass\">pass</span>",
-                    Some(false) => "<span class=\"fail\">FAIL</span>",
-                    None => "–",
-                }
-            ));
-        }
-        table.push_str("</table>\n");
-        table.push_str(&format!("<p>Knee: {}</p>\n", esc(&t.knee_reason)));
-        if let Some(stop) = &t.stopped {
-            table.push_str(&format!(
-                "<p>Stopped after {} {load_title}: {}</p>\n",
-                super::sweep::load_text(stop.after),
-                esc(&stop.reason)
-            ));
-        }
-        match (&t.usl, &t.usl_refused) {
-            (Some(f), _) => table.push_str(&format!(
-                "<p>USL: σ = {:.4}, κ = {:.6}, λ = {} req/s per connection{}, R² = {:.3}</p>\n",
-                f.sigma,
-                f.kappa,
-                grouped(f.lambda.round() as u64),
-                f.peak_concurrency
-                    .map(|n| format!(", throughput peaks at {n:.0} connections"))
-                    .unwrap_or_default(),
-                f.r_squared
-            )),
-            (None, Some(why)) => table.push_str(&format!("<p>USL: {}</p>\n", esc(why))),
-            (None, None) => {}
-        }
+        table.push_str(&sweep_target_table(t, load_title));
     }
     let curve = |f: &dyn Fn(&crate::sweep::StepFigures) -> (f64, f64)| -> Vec<Line> {
         s.targets

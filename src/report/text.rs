@@ -56,6 +56,69 @@ fn latency_row(out: &mut dyn Write, name: &str, s: &LatencySummary) -> io::Resul
     )
 }
 
+/// One watched server's lines: its CPU, memory and requests per CPU-second, what happened to
+/// it during the run, its fingerprint and counters.
+fn write_server(
+    r: &RunResult,
+    s: &crate::stats::ServerUsage,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "  Server     {} ({}): {:.2} CPU s (user {:.2}, sys {:.2}) = {:.2} cores ({:.0}% of machine), peak memory {}, {}",
+        s.label,
+        s.target,
+        s.cpu_s,
+        s.cpu_user_s,
+        s.cpu_system_s,
+        s.cores,
+        s.machine_percent,
+        bytes_iec(s.peak_memory_bytes as f64),
+        match s.requests_per_cpu_s {
+            Some(v) => format!("{} req per CPU-s", grouped(v.round() as u64)),
+            None => format!(
+                "req per CPU-s not measurable (under {} CPU s)",
+                crate::stats::MEASURABLE_CPU_S
+            ),
+        }
+    )?;
+    for e in &s.events {
+        writeln!(out, "             during the run: {e}")?;
+    }
+    if let Some(st) = &s.sampling_stopped {
+        writeln!(
+            out,
+            "             sampling stopped {:.1} s in: {} (figures cover {:.1} s)",
+            st.after_s, st.reason, s.sampled_s
+        )?;
+    }
+    let f = &s.fingerprint;
+    if let Some(d) = f.describe() {
+        writeln!(out, "             {d}")?;
+    }
+    for w in &f.warnings {
+        writeln!(out, "             WARNING: {w}")?;
+    }
+    let counters: Vec<String> = s
+        .counters
+        .iter()
+        .map(|c| match c.value {
+            Some(v) if r.totals.requests > 0 => format!(
+                "{} {} ({:.1} per request)",
+                c.event,
+                grouped(v),
+                v as f64 / r.totals.requests as f64
+            ),
+            Some(v) => format!("{} {}", c.event, grouped(v)),
+            None => format!("{}: {}", c.event, c.status),
+        })
+        .collect();
+    if !counters.is_empty() {
+        writeln!(out, "             counters: {}", counters.join("; "))?;
+    }
+    Ok(())
+}
+
 impl Report for TextReport {
     fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         let p = &r.plan;
@@ -159,59 +222,7 @@ impl Report for TextReport {
             )?;
         }
         for s in &r.servers {
-            writeln!(
-                out,
-                "  Server     {} ({}): {:.2} CPU s (user {:.2}, sys {:.2}) = {:.2} cores ({:.0}% of machine), peak memory {}, {}",
-                s.label,
-                s.target,
-                s.cpu_s,
-                s.cpu_user_s,
-                s.cpu_system_s,
-                s.cores,
-                s.machine_percent,
-                bytes_iec(s.peak_memory_bytes as f64),
-                match s.requests_per_cpu_s {
-                    Some(v) => format!("{} req per CPU-s", grouped(v.round() as u64)),
-                    None => format!(
-                        "req per CPU-s not measurable (under {} CPU s)",
-                        crate::stats::MEASURABLE_CPU_S
-                    ),
-                }
-            )?;
-            for e in &s.events {
-                writeln!(out, "             during the run: {e}")?;
-            }
-            if let Some(st) = &s.sampling_stopped {
-                writeln!(
-                    out,
-                    "             sampling stopped {:.1} s in: {} (figures cover {:.1} s)",
-                    st.after_s, st.reason, s.sampled_s
-                )?;
-            }
-            let f = &s.fingerprint;
-            if let Some(d) = f.describe() {
-                writeln!(out, "             {d}")?;
-            }
-            for w in &f.warnings {
-                writeln!(out, "             WARNING: {w}")?;
-            }
-            let counters: Vec<String> = s
-                .counters
-                .iter()
-                .map(|c| match c.value {
-                    Some(v) if r.totals.requests > 0 => format!(
-                        "{} {} ({:.1} per request)",
-                        c.event,
-                        grouped(v),
-                        v as f64 / r.totals.requests as f64
-                    ),
-                    Some(v) => format!("{} {}", c.event, grouped(v)),
-                    None => format!("{}: {}", c.event, c.status),
-                })
-                .collect();
-            if !counters.is_empty() {
-                writeln!(out, "             counters: {}", counters.join("; "))?;
-            }
+            write_server(r, s, out)?;
         }
         if !r.limiter.reason.is_empty() {
             writeln!(out, "  Limiter    {}", r.limiter.reason)?;
