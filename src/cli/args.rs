@@ -81,6 +81,30 @@ pub struct LiveArgs {
     pub no_tui: bool,
 }
 
+/// The per-request timeout's default, wherever a command has one of its own making (wrk's and
+/// ab's keep theirs).
+pub const REQUEST_TIMEOUT: &str = "10s";
+
+/// What every request of a load carries, and which servers are watched: `run`, `compare` and
+/// `sweep` (one definition, one default).
+#[derive(Debug, Clone, Args)]
+pub struct RequestArgs {
+    /// Extra request header, "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
+    pub headers: Vec<(String, String)>,
+    /// Per-request timeout.
+    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Do not verify TLS certificates.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
+    /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable; for compare and sweep, NAME is a
+    /// target's name).
+    #[arg(long = "watch", value_parser = parse_watch)]
+    pub watch: Vec<crate::monitor::WatchSpec>,
+}
+
 /// The flags that shape a load, shared by `run` and `compare` (one definition, one default).
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
@@ -98,19 +122,8 @@ pub struct LoadArgs {
     /// send times.
     #[arg(short = 'r', long, value_parser = super::values::rate)]
     pub rate: Option<f64>,
-    /// Extra request header, "Name: value" (repeatable).
-    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
-    pub headers: Vec<(String, String)>,
-    /// Per-request timeout.
-    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
-    pub timeout: std::time::Duration,
-    /// Do not verify TLS certificates.
-    #[arg(short = 'k', long)]
-    pub insecure: bool,
-    /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
-    /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable; for compare, NAME is a target's name).
-    #[arg(long = "watch", value_parser = parse_watch)]
-    pub watch: Vec<crate::monitor::WatchSpec>,
+    #[command(flatten)]
+    pub request: RequestArgs,
     /// Count these events on the watched servers with perf_event_open (comma-separated:
     /// instructions, cycles, branches, branch-misses, cache-misses, task-clock,
     /// context-switches, page-faults, cpu-migrations, rHEX).
@@ -455,7 +468,7 @@ pub struct K8sCurlArgs {
     #[arg(long, default_value = "1", value_parser = super::values::count)]
     pub count: u64,
     /// Per-request timeout.
-    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
+    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = super::values::duration)]
     pub timeout: std::time::Duration,
 }
 
@@ -510,7 +523,7 @@ pub struct K8sLoadArgs {
     #[arg(long)]
     pub warmup: bool,
     /// Per-request timeout.
-    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
+    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = super::values::duration)]
     pub timeout: std::time::Duration,
     /// Report layout on stdout.
     #[arg(long, value_enum, default_value_t = K8sLayout::Text)]
@@ -623,18 +636,8 @@ pub struct SweepArgs {
     /// Do not run and discard a warm-up run per target before the first step.
     #[arg(long)]
     pub no_warmup: bool,
-    /// Extra request header, "Name: value" (repeatable).
-    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
-    pub headers: Vec<(String, String)>,
-    /// Per-request timeout.
-    #[arg(long, default_value = "10s", value_parser = super::values::duration)]
-    pub timeout: std::time::Duration,
-    /// Do not verify TLS certificates.
-    #[arg(short = 'k', long)]
-    pub insecure: bool,
-    /// Sample a target's server: NAME=pid:1234, NAME=name:nginx or NAME=cgroup:PATH.
-    #[arg(long = "watch", value_parser = parse_watch)]
-    pub watch: Vec<crate::monitor::WatchSpec>,
+    #[command(flatten)]
+    pub request: RequestArgs,
     /// Objectives each step is judged by (as run's --slo); a target's knee is the highest load
     /// meeting them, and the exit status is 1 when a target met them at no load.
     #[arg(long, value_parser = super::values::slo)]

@@ -2,6 +2,7 @@
 //! API calls run on a small tokio runtime owned here; loads run on the engine's own threads,
 //! outside it, as everywhere else (the pod monitors reach the runtime through its handle).
 
+use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
@@ -93,127 +94,150 @@ fn run(
     let stop = &*signals.stop;
     let code = match &a.command {
         K8sCommand::Manifests(_) => 0,
-        K8sCommand::Up(s) => {
-            let setup = setup(s, &a.namespace)?;
-            let mut line = ProgressLine::new(true);
-            let report = runtime.block_on(k8s::up(cluster, &setup, &mut |l| line.message(l), stop));
-            line.finish();
-            let report = report?;
-            for a in &report.not_answering {
-                eprintln!(
-                    "archbench: note: {a} accepts no connection from here yet (its pods are ready; \
-                     a load from this machine would fail until it does)"
-                );
-            }
-            write_stdout(|out| {
-                for a in &report.changes {
-                    write!(out, "{}: {}", a.what, a.change.as_str())?;
-                    if !a.took_over.is_empty() {
-                        write!(out, ", taking over {}", a.took_over.join(", "))?;
-                    }
-                    writeln!(out)?;
-                }
-                if report.changed_nothing() {
-                    writeln!(out, "nothing changed: the cluster already runs this setup")?;
-                }
-                writeln!(out)?;
-                k8s::write_status(&report.rows, out)
-            })?;
-            0
-        }
+        K8sCommand::Up(s) => up(runtime, cluster, &setup(s, &a.namespace)?, stop)?,
         K8sCommand::Status => {
             let rows = runtime.block_on(k8s::status(cluster))?;
             write_stdout(|out| k8s::write_status(&rows, out))?;
             0
         }
-        K8sCommand::Config(c) => {
-            let config = nginx_config(&c.config)?;
-            let mut line = ProgressLine::new(true);
-            let done = runtime.block_on(k8s::reconfigure(
-                cluster,
-                config,
-                c.wait_timeout,
-                &mut |l| line.message(l),
-                stop,
-            ));
-            line.finish();
-            match done? {
-                Reconfigured::Unchanged => {
-                    write_stdout(|out| {
-                        writeln!(
-                            out,
-                            "nothing changed: the pods already run this configuration"
-                        )
-                    })?;
-                    0
-                }
-                Reconfigured::Applied { rows, checked } => {
-                    write_stdout(|out| {
-                        writeln!(out, "{checked}")?;
-                        writeln!(out, "applied; the new pods:")?;
-                        k8s::write_status(&rows, out)
-                    })?;
-                    0
-                }
-                Reconfigured::RolledBack { why } => {
-                    eprintln!(
-                        "archbench: the new configuration failed, the previous one is back: {why}"
-                    );
-                    super::EXIT_FAILURE
-                }
-            }
-        }
+        K8sCommand::Config(c) => config(runtime, cluster, c, stop)?,
         K8sCommand::Curl(c) => curl(runtime, cluster, c)?,
         K8sCommand::Login(l) => {
             runtime.block_on(k8s::login(cluster, l.arch, l.pod.as_deref(), &l.command))?
         }
         K8sCommand::Top(t) => top(runtime, cluster, t.watch, stop)?,
-        K8sCommand::Fingerprint => {
-            let rows = runtime.block_on(k8s::status(cluster))?;
-            let mut archs: Vec<Arch> = rows
-                .iter()
-                .filter_map(|r| Arch::from_name(&r.arch))
-                .collect();
-            archs.dedup();
-            let mut prints = Vec::new();
-            for arch in archs {
-                prints.push(runtime.block_on(k8s::fingerprint(cluster, arch))?);
-            }
-            write_stdout(|out| k8s::write_fingerprints(&prints, out))?;
-            0
-        }
+        K8sCommand::Fingerprint => fingerprint(runtime, cluster)?,
         K8sCommand::Load(l) => load(runtime, cluster, l, signals)?,
-        K8sCommand::Down(d) => {
-            let report =
-                runtime.block_on(k8s::down(cluster, d.keep_namespace, d.wait_timeout, stop))?;
-            write_stdout(|out| {
-                for what in &report.deleted {
-                    writeln!(out, "{what}: deleted")?;
-                }
-                if let Some((ns, others)) = &report.kept_namespace {
-                    writeln!(
-                        out,
-                        "Namespace {ns}: kept, it holds what is not archbench's: {}",
-                        others.join(", ")
-                    )?;
-                }
-                if report.deleted.is_empty() {
-                    writeln!(
-                        out,
-                        "nothing of archbench's in namespace {}",
-                        cluster.namespace
-                    )?;
-                }
-                Ok(())
-            })?;
-            0
-        }
+        K8sCommand::Down(d) => down(runtime, cluster, d, stop)?,
     };
     Ok(if signals.stop.load(Ordering::Relaxed) && code == 0 {
         signals.exit_code()
     } else {
         code
     })
+}
+
+/// `k8s up`: what it applied (and took over), what stays unreachable from here, the status.
+fn up(
+    runtime: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    setup: &Setup,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<i32> {
+    let mut line = ProgressLine::new(true);
+    let report = runtime.block_on(k8s::up(cluster, setup, &mut |l| line.message(l), stop));
+    line.finish();
+    let report = report?;
+    for a in &report.not_answering {
+        eprintln!(
+            "archbench: note: {a} accepts no connection from here yet (its pods are ready; \
+             a load from this machine would fail until it does)"
+        );
+    }
+    write_stdout(|out| {
+        for a in &report.changes {
+            write!(out, "{}: {}", a.what, a.change.as_str())?;
+            if !a.took_over.is_empty() {
+                write!(out, ", taking over {}", a.took_over.join(", "))?;
+            }
+            writeln!(out)?;
+        }
+        if report.changed_nothing() {
+            writeln!(out, "nothing changed: the cluster already runs this setup")?;
+        }
+        writeln!(out)?;
+        k8s::write_status(&report.rows, out)
+    })?;
+    Ok(0)
+}
+
+/// `k8s config FILE`: checked in a pod, rolled, rolled back when the new pods fail.
+fn config(
+    runtime: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    c: &super::args::K8sConfigArgs,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<i32> {
+    let config = nginx_config(&c.config)?;
+    let mut line = ProgressLine::new(true);
+    let done = runtime.block_on(k8s::reconfigure(
+        cluster,
+        config,
+        c.wait_timeout,
+        &mut |l| line.message(l),
+        stop,
+    ));
+    line.finish();
+    Ok(match done? {
+        Reconfigured::Unchanged => {
+            write_stdout(|out| {
+                writeln!(
+                    out,
+                    "nothing changed: the pods already run this configuration"
+                )
+            })?;
+            0
+        }
+        Reconfigured::Applied { rows, checked } => {
+            write_stdout(|out| {
+                writeln!(out, "{checked}")?;
+                writeln!(out, "applied; the new pods:")?;
+                k8s::write_status(&rows, out)
+            })?;
+            0
+        }
+        Reconfigured::RolledBack { why } => {
+            eprintln!("archbench: the new configuration failed, the previous one is back: {why}");
+            super::EXIT_FAILURE
+        }
+    })
+}
+
+/// `k8s fingerprint`: one per architecture that runs.
+fn fingerprint(runtime: &tokio::runtime::Runtime, cluster: &Cluster) -> anyhow::Result<i32> {
+    let rows = runtime.block_on(k8s::status(cluster))?;
+    let mut archs: Vec<Arch> = rows
+        .iter()
+        .filter_map(|r| Arch::from_name(&r.arch))
+        .collect();
+    archs.dedup();
+    let mut prints = Vec::new();
+    for arch in archs {
+        prints.push(runtime.block_on(k8s::fingerprint(cluster, arch))?);
+    }
+    write_stdout(|out| k8s::write_fingerprints(&prints, out))?;
+    Ok(0)
+}
+
+/// `k8s down`: what it deleted, and a namespace it kept and why.
+fn down(
+    runtime: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    d: &super::args::K8sDownArgs,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<i32> {
+    let report = runtime.block_on(k8s::down(cluster, d.keep_namespace, d.wait_timeout, stop))?;
+    write_stdout(|out| {
+        for what in &report.deleted {
+            writeln!(out, "{what}: deleted")?;
+        }
+        if let Some((ns, others)) = &report.kept_namespace {
+            writeln!(
+                out,
+                "Namespace {ns}: kept, it holds what is not archbench's: {}",
+                others.join(", ")
+            )?;
+        }
+        if report.deleted.is_empty() {
+            writeln!(
+                out,
+                "nothing of archbench's in namespace {}",
+                cluster.namespace
+            )?;
+        }
+        Ok(())
+    })?;
+    Ok(0)
 }
 
 fn nginx_config(text: &str) -> Result<NginxConfig, K8sError> {
@@ -389,43 +413,7 @@ fn load(
     let targets = runtime.block_on(k8s::targets(cluster, l.target, vantage, runtime.handle()))?;
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     super::check_prices(&l.cost, &names)?;
-    let mut contenders = Vec::new();
-    for t in &targets {
-        let plan = super::plan::service_plan(
-            &t.url,
-            t.cluster_address,
-            l.connections,
-            l.threads,
-            l.duration,
-            l.rate,
-            l.timeout,
-        )?;
-        contenders.push(Contender {
-            name: t.name.clone(),
-            plan,
-            watch: t.watch.clone(),
-        });
-    }
-    let commands: Vec<String> = contenders
-        .iter()
-        .map(|c| match l.layout {
-            _ if how.is_some() => in_cluster_command(l, &cluster.namespace, &c.name),
-            K8sLayout::Wrk => format!(
-                "wrk -t{} -c{} -d{} {}",
-                c.plan.threads,
-                c.plan.connections,
-                l.duration.as_secs(),
-                c.plan.target.redacted_url
-            ),
-            K8sLayout::Text => super::plan::reproduce(&c.plan),
-        })
-        .collect();
-    let plan = ComparePlan {
-        contenders,
-        runs,
-        warmup: l.warmup,
-        schedule: Schedule::Parallel,
-    };
+    let (plan, commands) = load_plan(&targets, l, runs, how.is_some(), &cluster.namespace)?;
     let dir = l.out_dir.join(timefmt::compact(SystemTime::now()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let (json, md) = (dir.join("k8s-load.json"), dir.join("k8s-load.md"));
@@ -451,28 +439,160 @@ fn load(
             eprintln!("  {line}");
         }
     };
-    let mut views = super::live::LiveViews::for_contenders(&l.live, &plan.contenders)?;
     // Load from outside the cluster is measured here, live; in-cluster workers report only
     // when they end, so they get no dashboard.
     let tui = how.is_none()
         && super::live::want_tui(&l.live, l.layout != K8sLayout::Text, true, Some(l.duration))?;
     let title = format!("k8s load {}", names.join(" vs "));
-    let dashboard = views.dashboard(tui, title, signals)?;
-    let run_one = |c: &Contender| -> anyhow::Result<crate::stats::RunResult> {
+    let say_runs = l.layout == K8sLayout::Text;
+    let mut session =
+        super::session::Session::begin(&l.live, &plan.contenders, tui, title, say_runs, signals)?;
+    let workers = |c: &Contender| -> anyhow::Result<crate::stats::RunResult> {
         let Some(how) = &how else {
-            return views.measure(c, signals);
+            anyhow::bail!("internal error: in-cluster workers for a load from outside");
         };
         let target = targets
             .iter()
             .find(|t| t.name == c.name)
             .context("a target went missing; this is a bug in archbench")?;
-        let d = k8s::distributed::run(runtime, cluster, target, how, &whole, &say, &signals.stop)?;
+        let run = InClusterRun {
+            runtime,
+            cluster,
+            how,
+            whole: &whole,
+            dir: &dir,
+        };
+        run.measure(target, &say, &signals.stop)
+    };
+    let mut save = |c: &ComparisonResult| -> anyhow::Result<()> {
+        crate::report::save_json_value(c, &json)
+            .with_context(|| format!("cannot write {}", json.display()))
+    };
+    let run_one: Option<super::session::RunOne> = match how {
+        Some(_) => Some(&workers),
+        None => None,
+    };
+    let result = session.compare(&plan, commands, None, run_one, &mut save);
+    session.close();
+    let mut result = result?;
+    result.cost = result.costs(&l.cost);
+    save(&result)?;
+    write_markdown(&result, &md)?;
+    write_stdout(|out| match l.layout {
+        K8sLayout::Text => {
+            ComparisonReport.write(&result, out)?;
+            if how.is_some() {
+                write_workers(&result, l.per_worker, out)?;
+            }
+            Ok(())
+        }
+        K8sLayout::Wrk => {
+            ScriptReport { plan: &plan }.write(&result, out)?;
+            if how.is_some() {
+                write_workers(&result, l.per_worker, out)?;
+            }
+            ScriptReport::done(&result, out)
+        }
+    })?;
+    eprintln!(
+        "archbench k8s load: wrote {} and {}",
+        json.display(),
+        md.display()
+    );
+    if how.is_some() {
+        eprintln!(
+            "archbench k8s load: each worker's own result is in {}",
+            dir.join("workers").display()
+        );
+    }
+    session.linger(result.interrupted);
+    Ok(if result.interrupted {
+        signals.exit_code()
+    } else {
+        0
+    })
+}
+
+/// The comparison `k8s load` runs, and how to reproduce each target's run.
+fn load_plan(
+    targets: &[k8s::LoadTarget],
+    l: &K8sLoadArgs,
+    runs: usize,
+    in_cluster: bool,
+    namespace: &str,
+) -> anyhow::Result<(ComparePlan, Vec<String>)> {
+    let mut contenders = Vec::new();
+    for t in targets {
+        let plan = super::plan::service_plan(
+            &t.url,
+            t.cluster_address,
+            l.connections,
+            l.threads,
+            l.duration,
+            l.rate,
+            l.timeout,
+        )?;
+        contenders.push(Contender {
+            name: t.name.clone(),
+            plan,
+            watch: t.watch.clone(),
+        });
+    }
+    let commands: Vec<String> = contenders
+        .iter()
+        .map(|c| match l.layout {
+            _ if in_cluster => in_cluster_command(l, namespace, &c.name),
+            K8sLayout::Wrk => format!(
+                "wrk -t{} -c{} -d{} {}",
+                c.plan.threads,
+                c.plan.connections,
+                l.duration.as_secs(),
+                c.plan.target.redacted_url
+            ),
+            K8sLayout::Text => super::plan::reproduce(&c.plan),
+        })
+        .collect();
+    let plan = ComparePlan {
+        contenders,
+        runs,
+        warmup: l.warmup,
+        schedule: Schedule::Parallel,
+    };
+    Ok((plan, commands))
+}
+
+/// One run of a target by its in-cluster workers, their own results kept beside the merge.
+struct InClusterRun<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    cluster: &'a Cluster,
+    how: &'a k8s::InCluster,
+    whole: &'a k8s::WholeLoad,
+    /// The run's results directory (workers' files under `workers/<job>/`).
+    dir: &'a std::path::Path,
+}
+
+impl InClusterRun<'_> {
+    fn measure(
+        &self,
+        target: &k8s::LoadTarget,
+        say: &(dyn Fn(&str) + Sync),
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> anyhow::Result<crate::stats::RunResult> {
+        let d = k8s::distributed::run(
+            self.runtime,
+            self.cluster,
+            target,
+            self.how,
+            self.whole,
+            say,
+            stop,
+        )?;
         if let Some(why) = &d.leftover {
             eprintln!("archbench k8s load: {why}");
         }
         // Each worker's own result, histograms included: `archbench merge` merges them again.
         // A file that cannot be written costs that file, not the merged run.
-        let workers_dir = dir.join("workers").join(&d.job);
+        let workers_dir = self.dir.join("workers").join(&d.job);
         let saved = std::fs::create_dir_all(&workers_dir).and_then(|()| {
             d.workers.iter().try_for_each(|(i, text)| {
                 std::fs::write(workers_dir.join(format!("worker-{i}.json")), text)
@@ -487,79 +607,39 @@ fn load(
         for lost in &d.merged.lost_sources {
             eprintln!(
                 "archbench k8s load: {}: {} lost ({}); the figures lack its {} connections",
-                c.name, lost.name, lost.reason, lost.connections
+                target.name, lost.name, lost.reason, lost.connections
             );
         }
         Ok(d.merged)
-    };
-    let mut on_run = |name: &str, n: usize, measured: bool| {
-        let run = super::live::run_label(n, measured);
-        views.board.begin_run(name, &run);
-        if l.layout == K8sLayout::Text && !tui {
-            eprintln!("  {name}: {run}");
+    }
+}
+
+/// The guide's script's own layout (`--layout wrk`): each target's result as wrk prints it,
+/// under "NAME RESULTS:", then the script's closing line.
+struct ScriptReport<'a> {
+    plan: &'a ComparePlan,
+}
+
+impl ScriptReport<'_> {
+    fn write(&self, result: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+        for (t, c) in result.targets.iter().zip(&self.plan.contenders) {
+            writeln!(out, "{} RESULTS:", t.name.to_uppercase())?;
+            if let Some(run) = t.runs.first() {
+                WrkReport::preamble(&c.plan.summary(), out)?;
+                WrkReport { latency: false }.write_body(run, out)?;
+            }
         }
-    };
-    let mut save = |c: &ComparisonResult| -> anyhow::Result<()> {
-        crate::report::save_json_value(c, &json)
-            .with_context(|| format!("cannot write {}", json.display()))
-    };
-    let result = crate::compare::run(
-        &plan,
-        commands,
-        &signals.stop,
-        &run_one,
-        &mut on_run,
-        &mut save,
-    );
-    super::live::close(dashboard);
-    let mut result = result?;
-    result.cost = result.costs(&l.cost);
-    save(&result)?;
-    write_markdown(&result, &md)?;
-    match l.layout {
-        K8sLayout::Text => write_stdout(|out| {
-            ComparisonReport.write(&result, out)?;
-            if how.is_some() {
-                write_workers(&result, l.per_worker, out)?;
-            }
-            Ok(())
-        })?,
-        K8sLayout::Wrk => write_stdout(|out| {
-            for (t, c) in result.targets.iter().zip(&plan.contenders) {
-                writeln!(out, "{} RESULTS:", t.name.to_uppercase())?;
-                if let Some(run) = t.runs.first() {
-                    WrkReport::preamble(&c.plan.summary(), out)?;
-                    WrkReport { latency: false }.write_body(run, out)?;
-                }
-            }
-            if how.is_some() {
-                write_workers(&result, l.per_worker, out)?;
-            }
-            let done = match result.targets.len() {
-                1 => "Test completed",
-                2 => "Both tests completed",
-                _ => "All tests completed",
-            };
-            writeln!(out, "{done}")
-        })?,
+        Ok(())
     }
-    eprintln!(
-        "archbench k8s load: wrote {} and {}",
-        json.display(),
-        md.display()
-    );
-    if how.is_some() {
-        eprintln!(
-            "archbench k8s load: each worker's own result is in {}",
-            dir.join("workers").display()
-        );
+
+    fn done(result: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+        let done = match result.targets.len() {
+            1 => "Test completed",
+            2 => "Both tests completed",
+            _ => "All tests completed",
+        };
+        writeln!(out, "{done}")
     }
-    views.linger(signals, result.interrupted);
-    Ok(if result.interrupted {
-        signals.exit_code()
-    } else {
-        0
-    })
 }
 
 /// The in-cluster settings of `k8s load`, checked before any cluster is asked.

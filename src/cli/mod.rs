@@ -7,6 +7,7 @@ mod demo;
 mod k8s;
 mod live;
 mod plan;
+mod session;
 mod sweep;
 mod values;
 
@@ -34,6 +35,7 @@ use crate::report::{ports_note, save_json, AbReport, JsonReport, Report, TextRep
 use crate::serve::{ServeOptions, Server};
 use crate::stats::{LimiterSide, RunResult};
 use crate::timefmt;
+use session::Session;
 
 /// Exit statuses.
 pub const EXIT_FAILURE: i32 = 1;
@@ -429,7 +431,7 @@ fn finish_code(result: &RunResult, signals: &StopSignals) -> i32 {
 
 fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = run_plan(a)?;
-    let watch = plan::with_perf(&a.load.watch, &a.load.perf)?;
+    let watch = plan::with_perf(&a.load.request.watch, &a.load.perf)?;
     let name = plan.target.redacted_url.clone();
     let mut views = live::LiveViews::start(&a.live, &[(&name, &plan)])?;
     let text = a.output == OutputFormat::Text;
@@ -598,8 +600,6 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         .iter()
         .map(|c| plan::reproduce(&c.plan))
         .collect();
-    let quiet = a.quiet;
-    let mut views = live::LiveViews::for_contenders(&a.live, &plan.contenders)?;
     let tui = live::want_tui(
         &a.live,
         a.quiet,
@@ -607,16 +607,7 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         plan.contenders.first().and_then(|c| c.plan.stop.duration),
     )?;
     let title = format!("compare {}", names.join(" vs "));
-    let dashboard = views.dashboard(tui, title, signals)?;
-    let quiet = quiet || tui;
-    let run_one = |c: &crate::compare::Contender| views.measure(c, signals);
-    let mut on_run = |name: &str, n: usize, measured: bool| {
-        let label = live::run_label(n, measured);
-        views.board.begin_run(name, &label);
-        if !quiet {
-            eprintln!("  {name}: {label}");
-        }
-    };
+    let mut session = Session::begin(&a.live, &plan.contenders, tui, title, !a.quiet, signals)?;
     let mut save_so_far = |c: &crate::compare::ComparisonResult| -> anyhow::Result<()> {
         if let Some(p) = &a.json {
             crate::report::save_json_value(c, p)
@@ -624,15 +615,8 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
         Ok(())
     };
-    let result = crate::compare::run(
-        &plan,
-        commands,
-        &signals.stop,
-        &run_one,
-        &mut on_run,
-        &mut save_so_far,
-    );
-    live::close(dashboard);
+    let result = session.compare(&plan, commands, None, None, &mut save_so_far);
+    session.close();
     let mut result = result?;
     if let Some(slo) = &a.load.slo {
         result.slo = result.judge_slo(slo);
@@ -648,7 +632,7 @@ fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
     }
     write_stdout(|out| crate::report::ComparisonReport.write(&result, out))?;
-    views.linger(signals, result.interrupted);
+    session.linger(result.interrupted);
     if result.interrupted {
         return Ok(signals.exit_code());
     }

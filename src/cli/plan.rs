@@ -246,7 +246,7 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
     PlanInput {
         url,
         method: "GET".into(),
-        headers: l.headers.clone(),
+        headers: l.request.headers.clone(),
         body: Vec::new(),
         version: HttpVersion::Http11,
         keepalive: true,
@@ -256,8 +256,8 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         duration: l.duration,
         requests: None,
         rate: l.rate,
-        timeout: l.timeout,
-        insecure: l.insecure,
+        timeout: l.request.timeout,
+        insecure: l.request.insecure,
         part: Part::WHOLE,
         start_at: None,
     }
@@ -425,7 +425,7 @@ pub fn targets_plan(
             watch: Vec::new(),
         });
     }
-    for w in &with_perf(&load.watch, &load.perf)? {
+    for w in &with_perf(&load.request.watch, &load.perf)? {
         let c = contenders
             .iter_mut()
             .find(|c| c.name == w.label)

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 
 use super::args::{LoadArgs, SweepArgs};
 use super::{plan, write_stdout, PlanError, StopSignals, EXIT_FAILURE};
-use crate::compare::{Contender, Schedule};
+use crate::compare::Schedule;
 use crate::sweep::{
     past_knee, summarize, EarlyStop, LadderKind, SweepResult, SweepStep, SWEEP_KIND,
     SWEEP_SCHEMA_VERSION,
@@ -18,9 +18,9 @@ use crate::sweep::{
 /// Connections of each step of a rates ladder unless `-c` says.
 const RATE_CONNECTIONS: u64 = 100;
 
-pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
-    let (kind, loads, rate_connections) = ladder(a)?;
-    let load_of = |load: f64| LoadArgs {
+/// One step's load flags: the ladder's load as connections or as a rate.
+fn load_args(a: &SweepArgs, kind: LadderKind, rate_connections: u64, load: f64) -> LoadArgs {
+    LoadArgs {
         connections: match kind {
             LadderKind::Connections => load as u64,
             LadderKind::Rates => rate_connections,
@@ -28,13 +28,61 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         threads: a.threads,
         duration: Some(a.duration),
         rate: (kind == LadderKind::Rates).then_some(load),
-        headers: a.headers.clone(),
-        timeout: a.timeout,
-        insecure: a.insecure,
-        watch: a.watch.clone(),
+        request: a.request.clone(),
         perf: Vec::new(),
         slo: a.slo.clone(),
+    }
+}
+
+/// The sweep document before its first step.
+fn empty_sweep(a: &SweepArgs, kind: LadderKind, loads: &[f64]) -> SweepResult {
+    SweepResult {
+        kind: SWEEP_KIND.into(),
+        schema_version: SWEEP_SCHEMA_VERSION,
+        ladder: kind,
+        loads: loads.to_vec(),
+        duration_s: a.duration.as_secs_f64(),
+        runs_per_step: a.runs,
+        slo: a
+            .slo
+            .iter()
+            .flat_map(|s| s.conditions.iter().map(|c| c.text.clone()))
+            .collect(),
+        interrupted: false,
+        steps: Vec::new(),
+        targets: Vec::new(),
+    }
+}
+
+/// The targets not stopped yet that the steps so far put clearly past their knee, with why
+/// (the ladder goes on without them).
+fn past_their_knee(
+    sweep: &SweepResult,
+    names: &[String],
+    stopped: &BTreeMap<String, EarlyStop>,
+    kind: LadderKind,
+) -> Vec<(String, EarlyStop)> {
+    let Some(after) = sweep.steps.last().map(|s| s.load) else {
+        return Vec::new();
     };
+    names
+        .iter()
+        .filter(|n| !stopped.contains_key(*n))
+        .filter_map(|name| {
+            let points: Vec<_> = sweep
+                .steps
+                .iter()
+                .filter_map(|s| crate::sweep::figures(s, name))
+                .collect();
+            let reason = past_knee(&points, kind)?;
+            Some((name.clone(), EarlyStop { after, reason }))
+        })
+        .collect()
+}
+
+pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    let (kind, loads, rate_connections) = ladder(a)?;
+    let load_of = |load: f64| load_args(a, kind, rate_connections, load);
     // Every step's plan is checked before any load: a bad one is a usage error now, not an
     // hour in.
     for &load in &loads {
@@ -63,28 +111,13 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         &a.cost,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
     )?;
-    let mut sweep = SweepResult {
-        kind: SWEEP_KIND.into(),
-        schema_version: SWEEP_SCHEMA_VERSION,
-        ladder: kind,
-        loads: loads.clone(),
-        duration_s: a.duration.as_secs_f64(),
-        runs_per_step: a.runs,
-        slo: a
-            .slo
-            .iter()
-            .flat_map(|s| s.conditions.iter().map(|c| c.text.clone()))
-            .collect(),
-        interrupted: false,
-        steps: Vec::new(),
-        targets: Vec::new(),
-    };
+    let mut sweep = empty_sweep(a, kind, &loads);
     let mut stopped: BTreeMap<String, EarlyStop> = BTreeMap::new();
-    let mut views = super::live::LiveViews::for_contenders(&a.live, &first.contenders)?;
     let tui = super::live::want_tui(&a.live, a.quiet, true, Some(a.duration))?;
-    let dashboard = views.dashboard(tui, format!("sweep {}", names.join(" vs ")), signals)?;
+    let title = format!("sweep {}", names.join(" vs "));
+    let mut session =
+        super::session::Session::begin(&a.live, &first.contenders, tui, title, !a.quiet, signals)?;
     let quiet = a.quiet || tui;
-    let run_one = |c: &Contender| views.measure(c, signals);
 
     for (k, &load) in loads.iter().enumerate() {
         let active: Vec<String> = a
@@ -106,7 +139,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             Schedule::Interleave,
         )?;
         for c in &plan.contenders {
-            views.board.set_plan(
+            session.views.board.set_plan(
                 &c.name,
                 &super::live::plan_line(&c.plan),
                 c.plan.stop.duration.map(|d| d.as_secs_f64()),
@@ -125,49 +158,23 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             .iter()
             .map(|c| plan::reproduce(&c.plan))
             .collect();
-        let mut on_run = |name: &str, n: usize, measured: bool| {
-            let run = super::live::run_label(n, measured);
-            views
-                .board
-                .begin_run(name, &format!("{load} {} · {run}", kind.unit()));
-            if !quiet {
-                eprintln!("  {name}: {run}");
-            }
-        };
-        let mut comparison = crate::compare::run(
-            &plan,
-            commands,
-            &signals.stop,
-            &run_one,
-            &mut on_run,
-            &mut |_| Ok::<(), anyhow::Error>(()),
-        )?;
+        let step = format!("{load} {}", kind.unit());
+        let mut comparison =
+            session.compare(&plan, commands, Some(&step), None, &mut |_| Ok(()))?;
         if let Some(slo) = &a.slo {
             comparison.slo = comparison.judge_slo(slo);
         }
         let interrupted = comparison.interrupted;
         sweep.steps.push(SweepStep { load, comparison });
-        for name in &names {
-            if stopped.contains_key(name) {
-                continue;
-            }
-            let points: Vec<_> = sweep
-                .steps
-                .iter()
-                .filter_map(|s| crate::sweep::figures(s, name))
-                .collect();
-            if let Some(reason) = past_knee(&points, kind) {
-                if k + 1 < loads.len() && !quiet {
-                    eprintln!("sweep: {name} is past its knee ({reason}); higher loads without it");
-                }
-                stopped.insert(
-                    name.clone(),
-                    EarlyStop {
-                        after: load,
-                        reason,
-                    },
+        let last = k + 1 == loads.len();
+        for (name, stop) in past_their_knee(&sweep, &names, &stopped, kind) {
+            if !last && !quiet {
+                eprintln!(
+                    "sweep: {name} is past its knee ({}); higher loads without it",
+                    stop.reason
                 );
             }
+            stopped.insert(name, stop);
         }
         sweep.interrupted = interrupted;
         finish(&mut sweep, &names, &stopped, a);
@@ -179,7 +186,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     finish(&mut sweep, &names, &stopped, a);
     save(&sweep, a)?;
     // The terminal is restored before the report (an error above restores it on drop).
-    super::live::close(dashboard);
+    session.close();
     write_stdout(|out| crate::report::SweepReport.write(&sweep, out))?;
     let interrupted = sweep.interrupted || signals.stop.load(Ordering::Relaxed);
     let code = if interrupted {
@@ -187,7 +194,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     } else {
         slo_exit_code(&sweep, a)
     };
-    views.linger(signals, interrupted);
+    session.linger(interrupted);
     Ok(code)
 }
 

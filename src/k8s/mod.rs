@@ -3,8 +3,10 @@
 //! each architecture's service, with the numbers the script never had (the pods' CPU per
 //! request, verdicts).
 //!
-//! This module orchestrates through kube-rs: it builds manifests, talks to the API server,
-//! and calls `measure` and `compare` for loads; it never reaches into the engine's workers.
+//! This module talks to the API server through kube-rs: it builds manifests, applies them,
+//! watches, execs, and reads pods' cgroups as load sources and in-cluster workers' results
+//! (`distributed`); the CLI runs the loads themselves through `compare` (this module imports
+//! neither `measure` nor `compare`) and it never reaches into the engine's workers.
 //! Everything it creates carries `app.kubernetes.io/managed-by=archbench`, so teardown deletes
 //! only what it made.
 
