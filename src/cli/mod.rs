@@ -217,18 +217,21 @@ fn exit_for(e: &anyhow::Error) -> i32 {
 }
 
 /// The error and its causes on one line, each cause once: messages that already quote their
-/// source (`cannot read X: No such file`) are not followed by it again.
+/// source (`cannot read X: No such file`) are not followed by it again, and a k8s error's
+/// sentence already says what its source means (the rest of the chain is for code to inspect).
 fn one_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
         }
-        if !line.is_empty() {
-            line.push_str(": ");
+        if cause.downcast_ref::<crate::k8s::K8sError>().is_some() {
+            break;
         }
-        line.push_str(&text);
     }
     line.replace('\n', " ")
 }
@@ -937,6 +940,25 @@ fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_k8s_error_is_one_sentence_however_deep_its_source() {
+        // kube wraps the transport's error: its text ("ServiceError: …") is not the
+        // sentence's, and must not trail it.
+        let refused = io::Error::new(io::ErrorKind::ConnectionRefused, "Connection refused");
+        let e = anyhow::Error::from(crate::k8s::K8sError::Unreachable {
+            server: "https://127.0.0.1:1/".into(),
+            source: kube::Error::Service(Box::new(refused)),
+        })
+        .context("k8s status");
+        assert_eq!(
+            one_line(&e),
+            "k8s status: no cluster reachable at https://127.0.0.1:1/: Connection refused; check the address, the VPN or `kubectl cluster-info`"
+        );
+        // Other errors still show their causes once each.
+        let e = anyhow::Error::from(io::Error::other("disk full")).context("cannot write r.json");
+        assert_eq!(one_line(&e), "cannot write r.json: disk full");
+    }
 
     #[test]
     fn advice_speaks_the_front_ends_own_flags() {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use super::error::ConfigSource;
 use super::K8sError;
 
 /// How to reach the cluster: kubectl's flags.
@@ -33,37 +34,37 @@ impl Cluster {
             context: opts.context.clone(),
             ..KubeConfigOptions::default()
         };
+        let config_error = |file: Option<&PathBuf>, e: ConfigSource| K8sError::Config {
+            file: file.cloned(),
+            source: e,
+        };
         let config = match &opts.kubeconfig {
             Some(path) => {
                 let kc = Kubeconfig::read_from(path)
-                    .map_err(|e| K8sError::Config(format!("{}: {e}", path.display())))?;
+                    .map_err(|e| config_error(Some(path), Box::new(e)))?;
                 kube::Config::from_custom_kubeconfig(kc, &kube_opts)
                     .await
-                    .map_err(|e| K8sError::Config(format!("{}: {e}", path.display())))?
+                    .map_err(|e| config_error(Some(path), Box::new(e)))?
             }
             None => match kube::Config::from_kubeconfig(&kube_opts).await {
                 Ok(c) => c,
-                // No kubeconfig: inside a pod, the service account's (as kubectl does).
+                // No kubeconfig: inside a pod, the service account's (as kubectl does). The
+                // error said is the kubeconfig's: outside a pod that is the one to fix.
                 Err(kubeconfig) if opts.context.is_none() => kube::Config::incluster()
-                    .map_err(|_| K8sError::Config(kubeconfig.to_string()))?,
-                Err(e) => return Err(K8sError::Config(e.to_string())),
+                    .map_err(|_| config_error(None, Box::new(kubeconfig)))?,
+                Err(e) => return Err(config_error(None, Box::new(e))),
             },
         };
         let server = config.cluster_url.to_string();
-        let client = kube::Client::try_from(config).map_err(|e| K8sError::Unreachable {
+        let unreachable = |e: kube::Error| K8sError::Unreachable {
             server: server.clone(),
-            why: e.to_string(),
+            source: e,
+        };
+        let client = kube::Client::try_from(config).map_err(unreachable)?;
+        client.apiserver_version().await.map_err(|e| match e {
+            kube::Error::Api(ref s) if s.code == 403 => api_error(e, "get", "/version"),
+            other => unreachable(other),
         })?;
-        client
-            .apiserver_version()
-            .await
-            .map_err(|e| match api_error(e, "get", "/version") {
-                K8sError::Api { message, .. } => K8sError::Unreachable {
-                    server: server.clone(),
-                    why: message,
-                },
-                other => other,
-            })?;
         Ok(Cluster {
             client,
             namespace: opts.namespace.clone(),
@@ -72,37 +73,20 @@ impl Cluster {
     }
 }
 
-/// One sentence for a failed API call: RBAC refusals name the verb and the resource; a
-/// transport failure names the server; anything else says what was being done.
+/// One sentence for a failed API call, keeping the error: RBAC refusals name the verb and the
+/// resource; anything else says what was being done.
 pub fn api_error(e: kube::Error, verb: &str, resource: &str) -> K8sError {
     match e {
-        kube::Error::Api(status) if status.code == 403 => K8sError::Forbidden {
+        kube::Error::Api(ref status) if status.code == 403 => K8sError::Forbidden {
             verb: verb.to_string(),
             resource: resource.to_string(),
-            message: status.message.clone(),
-        },
-        kube::Error::Api(status) => K8sError::Api {
-            what: format!("{verb} {resource}"),
-            message: if status.message.is_empty() {
-                format!("{} ({})", status.reason, status.code)
-            } else {
-                status.message.clone()
-            },
+            source: e,
         },
         other => K8sError::Api {
             what: format!("{verb} {resource}"),
-            message: root_cause(&other),
+            source: other,
         },
     }
-}
-
-/// The innermost cause's text (kube wraps hyper wraps io: "connection refused" is at the end).
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }
 
 /// Whether an API error is a 404.

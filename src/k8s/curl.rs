@@ -31,7 +31,7 @@ impl Fetched {
 
 /// GET `path` from `addr` (host:port) on a new connection, to the end of the response.
 pub async fn fetch(addr: &str, path: &str, timeout: Duration) -> Result<Fetched, K8sError> {
-    let fail = |message: String| K8sError::Api {
+    let fail = |message: String| K8sError::Failed {
         what: format!("GET http://{addr}{path}"),
         message,
     };
@@ -55,7 +55,10 @@ pub async fn fetch(addr: &str, path: &str, timeout: Duration) -> Result<Fetched,
                 timeout.as_secs()
             ))
         })?
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| K8sError::Io {
+            what: format!("GET http://{addr}{path}"),
+            source: e,
+        })?;
     let elapsed = started.elapsed();
     let (status, body) = split_response(&raw).map_err(fail)?;
     let answered_by = serde_json::from_slice::<serde_json::Value>(&body)

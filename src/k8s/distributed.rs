@@ -347,9 +347,9 @@ async fn control(
         ),
         None => ("get", ::http::Request::get(&uri).body(Vec::new())),
     };
-    let req = req.map_err(|e| K8sError::Api {
+    let req = req.map_err(|e| K8sError::Request {
         what: format!("request to {pod}"),
-        message: e.to_string(),
+        source: e,
     })?;
     cluster
         .client
@@ -492,9 +492,9 @@ pub fn run(
         }
         (Err(e), None) => Err(e),
         // Said on every path: a Job left behind may still be loading nginx.
-        (Err(e), Some(left)) => Err(K8sError::Api {
-            what: e.to_string(),
-            message: left,
+        (Err(e), Some(leftover)) => Err(K8sError::LeftBehind {
+            source: Box::new(e),
+            leftover,
         }),
     }
 }
@@ -543,13 +543,13 @@ fn run_job(
                 continue;
             }
             if let Some(why) = blocked(&p) {
-                return Err(K8sError::Api {
+                return Err(K8sError::Failed {
                     what: format!("load worker {i} of {label} (pod {})", p.name_any()),
                     message: why,
                 });
             }
             if matches!(phase(&p), "Failed" | "Succeeded") {
-                return Err(K8sError::Api {
+                return Err(K8sError::Failed {
                     what: format!("load worker {i} of {label} (pod {})", p.name_any()),
                     message: format!("it ended before the start: {}", ended(&p)),
                 });
@@ -595,9 +595,9 @@ fn run_job(
         .iter()
         .map(|w| Monitor::start(w.as_ref(), start))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| K8sError::Api {
+        .map_err(|e| K8sError::Monitor {
             what: format!("watch the nginx pods of {label}"),
-            message: e.to_string(),
+            source: e,
         })?;
     let mut monitors = Some(monitors);
     // 3. One start instant for all, sent to many workers at once (one at a time, a thousand
@@ -615,7 +615,7 @@ fn run_job(
                     )
                     .await
                     .unwrap_or_else(|_| {
-                        Err(K8sError::Api {
+                        Err(K8sError::Failed {
                             what: "the start".into(),
                             message: "no answer".into(),
                         })
@@ -642,7 +642,7 @@ fn run_job(
         }
     }
     if ready.is_empty() {
-        return Err(K8sError::Api {
+        return Err(K8sError::Failed {
             what: format!("starting the load workers of {label}"),
             message: lost
                 .iter()
@@ -741,7 +741,7 @@ fn run_job(
         lost.push(lost_worker(i, pod, reason, how, load));
     }
     if results.is_empty() {
-        return Err(K8sError::Api {
+        return Err(K8sError::Failed {
             what: format!("the distributed load of {label}"),
             message: format!(
                 "no worker returned a result: {}",
@@ -752,7 +752,7 @@ fn run_job(
             ),
         });
     }
-    let merge_error = |message: String| K8sError::Api {
+    let merge_error = |message: String| K8sError::Failed {
         what: format!("merge the load workers of {label}"),
         message,
     };

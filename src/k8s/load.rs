@@ -93,7 +93,7 @@ pub async fn targets(
             Some(a) => (a.name().to_string(), a.service()),
             None => ("multiarch".to_string(), MULTIARCH_SERVICE.to_string()),
         };
-        let svc = find(&service).ok_or_else(|| K8sError::Api {
+        let svc = find(&service).ok_or_else(|| K8sError::Failed {
             what: format!("find service {service}"),
             message: format!(
                 "not in namespace {}; `archbench k8s up{}` creates it",
@@ -104,7 +104,7 @@ pub async fn targets(
         })?;
         let (url, cluster_address) = match vantage {
             Vantage::Outside => {
-                let address = service_address(svc, &nodes).ok_or_else(|| K8sError::Api {
+                let address = service_address(svc, &nodes).ok_or_else(|| K8sError::Failed {
                     what: format!("address of {service}"),
                     message: "its LoadBalancer address is still pending; wait, or use --service-type NodePort with `archbench k8s up`".into(),
                 })?;
@@ -153,7 +153,7 @@ fn in_cluster_address(
     let ip = spec
         .and_then(|s| s.cluster_ip.as_deref())
         .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
-        .ok_or_else(|| K8sError::Api {
+        .ok_or_else(|| K8sError::Failed {
             what: format!("ClusterIP of {service}"),
             message:
                 "it has none (a headless service?); load it from outside, without --in-cluster"

@@ -143,7 +143,7 @@ pub async fn login(
     for task in [out, err].into_iter().flatten() {
         let _ = task.await;
     }
-    exit_code(status.as_ref()).map_err(|message| K8sError::Api {
+    exit_code(status.as_ref()).map_err(|message| K8sError::Failed {
         what: format!("exec in {name}"),
         message,
     })

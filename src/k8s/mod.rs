@@ -13,6 +13,7 @@
 mod client;
 mod curl;
 pub mod distributed;
+mod error;
 mod inspect;
 mod load;
 mod login;
@@ -26,14 +27,13 @@ mod watch;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use thiserror::Error;
-
 pub use client::{Cluster, ClusterOptions};
 pub use curl::{fetch, split, Fetched};
 pub use distributed::{
     Distributed, InCluster, WholeLoad, CONTROL_PORT, JOB_LABEL, MAX_WORKERS, RESULT_PREFIX,
     TOKEN_ENV, TOKEN_HEADER,
 };
+pub use error::K8sError;
 pub use inspect::{fingerprint, write_fingerprints, ArchFingerprint};
 pub use load::{targets, LoadSelection, LoadTarget, Vantage};
 pub use login::login;
@@ -164,60 +164,4 @@ pub struct Setup {
     pub pools: PoolSelector,
     /// How long `up` waits for rollouts and addresses.
     pub wait_timeout: Duration,
-}
-
-/// What went wrong, in a sentence that says what to do next.
-#[derive(Debug, Error)]
-pub enum K8sError {
-    #[error("{0}")]
-    Usage(String),
-    #[error(
-        "cannot read a kubeconfig: {0}; pass --kubeconfig FILE, set KUBECONFIG, or run in a pod"
-    )]
-    Config(String),
-    #[error("no cluster reachable at {server}: {why}; check the address, the VPN or `kubectl cluster-info`")]
-    Unreachable { server: String, why: String },
-    #[error("forbidden: {message} (RBAC: archbench needs to {verb} {resource}); ask for that permission")]
-    Forbidden {
-        verb: String,
-        resource: String,
-        message: String,
-    },
-    #[error("{what}: {message}")]
-    Api { what: String, message: String },
-    #[error("no node with {selector} for {arch}: its pod stays Pending ({message}); add a node pool of that architecture, or leave {arch} out with --arch")]
-    Unschedulable {
-        arch: String,
-        selector: String,
-        message: String,
-    },
-    #[error("the image of {pod} cannot be pulled ({reason}: {message}); check --image and the registry's credentials")]
-    ImagePull {
-        pod: String,
-        reason: String,
-        message: String,
-    },
-    #[error("nginx in {pod} keeps crashing ({reason}); its last log lines: {log}")]
-    Crashing {
-        pod: String,
-        reason: String,
-        log: String,
-    },
-    #[error("waited {seconds} s for {what}; {advice}")]
-    Timeout {
-        seconds: u64,
-        what: String,
-        advice: String,
-    },
-    #[error("nginx rejects the configuration, so nothing was changed: {message}")]
-    Rejected { message: String },
-    #[error("interrupted while {0}; what was applied stays (archbench k8s status shows it, archbench k8s down removes it)")]
-    Interrupted(String),
-}
-
-impl K8sError {
-    /// Usage errors exit 2, like every bad command line.
-    pub fn is_usage(&self) -> bool {
-        matches!(self, K8sError::Usage(_))
-    }
 }

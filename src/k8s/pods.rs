@@ -53,7 +53,7 @@ pub async fn pick(cluster: &Cluster, arch: Arch, name: Option<&str>) -> Result<P
                 cluster.namespace
             ))
         }),
-        None => pods.into_iter().next().ok_or_else(|| K8sError::Api {
+        None => pods.into_iter().next().ok_or_else(|| K8sError::Failed {
             what: format!("find a pod of {}", arch.name()),
             message: format!(
                 "none in namespace {}; `archbench k8s up --arch {}` creates it",
@@ -140,7 +140,7 @@ pub async fn exec(
         Some(s) => s.await,
         None => None,
     };
-    let exit_code = exit_code(status.as_ref()).map_err(|message| K8sError::Api {
+    let exit_code = exit_code(status.as_ref()).map_err(|message| K8sError::Failed {
         what: format!("exec in {pod}"),
         message,
     })?;

@@ -45,7 +45,7 @@ pub async fn current_setup(
         .collect();
     archs.sort();
     let Some(first) = deployments.first() else {
-        return Err(K8sError::Api {
+        return Err(K8sError::Failed {
             what: "find the setup".into(),
             message: format!(
                 "no Deployment of archbench's in namespace {ns}; `archbench k8s up` creates them"

@@ -539,7 +539,7 @@ pub async fn wait_ready(
                     seen.slices_hidden = true;
                 }
                 Some(Err((resource, e))) => return Err(watch_error(e, resource)),
-                None => return Err(K8sError::Api {
+                None => return Err(K8sError::Failed {
                     what: "watch".into(),
                     message: "the watch streams ended".into(),
                 }),
@@ -556,7 +556,7 @@ pub async fn wait_ready(
         for a in archs {
             if let Some(d) = seen.deployments.get(&a.deployment()) {
                 if let Some(why) = current_replica_failure(cluster, ns, d).await {
-                    return Err(K8sError::Api {
+                    return Err(K8sError::Failed {
                         what: format!("the pods of {}", a.deployment()),
                         message: why,
                     });
@@ -704,9 +704,9 @@ fn watch_error(e: watcher::Error, resource: &str) -> K8sError {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
         | watcher::Error::WatchFailed(e) => api_error(e, "watch", resource),
-        other => K8sError::Api {
+        other => K8sError::Watch {
             what: format!("watch {resource}"),
-            message: other.to_string(),
+            source: other,
         },
     }
 }

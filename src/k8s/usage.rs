@@ -77,7 +77,7 @@ fn cpu_limit(text: &str) -> Option<f64> {
 /// Reads the pod's cgroup once through exec.
 pub async fn read_cgroup(cluster: &Cluster, pod: &str) -> Result<CgroupReading, K8sError> {
     let out = exec(cluster, pod, &["sh", "-c", READ_CGROUP], None).await?;
-    parse_cgroup(&out.stdout_text()).ok_or_else(|| K8sError::Api {
+    parse_cgroup(&out.stdout_text()).ok_or_else(|| K8sError::Failed {
         what: format!("read the cgroup of {pod}"),
         message: "neither /sys/fs/cgroup/cpu.stat (v2) nor cpuacct.usage (v1) is readable in the container".into(),
     })
@@ -167,18 +167,18 @@ async fn metrics_api(cluster: &Cluster, pod: &str, arch: String) -> Result<PodUs
     );
     let req = ::http::Request::get(&path)
         .body(Vec::new())
-        .map_err(|e| K8sError::Api {
+        .map_err(|e| K8sError::Request {
             what: "metrics request".into(),
-            message: e.to_string(),
+            source: e,
         })?;
     let text = cluster
         .client
         .request_text(req)
         .await
         .map_err(|e| api_error(e, "get", "pods.metrics.k8s.io"))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| K8sError::Api {
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| K8sError::Decode {
         what: format!("metrics of {pod}"),
-        message: e.to_string(),
+        source: e,
     })?;
     let containers = v["containers"].as_array().cloned().unwrap_or_default();
     let cores = containers
