@@ -3,6 +3,7 @@
 //! The binary's `main` only parses, runs and maps errors to exit codes; everything else lives
 //! here so it can be tested in-process. See ARCHITECTURE.md for the data flow.
 
+pub mod agent_protocol;
 pub mod cli;
 pub mod compare;
 pub mod document;

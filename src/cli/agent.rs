@@ -17,7 +17,7 @@ use anyhow::Context as _;
 
 use super::args::AgentArgs;
 use super::{execute, run_plan, PlanError, StopSignals};
-use crate::k8s::RESULT_PREFIX;
+use crate::agent_protocol::{self as protocol, RESULT_PREFIX};
 
 /// The control endpoint's view of the worker.
 #[derive(Default)]
@@ -158,7 +158,7 @@ impl Endpoint {
             if let Some((k, v)) = h.split_once(':') {
                 if k.eq_ignore_ascii_case("content-length") {
                     length = v.trim().parse().unwrap_or(0).min(4096);
-                } else if k.eq_ignore_ascii_case(crate::k8s::TOKEN_HEADER) {
+                } else if k.eq_ignore_ascii_case(protocol::TOKEN_HEADER) {
                     token = Some(v.trim().to_string());
                 }
             }
@@ -190,12 +190,15 @@ impl Endpoint {
         let mut words = request_line.split_whitespace();
         let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
         if method == "POST" && self.token.is_some() && token != self.token.as_deref() {
-            return Ok((403, "wrong or missing x-archbench-token\n".into()));
+            return Ok((
+                403,
+                format!("wrong or missing {}\n", protocol::TOKEN_HEADER),
+            ));
         }
         let part = self.part;
         Ok(match (method, path) {
-            ("GET", "/ready") => (200, format!("ready {}/{}\n", part.index, part.count)),
-            ("POST", "/start") => {
+            ("GET", protocol::READY) => (200, protocol::ready_answer(part.index, part.count)),
+            ("POST", protocol::START) => {
                 let text = String::from_utf8_lossy(body).trim().to_string();
                 match crate::timefmt::parse_rfc3339(&text) {
                     Some(at) => {
@@ -217,11 +220,11 @@ impl Endpoint {
                     None => (400, format!("not an RFC 3339 time: {text:?}\n")),
                 }
             }
-            ("POST", "/stop") => {
+            ("POST", protocol::STOP) => {
                 self.stop.store(true, Ordering::Relaxed);
                 (200, "stopping\n".into())
             }
-            ("GET", "/result") => {
+            ("GET", protocol::RESULT) => {
                 let s = self
                     .shared
                     .lock()

@@ -669,6 +669,6 @@ pub struct AgentArgs {
     pub start_timeout: std::time::Duration,
     /// POST /start and /stop must carry this in `x-archbench-token` (other pods can reach
     /// the port too).
-    #[arg(long, env = crate::k8s::TOKEN_ENV, hide_env_values = true)]
+    #[arg(long, env = crate::agent_protocol::TOKEN_ENV, hide_env_values = true)]
     pub control_token: Option<String>,
 }

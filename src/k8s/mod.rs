@@ -29,10 +29,7 @@ use std::time::Duration;
 
 pub use client::{Cluster, ClusterOptions};
 pub use curl::{fetch, split, Fetched};
-pub use distributed::{
-    Distributed, InCluster, WholeLoad, CONTROL_PORT, JOB_LABEL, MAX_WORKERS, RESULT_PREFIX,
-    TOKEN_ENV, TOKEN_HEADER,
-};
+pub use distributed::{Distributed, InCluster, WholeLoad, JOB_LABEL, MAX_WORKERS};
 pub use error::K8sError;
 pub use inspect::{fingerprint, write_fingerprints, ArchFingerprint};
 pub use load::{targets, LoadSelection, LoadTarget, Vantage};

@@ -9,6 +9,46 @@ use tokio::io::AsyncReadExt;
 use super::client::api_error;
 use super::{Arch, Cluster, K8sError, APP, MANAGED_BY};
 
+/// What keeps a pod from running, when its status says so plainly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodTrouble {
+    /// The scheduler found no node for it.
+    Unschedulable { message: String },
+    /// Its image cannot be pulled (or is no image name at all).
+    ImagePull { reason: String, message: String },
+    /// It starts and dies, over and over.
+    Crashing { reason: String },
+}
+
+/// The first plain trouble in a pod's status: unschedulable, an image that will not pull, a
+/// crash loop. One reading for `up`'s nginx pods and the load workers alike.
+pub fn trouble(pod: &Pod) -> Option<PodTrouble> {
+    let status = pod.status.as_ref()?;
+    if let Some(c) = status.conditions.iter().flatten().find(|c| {
+        c.type_ == "PodScheduled"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("Unschedulable")
+    }) {
+        return Some(PodTrouble::Unschedulable {
+            message: c.message.clone().unwrap_or_default(),
+        });
+    }
+    status.container_statuses.iter().flatten().find_map(|cs| {
+        let waiting = cs.state.as_ref()?.waiting.as_ref()?;
+        let reason = waiting.reason.clone().unwrap_or_default();
+        match reason.as_str() {
+            "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName" => {
+                Some(PodTrouble::ImagePull {
+                    reason,
+                    message: waiting.message.clone().unwrap_or_default(),
+                })
+            }
+            "CrashLoopBackOff" => Some(PodTrouble::Crashing { reason }),
+            _ => None,
+        }
+    })
+}
+
 /// The container archbench's Deployments run.
 pub const CONTAINER: &str = "nginx";
 
@@ -175,5 +215,46 @@ mod tests {
         .unwrap_err()
         .contains("container not found"));
         assert!(exit_code(None).is_err());
+    }
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "status": status}))
+            .unwrap()
+    }
+
+    #[test]
+    fn troubles_read_from_the_pods_status() {
+        let unschedulable = pod(serde_json::json!({"conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/2 nodes are available"}]}));
+        assert_eq!(
+            trouble(&unschedulable),
+            Some(PodTrouble::Unschedulable {
+                message: "0/2 nodes are available".into()
+            })
+        );
+        let waiting = |reason: &str| {
+            pod(serde_json::json!({"containerStatuses": [{
+                "name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 3,
+                "state": {"waiting": {"reason": reason, "message": "m"}}}]}))
+        };
+        assert_eq!(
+            trouble(&waiting("ImagePullBackOff")),
+            Some(PodTrouble::ImagePull {
+                reason: "ImagePullBackOff".into(),
+                message: "m".into()
+            })
+        );
+        assert_eq!(
+            trouble(&waiting("CrashLoopBackOff")),
+            Some(PodTrouble::Crashing {
+                reason: "CrashLoopBackOff".into()
+            })
+        );
+        // Still creating, or scheduled: nothing to say yet.
+        assert_eq!(trouble(&waiting("ContainerCreating")), None);
+        let scheduled = pod(serde_json::json!({"conditions": [{
+            "type": "PodScheduled", "status": "True"}]}));
+        assert_eq!(trouble(&scheduled), None);
     }
 }

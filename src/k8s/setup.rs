@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::client::{api_error, not_found};
 use super::manifests::{manifests, Manifest};
+use super::pods::{trouble, PodTrouble};
 use super::{Arch, Cluster, K8sError, Setup, FIELD_MANAGER, MANAGED_BY, MULTIARCH_SERVICE};
 
 /// What `apply` did to one object.
@@ -413,52 +414,28 @@ pub fn service_address(svc: &Service, nodes: &[Node]) -> Option<String> {
 /// What stops a pod from ever becoming ready, as an error that names the fix.
 async fn pod_problem(cluster: &Cluster, setup: &Setup, pod: &Pod) -> Option<K8sError> {
     let name = pod.name_any();
-    let arch = pod.labels().get("arch").cloned().unwrap_or_default();
-    let status = pod.status.as_ref()?;
-    if let Some(c) = status.conditions.as_ref().and_then(|cs| {
-        cs.iter()
-            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-    }) {
-        if c.reason.as_deref() == Some("Unschedulable") {
-            let selector = pod
+    Some(match trouble(pod)? {
+        PodTrouble::Unschedulable { message } => K8sError::Unschedulable {
+            arch: pod.labels().get("arch").cloned().unwrap_or_default(),
+            selector: pod
                 .spec
                 .as_ref()
                 .and_then(|s| s.node_selector.as_ref())
                 .and_then(|s| s.iter().next().map(|(k, v)| format!("{k}={v}")))
-                .unwrap_or_else(|| "a matching label".into());
-            return Some(K8sError::Unschedulable {
-                arch,
-                selector,
-                message: c.message.clone().unwrap_or_default(),
-            });
-        }
-    }
-    for cs in status.container_statuses.iter().flatten() {
-        let Some(waiting) = cs.state.as_ref().and_then(|s| s.waiting.as_ref()) else {
-            continue;
-        };
-        let reason = waiting.reason.clone().unwrap_or_default();
-        let message = waiting.message.clone().unwrap_or_default();
-        match reason.as_str() {
-            "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName" => {
-                return Some(K8sError::ImagePull {
-                    pod: name,
-                    reason,
-                    message,
-                })
-            }
-            "CrashLoopBackOff" => {
-                let log = last_log_lines(cluster, &setup.namespace, &name, 5).await;
-                return Some(K8sError::Crashing {
-                    pod: name,
-                    reason,
-                    log,
-                });
-            }
-            _ => {}
-        }
-    }
-    None
+                .unwrap_or_else(|| "a matching label".into()),
+            message,
+        },
+        PodTrouble::ImagePull { reason, message } => K8sError::ImagePull {
+            pod: name,
+            reason,
+            message,
+        },
+        PodTrouble::Crashing { reason } => K8sError::Crashing {
+            log: last_log_lines(cluster, &setup.namespace, &name, 5).await,
+            pod: name,
+            reason,
+        },
+    })
 }
 
 /// The last lines the container wrote before it last stopped (else now), on one line.

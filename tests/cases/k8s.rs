@@ -1093,7 +1093,7 @@ fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
     let out = stdout(&o);
     let json = out
         .lines()
-        .find_map(|l| l.strip_prefix(archbench::k8s::RESULT_PREFIX))
+        .find_map(|l| l.strip_prefix(archbench::agent_protocol::RESULT_PREFIX))
         .unwrap_or_else(|| panic!("no result line in {out}"));
     let r: serde_json::Value = serde_json::from_str(json).unwrap();
     assert!(r["totals"]["requests"].as_u64().unwrap() > 0, "{r}");
