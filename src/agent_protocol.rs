@@ -1,5 +1,5 @@
 //! The load worker's control protocol, both halves' one truth: `archbench agent` serves it
-//! (`cli::agent`), `k8s load --in-cluster` speaks it through the API server's pod proxy
+//! (`cli::cmd::agent`), `k8s load --in-cluster` speaks it through the API server's pod proxy
 //! (`k8s::distributed`). Plain HTTP/1.1 on the pod's own address; POSTs carry the Job's
 //! token.
 

@@ -62,7 +62,7 @@ impl LiveViews {
 
     /// One run of a contender from this machine, shown live as it goes.
     pub fn measure(&self, c: &Contender, signals: &StopSignals) -> anyhow::Result<RunResult> {
-        let r = super::measure_sources(&c.plan, &c.watch, &signals.stop, |p, servers| {
+        let r = super::execute::measure_sources(&c.plan, &c.watch, &signals.stop, |p, servers| {
             self.update(&c.name, p, servers)
         });
         self.board.finish_run(&c.name);

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 
-use super::args::AgentArgs;
-use super::{execute, run_plan, PlanError, StopSignals};
 use crate::agent_protocol::{self as protocol, RESULT_PREFIX};
+use crate::cli::args::AgentArgs;
+use crate::cli::{execute, run_plan, PlanError, StopSignals};
 
 /// The control endpoint's view of the worker.
 #[derive(Default)]
@@ -74,7 +74,7 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let deadline = Instant::now() + a.start_timeout;
     let start = loop {
         if signals.stop.load(Ordering::Relaxed) {
-            if signals.which.load(Ordering::Relaxed) != 0 {
+            if signals.signalled() {
                 return Ok(signals.exit_code());
             }
             eprintln!("archbench agent: stopped before its start (POST /stop); nothing was sent");
@@ -102,7 +102,7 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     out.flush()?;
     // Stopped by a signal: the shell's code; stopped through the control endpoint, the
     // worker did what it was told.
-    let signalled = signals.which.load(Ordering::Relaxed) != 0;
+    let signalled = signals.signalled();
     Ok(if result.interrupted && signalled {
         signals.exit_code()
     } else {

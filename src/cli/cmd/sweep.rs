@@ -7,8 +7,10 @@ use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 
-use super::args::{LoadArgs, SweepArgs};
-use super::{plan, write_stdout, PlanError, StopSignals, EXIT_FAILURE};
+use crate::cli::args::{LoadArgs, SweepArgs};
+use crate::cli::output::{check_prices, write_stdout};
+use crate::cli::session::Session;
+use crate::cli::{live, plan, PlanError, StopSignals, EXIT_FAILURE};
 use crate::compare::Schedule;
 use crate::sweep::{
     past_knee, summarize, EarlyStop, LadderKind, SweepResult, SweepStep, SWEEP_KIND,
@@ -107,16 +109,15 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
     }
     let names: Vec<String> = first.contenders.iter().map(|c| c.name.clone()).collect();
-    super::check_prices(
+    check_prices(
         &a.cost,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
     )?;
     let mut sweep = empty_sweep(a, kind, &loads);
     let mut stopped: BTreeMap<String, EarlyStop> = BTreeMap::new();
-    let tui = super::live::want_tui(&a.live, a.quiet, true, Some(a.duration))?;
+    let tui = live::want_tui(&a.live, a.quiet, true, Some(a.duration))?;
     let title = format!("sweep {}", names.join(" vs "));
-    let mut session =
-        super::session::Session::begin(&a.live, &first.contenders, tui, title, !a.quiet, signals)?;
+    let mut session = Session::begin(&a.live, &first.contenders, tui, title, !a.quiet, signals)?;
     let quiet = a.quiet || tui;
 
     for (k, &load) in loads.iter().enumerate() {
@@ -141,7 +142,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         for c in &plan.contenders {
             session.views.board.set_plan(
                 &c.name,
-                &super::live::plan_line(&c.plan),
+                &live::plan_line(&c.plan),
                 c.plan.stop.duration.map(|d| d.as_secs_f64()),
             );
         }

@@ -10,7 +10,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::Parser as _;
 
+use crate::cli::args::{Cli, Command as Sub, DemoArgs};
+use crate::cli::output::write_html;
+use crate::cli::plan;
+use crate::cli::signals::StopSignals;
 use crate::nginx::{nginx_binary, Nginx, NginxProfile};
 
 /// How long an embedded server may take to say where it listens.
@@ -122,4 +127,52 @@ impl DemoServers {
             (DemoServers::Embedded(..), false) => "nginx is not installed, so: two embedded servers on loopback (1 vs 2 threads); install nginx for the real comparison",
         }
     }
+}
+
+pub fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    plan::runs(a.runs)?;
+    let servers = start_servers(a.embedded)?;
+    eprintln!("archbench demo: {}", servers.description(a.embedded));
+    let targets = servers.targets();
+    let mut argv: Vec<String> = vec!["archbench".into(), "compare".into()];
+    argv.extend(targets.iter().map(|(n, u, _)| format!("{n}={u}")));
+    for (_, _, w) in &targets {
+        argv.push("--watch".into());
+        argv.push(w.clone());
+    }
+    argv.extend([
+        "-c".into(),
+        a.connections.to_string(),
+        "-d".into(),
+        format!("{}ms", a.duration.as_millis()),
+        "--runs".into(),
+        a.runs.to_string(),
+    ]);
+    let dir = a
+        .out_dir
+        .join(crate::timefmt::compact(std::time::SystemTime::now()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let (json, md) = (dir.join("comparison.json"), dir.join("comparison.md"));
+    argv.extend(["--json".into(), json.display().to_string()]);
+    argv.extend(["--markdown".into(), md.display().to_string()]);
+    let Sub::Compare(args) = Cli::try_parse_from(&argv)?.command else {
+        anyhow::bail!("internal error: demo arguments did not parse as a comparison");
+    };
+    let code = super::compare::cmd_compare(&args, signals)?;
+    drop(servers);
+    // The HTML report is drawn from the JSON just written, the way `report --html` would,
+    // so what the page shows is what the file holds.
+    let html = dir.join("comparison.html");
+    let doc = match crate::document::read(&json)? {
+        crate::document::Document::Comparison(c) => crate::report::HtmlDoc::Comparison(c),
+        _ => anyhow::bail!("internal error: {} holds no comparison", json.display()),
+    };
+    write_html(&[doc], Some(&html), None)?;
+    eprintln!(
+        "archbench demo: wrote {}, {} and {}",
+        json.display(),
+        md.display(),
+        html.display()
+    );
+    Ok(code)
 }

@@ -1,0 +1,76 @@
+//! `archbench compare`: targets interleaved over repeated runs, with verdicts.
+
+use anyhow::Context as _;
+
+use crate::cli::args::CompareArgs;
+use crate::cli::exit::EXIT_FAILURE;
+use crate::cli::output::{check_prices, slo_failed, write_markdown, write_stdout};
+use crate::cli::session::Session;
+use crate::cli::signals::StopSignals;
+use crate::cli::{live, plan, PlanError};
+
+pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    let plan = plan::compare_plan(a)?;
+    let names: Vec<&str> = plan.contenders.iter().map(|c| c.name.as_str()).collect();
+    check_prices(&a.cost, &names)?;
+    if let Some(why) = crate::compare::no_verdict_reason(plan.runs, plan.runs) {
+        eprintln!("archbench: {why}; the table will show medians and differences only");
+    }
+    // Monitors must find their targets before any load: check them all now.
+    for c in &plan.contenders {
+        for w in &c.watch {
+            w.open().map_err(PlanError::Watch)?;
+        }
+    }
+    let commands = plan
+        .contenders
+        .iter()
+        .map(|c| plan::reproduce(&c.plan))
+        .collect();
+    let tui = live::want_tui(
+        &a.live,
+        a.quiet,
+        true,
+        plan.contenders.first().and_then(|c| c.plan.stop.duration),
+    )?;
+    let title = format!("compare {}", names.join(" vs "));
+    let mut session = Session::begin(&a.live, &plan.contenders, tui, title, !a.quiet, signals)?;
+    let mut save_so_far = |c: &crate::compare::ComparisonResult| -> anyhow::Result<()> {
+        if let Some(p) = &a.json {
+            crate::report::save_json_value(c, p)
+                .with_context(|| format!("cannot write {}", p.display()))?;
+        }
+        Ok(())
+    };
+    let result = session.compare(&plan, commands, None, None, &mut save_so_far);
+    session.close();
+    let mut result = result?;
+    if let Some(slo) = &a.load.slo {
+        result.slo = result.judge_slo(slo);
+    }
+    result.cost = result.costs(&a.cost);
+    save_so_far(&result)?;
+    if let Some(p) = &a.markdown {
+        write_markdown(&result, p)?;
+    }
+    for t in &result.targets {
+        if let Some(answers) = t.runs.iter().find_map(|r| r.error_answers()) {
+            eprintln!("archbench: warning ({}): {answers}", t.name);
+        }
+    }
+    write_stdout(|out| crate::report::ComparisonReport.write(&result, out))?;
+    session.linger(result.interrupted);
+    if result.interrupted {
+        return Ok(signals.exit_code());
+    }
+    let outcomes: Vec<(&str, Option<&crate::stats::SloOutcome>)> = result
+        .slo
+        .iter()
+        .map(|t| (t.name.as_str(), Some(&t.outcome)))
+        .collect();
+    Ok(if slo_failed(&outcomes) {
+        EXIT_FAILURE
+    } else {
+        0
+    })
+}

@@ -1,0 +1,150 @@
+//! `archbench merge`: runs of several machines (or parts) as one, exactly.
+
+use std::time::SystemTime;
+
+use anyhow::Context as _;
+
+use crate::cli::args::MergeArgs;
+use crate::cli::output::{save, write_result, write_stdout};
+
+pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
+    use crate::stats::{Merger, NamedResult};
+    const WANTED: &str = "merge takes run results (the --json of run, wrk, ab or merge)";
+    // Two passes, so memory holds one source's histograms at a time: every file is read and
+    // checked first (a refusal comes before any merging) and its start noted; then each is
+    // read again and merged. What cannot be read twice (a pipe, `<(ssh … cat r.json)`) is
+    // kept as text from the first pass.
+    let mut earliest = None;
+    let mut kept: Vec<Option<String>> = Vec::with_capacity(a.files.len());
+    for f in &a.files {
+        let text = crate::document::read_text(f)?;
+        let r = crate::document::read_result_text(f, &text, WANTED)?;
+        let at = crate::stats::started_at(&f.display().to_string(), &r.started_at)?;
+        earliest = Some(earliest.map_or(at, |e: SystemTime| e.min(at)));
+        let regular = std::fs::metadata(f).is_ok_and(|m| m.is_file());
+        kept.push((!regular).then_some(text));
+    }
+    let mut merger = Merger::new(earliest.context("no file to merge")?);
+    for (f, text) in a.files.iter().zip(kept) {
+        let text = match text {
+            Some(t) => t,
+            None => crate::document::read_text(f)?,
+        };
+        merger.add(NamedResult {
+            file: f.display().to_string(),
+            result: crate::document::read_result_text(f, &text, WANTED)?,
+        })?;
+    }
+    let mut merged = merger.finish()?;
+    for note in merge_notes(&merged.sources) {
+        eprintln!("archbench: note: {note}");
+    }
+    merged.limiter = crate::monitor::limiter(&merged);
+    save(&merged, a.json.as_deref())?;
+    write_stdout(|out| write_result(&merged, a.output, out))?;
+    Ok(0)
+}
+
+/// What looks wrong about a merge's sources: another URL than the first's, the same run
+/// twice, sources that never ran at the same time. A few lines, however many sources.
+fn merge_notes(sources: &[crate::stats::SourceRun]) -> Vec<String> {
+    const SHOWN: usize = 3;
+    let mut notes = Vec::new();
+    let Some(first) = sources.first() else {
+        return notes;
+    };
+    if let Some(other) = sources
+        .iter()
+        .find(|s| !crate::stats::same_load(&s.plan, &first.plan))
+    {
+        notes.push(format!(
+            "{} loaded {} {}, not {} {} as {} did; merged anyway",
+            other.file,
+            other.plan.method,
+            other.plan.url,
+            first.plan.method,
+            first.plan.url,
+            first.file
+        ));
+    }
+    let mut same: std::collections::BTreeMap<(&str, &str, u64), Vec<&str>> =
+        std::collections::BTreeMap::new();
+    for s in sources {
+        same.entry((&s.environment.hostname, &s.started_at, s.totals.requests))
+            .or_default()
+            .push(&s.file);
+    }
+    let twice: Vec<&Vec<&str>> = same.values().filter(|files| files.len() > 1).collect();
+    for files in twice.iter().take(SHOWN) {
+        let more = match files.len() {
+            2 => String::new(),
+            n => format!(" (and {} more)", n - 2),
+        };
+        notes.push(format!(
+            "{} and {}{more} look like the same run (same host, start and count): merged twice?",
+            files[0], files[1]
+        ));
+    }
+    if twice.len() > SHOWN {
+        notes.push(format!(
+            "{} more groups of sources look like the same run",
+            twice.len() - SHOWN
+        ));
+    }
+    // Sources that never ran at the same time do not make one load.
+    let latest_start = sources.iter().map(|s| s.start_offset_s).fold(0.0, f64::max);
+    let earliest_end = sources
+        .iter()
+        .map(|s| s.start_offset_s + s.totals.elapsed_s)
+        .fold(f64::INFINITY, f64::min);
+    if latest_start > earliest_end {
+        notes.push(format!(
+            "the sources did not all run at the same time (one started {latest_start:.1} s after the first, after another had ended); the merged rate and series mix different times"
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_notes_stay_a_few_lines_however_many_sources() {
+        let source = |file: String, host: &str| crate::stats::SourceRun {
+            file,
+            started_at: "2026-12-01T00:00:00.000000Z".into(),
+            first_send_at: None,
+            start_offset_s: 0.0,
+            plan: crate::stats::PlanSummary::default(),
+            environment: crate::stats::Environment {
+                hostname: host.into(),
+                ..Default::default()
+            },
+            totals: crate::stats::Totals::default(),
+            interrupted: false,
+            client: crate::stats::ClientUsage::default(),
+            limiter: crate::stats::Limiter {
+                side: crate::stats::LimiterSide::Unknown,
+                reason: String::new(),
+            },
+            pacing: None,
+        };
+        // 1,000 distinct workers: nothing to say.
+        let distinct: Vec<_> = (0..1000)
+            .map(|i| source(format!("w{i}"), &format!("pod-{i}")))
+            .collect();
+        assert!(merge_notes(&distinct).is_empty());
+        // 1,000 copies of one run from 10 hosts: 3 groups named, the rest counted.
+        let copies: Vec<_> = (0..1000)
+            .map(|i| source(format!("w{i}"), &format!("pod-{}", i % 10)))
+            .collect();
+        let notes = merge_notes(&copies);
+        assert_eq!(notes.len(), 4, "{notes:?}");
+        assert_eq!(
+            notes[0],
+            "w0 and w10 (and 98 more) look like the same run (same host, start and count): merged twice?"
+        );
+        assert_eq!(notes[3], "7 more groups of sources look like the same run");
+    }
+}

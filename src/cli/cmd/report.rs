@@ -1,0 +1,58 @@
+//! `archbench report`: any stored document again, as text, Markdown, JSON, HTML or SVG.
+
+use crate::cli::args::{self, ReportArgs};
+use crate::cli::output::{write_html, write_result, write_stdout};
+
+pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
+    use crate::document::Document;
+    use crate::report::{ComparisonReport, HtmlDoc, MarkdownReport};
+    let fmt = a.format;
+    let mut docs = Vec::with_capacity(a.files.len());
+    for f in &a.files {
+        docs.push((f, crate::document::read(f)?));
+    }
+    if a.html.is_some() || a.svg.is_some() {
+        let html_docs: Vec<HtmlDoc> = docs
+            .into_iter()
+            .map(|(f, d)| match d {
+                Document::Result(r) => {
+                    let name = f.file_stem().map_or_else(
+                        || f.display().to_string(),
+                        |s| s.to_string_lossy().into_owned(),
+                    );
+                    HtmlDoc::Run(name, r)
+                }
+                Document::Comparison(c) => HtmlDoc::Comparison(c),
+                Document::Sweep(s) => HtmlDoc::Sweep(s),
+            })
+            .collect();
+        write_html(&html_docs, a.html.as_deref(), a.svg.as_deref())?;
+        return Ok(0);
+    }
+    for (_, doc) in docs {
+        match doc {
+            Document::Result(r) => write_stdout(|out| write_result(&r, fmt, out))?,
+            Document::Sweep(sw) => write_stdout(|out| match fmt {
+                args::ReportFormat::Text => crate::report::SweepReport.write(&sw, out),
+                args::ReportFormat::Markdown => {
+                    writeln!(out, "```")?;
+                    crate::report::SweepReport.write(&sw, out)?;
+                    writeln!(out, "```")
+                }
+                args::ReportFormat::Json => {
+                    serde_json::to_writer_pretty(&mut *out, &sw)?;
+                    writeln!(out)
+                }
+            })?,
+            Document::Comparison(c) => write_stdout(|out| match fmt {
+                args::ReportFormat::Text => ComparisonReport.write(&c, out),
+                args::ReportFormat::Markdown => MarkdownReport.comparison(&c, out),
+                args::ReportFormat::Json => {
+                    serde_json::to_writer_pretty(&mut *out, &c)?;
+                    writeln!(out)
+                }
+            })?,
+        }
+    }
+    Ok(0)
+}

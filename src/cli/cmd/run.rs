@@ -1,0 +1,63 @@
+//! `archbench run`: one load, its report, its live views.
+
+use crate::cli::args::{OutputFormat, RunArgs};
+use crate::cli::execute::execute;
+use crate::cli::exit::EXIT_FAILURE;
+use crate::cli::output::{finish_code, notes_on_stderr, save, slo_failed, write_stdout, FrontEnd};
+use crate::cli::progress::ProgressLine;
+use crate::cli::signals::StopSignals;
+use crate::cli::{live, plan, run_plan};
+use crate::report::{JsonReport, Report, TextReport};
+
+pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    let plan = run_plan(a)?;
+    let watch = plan::with_perf(&a.load.request.watch, &a.load.perf)?;
+    let name = plan.target.redacted_url.clone();
+    let mut views = live::LiveViews::start(&a.live, &[(&name, &plan)])?;
+    let text = a.output == OutputFormat::Text;
+    let tui = live::want_tui(&a.live, a.quiet, text, plan.stop.duration)?;
+    let dashboard = views.dashboard(tui, "run".into(), signals)?;
+    let mut progress = ProgressLine::new(!a.quiet && text && !tui);
+    let result = execute(&plan, &watch, &signals.stop, |p, servers| {
+        progress.update(p);
+        views.update(&name, p, servers);
+    });
+    progress.finish();
+    views.board.finish_run(&name);
+    // The terminal is restored before anything else prints.
+    live::close(dashboard);
+    let mut result = result?;
+    if let Some(slo) = &a.load.slo {
+        result.slo = Some(slo.judge_run(&result));
+    }
+    if let Some(at) = plan.start_at {
+        // Within the grace the part keeps --start-at as its clock (its first sends are late,
+        // and send lateness shows it); beyond it, it started late and out of phase.
+        if result.started_at != crate::timefmt::rfc3339_micros(at) {
+            eprintln!(
+                "archbench: --start-at {} had passed by more than {} s when this part could start; it started at {}, out of phase with the other parts",
+                crate::timefmt::rfc3339_micros(at),
+                crate::engine::START_GRACE.as_secs(),
+                result.started_at
+            );
+        }
+    }
+    save(&result, a.json.as_deref())?;
+    notes_on_stderr(&result, FrontEnd::Run);
+    write_stdout(|out| match a.output {
+        OutputFormat::Text => TextReport.write(&result, out),
+        OutputFormat::Json => JsonReport.write(&result, out),
+    })?;
+    if result.totals.requests == 0 && result.totals.errors > 0 && !result.interrupted {
+        eprintln!(
+            "archbench: no request was answered ({} failed); see Errors above",
+            result.totals.errors
+        );
+        return Ok(EXIT_FAILURE);
+    }
+    views.linger(signals, result.interrupted);
+    if !result.interrupted && slo_failed(std::slice::from_ref(&("run", result.slo.as_ref()))) {
+        return Ok(EXIT_FAILURE);
+    }
+    Ok(finish_code(&result, signals))
+}
