@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use super::args::ReportFormat;
 use super::signals::StopSignals;
 use super::PlanError;
-use crate::report::{ports_note, save_json, JsonReport, Report, TextReport};
+use crate::report::{ports_note, save_json, JsonReport, MarkdownReport, Report, TextReport};
 use crate::stats::{LimiterSide, RunResult};
 
 pub fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<()> {
@@ -124,7 +124,7 @@ pub fn check_prices(prices: &[(String, f64)], names: &[&str]) -> Result<(), Plan
 
 pub fn write_markdown(c: &crate::compare::ComparisonResult, path: &Path) -> anyhow::Result<()> {
     let mut text = Vec::new();
-    crate::report::MarkdownReport.comparison(c, &mut text)?;
+    MarkdownReport.write(c, &mut text)?;
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -152,11 +152,17 @@ pub fn write_html(
     Ok(())
 }
 
-pub fn write_result(r: &RunResult, fmt: ReportFormat, out: &mut dyn Write) -> io::Result<()> {
+/// A document (of any kind, or one read back) in the format `report` and `merge` were asked for.
+pub fn write_as<D: ?Sized>(doc: &D, fmt: ReportFormat, out: &mut dyn Write) -> io::Result<()>
+where
+    TextReport: Report<D>,
+    MarkdownReport: Report<D>,
+    JsonReport: Report<D>,
+{
     match fmt {
-        ReportFormat::Text => TextReport.write(r, out),
-        ReportFormat::Markdown => crate::report::MarkdownReport.run(r, out),
-        ReportFormat::Json => JsonReport.write(r, out),
+        ReportFormat::Text => TextReport.write(doc, out),
+        ReportFormat::Markdown => MarkdownReport.write(doc, out),
+        ReportFormat::Json => JsonReport.write(doc, out),
     }
 }
 

@@ -133,7 +133,7 @@ impl AbReport {
     }
 }
 
-impl Report for AbReport {
+impl Report<RunResult> for AbReport {
     fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         let (host, port, path) = url_parts(&r.plan.url);
         let t = &r.totals;

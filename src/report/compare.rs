@@ -3,14 +3,12 @@
 
 use std::io::{self, Write};
 
+use super::units::metric_figure as figure;
+use super::{Report, TextReport};
 use crate::compare::{ComparisonResult, ALPHA};
 
-pub struct ComparisonReport;
-
-use super::units::metric_figure as figure;
-
-impl ComparisonReport {
-    pub fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+impl Report<ComparisonResult> for TextReport {
+    fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
         let schedule = c.schedule.describe();
         writeln!(
             out,
@@ -299,7 +297,7 @@ mod tests {
     #[test]
     fn wide_figures_keep_their_columns_apart() {
         let mut out = Vec::new();
-        ComparisonReport.write(&wide(), &mut out).unwrap();
+        TextReport.write(&wide(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         let header = text
             .lines()

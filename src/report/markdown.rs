@@ -4,15 +4,13 @@
 use std::io::{self, Write};
 
 use super::units::grouped;
+use super::units::metric_figure as figure;
+use super::{MarkdownReport, Report};
 use crate::compare::{ComparisonResult, ALPHA};
 use crate::stats::RunResult;
 
-pub struct MarkdownReport;
-
-use super::units::metric_figure as figure;
-
-impl MarkdownReport {
-    pub fn comparison(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+impl Report<ComparisonResult> for MarkdownReport {
+    fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
         let base = c.targets.first().map_or("-", |t| t.name.as_str());
         writeln!(out, "### archbench compare: baseline `{base}`")?;
         writeln!(out)?;
@@ -98,8 +96,10 @@ impl MarkdownReport {
         writeln!(out)?;
         writeln!(out, "</details>")
     }
+}
 
-    pub fn run(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+impl Report<RunResult> for MarkdownReport {
+    fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         let l = &r.latency.total;
         writeln!(out, "### archbench run: `{} {}`", r.plan.method, r.plan.url)?;
         writeln!(out)?;

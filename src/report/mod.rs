@@ -1,6 +1,9 @@
-//! Reports: one [`Report`] trait, one implementation per layout. Reporters read a
-//! [`RunResult`] and write to any `Write`; they never print on their own and never reach into
-//! the engine.
+//! Reports: one [`Report`] trait, an implementation per format and kind of document (a run, a
+//! comparison, a sweep). Reporters write to any `Write`; they never print on their own and
+//! never reach into the engine. A format that writes all three kinds writes any stored
+//! [`Document`] through the blanket impl, so `archbench report` is one call whatever it reads;
+//! a new format or kind of document is one impl. The HTML page is the exception: one page of
+//! several documents with its charts (`HtmlReport`).
 
 mod ab;
 mod charts;
@@ -15,29 +18,53 @@ mod wrk;
 use std::io::{self, Write};
 
 pub use ab::AbReport;
-pub use compare::ComparisonReport;
 pub use html::{Chart, HtmlDoc, HtmlReport};
-pub use markdown::MarkdownReport;
-pub use sweep::SweepReport;
 pub use text::{ports_note, TextReport};
 pub use units::{bytes_iec, grouped, slo_figure, wrk_time_us};
 pub use wrk::WrkReport;
 
+use crate::compare::ComparisonResult;
+use crate::document::Document;
 use crate::stats::RunResult;
+use crate::sweep::SweepResult;
 
-pub trait Report {
-    fn write(&self, result: &RunResult, out: &mut dyn Write) -> io::Result<()>;
+/// One format's layout of one kind of document.
+pub trait Report<D: ?Sized> {
+    fn write(&self, doc: &D, out: &mut dyn Write) -> io::Result<()>;
 }
 
-/// The result document itself, pretty-printed.
+/// Any stored document, in a format that writes every kind.
+impl<F> Report<Document> for F
+where
+    F: Report<RunResult> + Report<ComparisonResult> + Report<SweepResult>,
+{
+    fn write(&self, doc: &Document, out: &mut dyn Write) -> io::Result<()> {
+        match doc {
+            Document::Result(r) => Report::<RunResult>::write(self, r, out),
+            Document::Comparison(c) => Report::<ComparisonResult>::write(self, c, out),
+            Document::Sweep(s) => Report::<SweepResult>::write(self, s, out),
+        }
+    }
+}
+
+/// Markdown for a pull request: tables for runs and comparisons, a sweep's text fenced.
+pub struct MarkdownReport;
+
+/// The document itself, pretty-printed (what `--json` saves).
 pub struct JsonReport;
 
-impl Report for JsonReport {
-    fn write(&self, result: &RunResult, out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, result)?;
+impl<D: serde::Serialize + StoredKind> Report<D> for JsonReport {
+    fn write(&self, doc: &D, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, doc)?;
         writeln!(out)
     }
 }
+
+/// The kinds of document archbench stores: what JSON is written of.
+pub trait StoredKind {}
+impl StoredKind for RunResult {}
+impl StoredKind for ComparisonResult {}
+impl StoredKind for SweepResult {}
 
 /// Writes `result` as JSON to `path` atomically (temporary file, then rename), so a reader
 /// never sees half a document and an interrupted write never destroys an older one.

@@ -4,12 +4,11 @@
 use std::io::{self, Write};
 
 use super::units::{grouped, wrk_time_us};
+use super::{MarkdownReport, Report, TextReport};
 use crate::sweep::{LadderKind, SweepResult};
 
-pub struct SweepReport;
-
-impl SweepReport {
-    pub fn write(&self, s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
+impl Report<SweepResult> for TextReport {
+    fn write(&self, s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
         let loads: Vec<String> = s.loads.iter().map(|l| load_text(*l)).collect();
         writeln!(
             out,
@@ -103,6 +102,15 @@ impl SweepReport {
             }
         }
         Ok(())
+    }
+}
+
+/// The sweep's text layout in a fenced block: its columns line up only in a fixed font.
+impl Report<SweepResult> for MarkdownReport {
+    fn write(&self, s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "```")?;
+        TextReport.write(s, out)?;
+        writeln!(out, "```")
     }
 }
 

@@ -119,7 +119,7 @@ fn write_server(
     Ok(())
 }
 
-impl Report for TextReport {
+impl Report<RunResult> for TextReport {
     fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         let p = &r.plan;
         let t = &r.totals;

@@ -45,7 +45,7 @@ fn stats_row(
     writeln!(out, "{:8.2}%", histogram_within_stdev(h))
 }
 
-impl Report for WrkReport {
+impl Report<RunResult> for WrkReport {
     fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         WrkReport::preamble(&r.plan, out)?;
         self.write_body(r, out)

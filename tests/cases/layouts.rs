@@ -73,7 +73,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
     )
 }
 
-fn render(report: &dyn Report, r: &RunResult) -> String {
+fn render(report: &dyn Report<RunResult>, r: &RunResult) -> String {
     let mut out = Vec::new();
     report.write(r, &mut out).unwrap();
     String::from_utf8(out).unwrap()

@@ -180,6 +180,23 @@ fn an_slo_met_at_no_load_exits_1_and_bad_ladders_exit_2() {
         "{}",
         stdout(&again)
     );
+    // Every format writes every kind: Markdown fences the sweep's text, JSON is the document.
+    let md = archbench_within(
+        &["report", json.to_str().unwrap(), "--format", "markdown"],
+        PROMPTLY,
+    );
+    assert_eq!(
+        stdout(&md),
+        format!("```\n{}```\n", stdout(&again)),
+        "{}",
+        stdout(&md)
+    );
+    let as_json = archbench_within(
+        &["report", json.to_str().unwrap(), "--format", "json"],
+        PROMPTLY,
+    );
+    let back: serde_json::Value = serde_json::from_str(&stdout(&as_json)).unwrap();
+    assert_eq!(back, doc);
     for (args, says) in [
         (&[url.as_str()][..], "give the ladder"),
         (

@@ -8,6 +8,7 @@ use crate::cli::output::{check_prices, slo_failed, write_markdown, write_stdout}
 use crate::cli::session::Session;
 use crate::cli::signals::StopSignals;
 use crate::cli::{live, plan, PlanError};
+use crate::report::{Report, TextReport};
 
 pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = plan::compare_plan(a)?;
@@ -58,7 +59,7 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
             eprintln!("archbench: warning ({}): {answers}", t.name);
         }
     }
-    write_stdout(|out| crate::report::ComparisonReport.write(&result, out))?;
+    write_stdout(|out| TextReport.write(&result, out))?;
     session.linger(result.interrupted);
     if result.interrupted {
         return Ok(signals.exit_code());

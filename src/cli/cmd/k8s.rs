@@ -15,7 +15,7 @@ use crate::cli::session::{RunOne, Session};
 use crate::cli::{live, plan, PlanError, StopSignals, EXIT_FAILURE};
 use crate::compare::{ComparePlan, ComparisonResult, Contender, Schedule};
 use crate::k8s::{self, Arch, Cluster, ClusterOptions, K8sError, NginxConfig, Reconfigured, Setup};
-use crate::report::{ComparisonReport, WrkReport};
+use crate::report::{Report, TextReport, WrkReport};
 use crate::stats::LimiterSide;
 use crate::timefmt;
 
@@ -507,7 +507,7 @@ fn load(
     write_markdown(&result, &md)?;
     write_stdout(|out| match l.layout {
         K8sLayout::Text => {
-            ComparisonReport.write(&result, out)?;
+            TextReport.write(&result, out)?;
             if how.is_some() {
                 write_workers(&result, l.per_worker, out)?;
             }

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 use anyhow::Context as _;
 
 use crate::cli::args::MergeArgs;
-use crate::cli::output::{save, write_result, write_stdout};
+use crate::cli::output::{save, write_as, write_stdout};
 
 pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
     use crate::stats::{Merger, NamedResult};
@@ -41,7 +41,7 @@ pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
     }
     merged.limiter = crate::monitor::limiter(&merged);
     save(&merged, a.json.as_deref())?;
-    write_stdout(|out| write_result(&merged, a.output, out))?;
+    write_stdout(|out| write_as(&merged, a.output, out))?;
     Ok(0)
 }
 

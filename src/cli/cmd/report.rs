@@ -1,12 +1,11 @@
 //! `archbench report`: any stored document again, as text, Markdown, JSON, HTML or SVG.
 
-use crate::cli::args::{self, ReportArgs};
-use crate::cli::output::{write_html, write_result, write_stdout};
+use crate::cli::args::ReportArgs;
+use crate::cli::output::{write_as, write_html, write_stdout};
 
 pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
     use crate::document::Document;
-    use crate::report::{ComparisonReport, HtmlDoc, MarkdownReport};
-    let fmt = a.format;
+    use crate::report::HtmlDoc;
     let mut docs = Vec::with_capacity(a.files.len());
     for f in &a.files {
         docs.push((f, crate::document::read(f)?));
@@ -30,29 +29,7 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     for (_, doc) in docs {
-        match doc {
-            Document::Result(r) => write_stdout(|out| write_result(&r, fmt, out))?,
-            Document::Sweep(sw) => write_stdout(|out| match fmt {
-                args::ReportFormat::Text => crate::report::SweepReport.write(&sw, out),
-                args::ReportFormat::Markdown => {
-                    writeln!(out, "```")?;
-                    crate::report::SweepReport.write(&sw, out)?;
-                    writeln!(out, "```")
-                }
-                args::ReportFormat::Json => {
-                    serde_json::to_writer_pretty(&mut *out, &sw)?;
-                    writeln!(out)
-                }
-            })?,
-            Document::Comparison(c) => write_stdout(|out| match fmt {
-                args::ReportFormat::Text => ComparisonReport.write(&c, out),
-                args::ReportFormat::Markdown => MarkdownReport.comparison(&c, out),
-                args::ReportFormat::Json => {
-                    serde_json::to_writer_pretty(&mut *out, &c)?;
-                    writeln!(out)
-                }
-            })?,
-        }
+        write_stdout(|out| write_as(&doc, a.format, out))?;
     }
     Ok(0)
 }

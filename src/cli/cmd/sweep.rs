@@ -12,6 +12,7 @@ use crate::cli::output::{check_prices, write_stdout};
 use crate::cli::session::Session;
 use crate::cli::{live, plan, PlanError, StopSignals, EXIT_FAILURE};
 use crate::compare::Schedule;
+use crate::report::{Report, TextReport};
 use crate::sweep::{
     past_knee, summarize, EarlyStop, LadderKind, SweepResult, SweepStep, SWEEP_KIND,
     SWEEP_SCHEMA_VERSION,
@@ -188,7 +189,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     save(&sweep, a)?;
     // The terminal is restored before the report (an error above restores it on drop).
     session.close();
-    write_stdout(|out| crate::report::SweepReport.write(&sweep, out))?;
+    write_stdout(|out| TextReport.write(&sweep, out))?;
     let interrupted = sweep.interrupted || signals.stop.load(Ordering::Relaxed);
     let code = if interrupted {
         signals.exit_code()
