@@ -22,3 +22,4 @@ pub mod slo;
 pub mod stats;
 pub mod sweep;
 pub mod timefmt;
+pub mod units;

@@ -101,7 +101,7 @@ pub fn slo_failed(outcomes: &[(&str, Option<&crate::stats::SloOutcome>)]) -> boo
                 Some(v) => format!(
                     "{} (measured {})",
                     c.condition,
-                    crate::report::slo_figure(v, &c.unit)
+                    crate::units::slo_figure(v, &c.unit)
                 ),
                 None => format!("{} (nothing to measure)", c.condition),
             })

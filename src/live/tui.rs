@@ -88,12 +88,12 @@ pub fn draw(frame: &mut Frame, title: &str, view: &View, targets: &[TargetLive])
 }
 
 fn grouped(v: f64) -> String {
-    crate::report::grouped(v.max(0.0).round() as u64)
+    crate::units::grouped(v.max(0.0).round() as u64)
 }
 
 /// Microseconds as wrk prints them: 38.00us, 1.25ms, 2.10s.
 fn latency(us: u64) -> String {
-    crate::report::wrk_time_us(us as f64)
+    crate::units::wrk_time_us(us as f64)
 }
 
 /// Three percentiles of a summary, in the order of their names.
@@ -221,7 +221,7 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
                 Span::styled(format!("{:.2} cores", s.now.cores), bold),
                 Span::raw(format!(
                     "{of_limit} · {}",
-                    crate::report::bytes_iec(s.now.memory_bytes as f64)
+                    crate::units::bytes_iec(s.now.memory_bytes as f64)
                 )),
             ])),
             row(0),

@@ -3,9 +3,9 @@
 
 use std::io::{self, Write};
 
-use super::units::metric_figure as figure;
 use super::{Report, TextReport};
 use crate::compare::{ComparisonResult, ALPHA};
+use crate::units::metric_figure as figure;
 
 impl Report<ComparisonResult> for TextReport {
     fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
@@ -48,7 +48,7 @@ impl Report<ComparisonResult> for TextReport {
                 Some(v) => format!(
                     "{} per million requests at {} req/s",
                     money(v),
-                    super::units::grouped(t.requests_per_sec.round() as u64)
+                    crate::units::grouped(t.requests_per_sec.round() as u64)
                 ),
                 None => "nothing answered, no cost per request".into(),
             };

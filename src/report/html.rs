@@ -9,10 +9,10 @@ use std::io::{self, Write};
 use hdrhistogram::Histogram;
 
 use super::charts::{self, Axis, Line, LineChart, Mark};
-use super::units::{grouped, wrk_time_us};
 use crate::compare::ComparisonResult;
 use crate::stats::{step_covered, RunResult};
 use crate::sweep::{LadderKind, SweepResult};
+use crate::units::{grouped, wrk_time_us};
 
 /// A document to report, as read.
 pub enum HtmlDoc {
@@ -404,9 +404,9 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
                 (Some(med), Some(lo), Some(hi)) => table.push_str(&num(
                     &format!(
                         "{} [{}..{}]",
-                        super::units::metric_figure(med, &m.unit),
-                        super::units::metric_figure(lo, &m.unit),
-                        super::units::metric_figure(hi, &m.unit)
+                        crate::units::metric_figure(med, &m.unit),
+                        crate::units::metric_figure(lo, &m.unit),
+                        crate::units::metric_figure(hi, &m.unit)
                     ),
                     med,
                 )),
@@ -434,7 +434,7 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
                 esc(&t.name),
                 esc(&cond.condition),
                 cond.measured
-                    .map_or("nothing".into(), |v| super::units::slo_figure(
+                    .map_or("nothing".into(), |v| crate::units::slo_figure(
                         v, &cond.unit
                     ))
             ));

@@ -3,11 +3,11 @@
 
 use std::io::{self, Write};
 
-use super::units::grouped;
-use super::units::metric_figure as figure;
 use super::{MarkdownReport, Report};
 use crate::compare::{ComparisonResult, ALPHA};
 use crate::stats::RunResult;
+use crate::units::grouped;
+use crate::units::metric_figure as figure;
 
 impl Report<ComparisonResult> for MarkdownReport {
     fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {

@@ -12,7 +12,6 @@ mod html;
 mod markdown;
 mod sweep;
 mod text;
-mod units;
 mod wrk;
 
 use std::io::{self, Write};
@@ -20,7 +19,6 @@ use std::io::{self, Write};
 pub use ab::AbReport;
 pub use html::{Chart, HtmlDoc, HtmlReport};
 pub use text::{ports_note, TextReport};
-pub use units::{bytes_iec, grouped, slo_figure, wrk_time_us};
 pub use wrk::WrkReport;
 
 use crate::compare::ComparisonResult;
@@ -107,9 +105,9 @@ pub fn write_slo(
     out: &mut dyn io::Write,
 ) -> io::Result<()> {
     for c in &o.conditions {
-        let measured = c
-            .measured
-            .map_or("nothing to measure".to_string(), |v| slo_figure(v, &c.unit));
+        let measured = c.measured.map_or("nothing to measure".to_string(), |v| {
+            crate::units::slo_figure(v, &c.unit)
+        });
         let verdict = if c.passed { "pass" } else { "FAIL" };
         writeln!(
             out,

@@ -3,9 +3,9 @@
 
 use std::io::{self, Write};
 
-use super::units::{grouped, wrk_time_us};
 use super::{MarkdownReport, Report, TextReport};
 use crate::sweep::{LadderKind, SweepResult};
+use crate::units::{grouped, wrk_time_us};
 
 impl Report<SweepResult> for TextReport {
     fn write(&self, s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {

@@ -3,9 +3,9 @@
 
 use std::io::{self, Write};
 
-use super::units::{bytes_iec, grouped};
 use super::Report;
 use crate::stats::{ErrorKind, LatencySummary, RunResult};
+use crate::units::{bytes_iec, grouped};
 
 pub struct TextReport;
 

@@ -4,9 +4,9 @@ use std::io::{self, Write};
 
 use hdrhistogram::Histogram;
 
-use super::units::{wrk_binary, wrk_metric, wrk_time_s, wrk_time_us};
 use super::Report;
 use crate::stats::{histogram_within_stdev, PlanSummary, RunResult};
+use crate::units::{wrk_binary, wrk_metric, wrk_time_s, wrk_time_us};
 
 pub struct WrkReport {
     /// `--latency`: print the percentile distribution.

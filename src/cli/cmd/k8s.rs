@@ -400,7 +400,7 @@ fn top(
                     u.arch,
                     u.pod,
                     u.cores,
-                    crate::report::bytes_iec(u.memory_bytes as f64),
+                    crate::units::bytes_iec(u.memory_bytes as f64),
                     u.source
                 )?;
             }

@@ -1,4 +1,5 @@
-//! Number formatting shared by the layouts: wrk's unit rules (units.c) and grouped integers.
+//! Number formatting shared by the reports and the live views: wrk's unit rules (units.c),
+//! grouped integers, IEC bytes, figures in their metric's unit.
 
 struct Units {
     scale: f64,
