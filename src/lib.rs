@@ -9,6 +9,7 @@ pub mod compare;
 pub mod document;
 pub mod engine;
 pub mod http;
+#[cfg(feature = "k8s")]
 pub mod k8s;
 pub mod live;
 pub mod measure;

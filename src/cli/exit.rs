@@ -94,8 +94,7 @@ fn exit_for(e: &anyhow::Error) -> i32 {
     if e.downcast_ref::<PlanError>().is_some()
         || e.downcast_ref::<crate::document::DocumentError>().is_some()
         || e.downcast_ref::<crate::stats::MergeError>().is_some()
-        || e.downcast_ref::<crate::k8s::K8sError>()
-            .is_some_and(crate::k8s::K8sError::is_usage)
+        || k8s_usage(e)
     {
         EXIT_USAGE
     } else {
@@ -116,14 +115,36 @@ pub fn one_line(e: &anyhow::Error) -> String {
             }
             line.push_str(&text);
         }
-        if cause.downcast_ref::<crate::k8s::K8sError>().is_some() {
+        if says_its_cause(cause) {
             break;
         }
     }
     line.replace('\n', " ")
 }
 
-#[cfg(test)]
+#[cfg(feature = "k8s")]
+fn k8s_usage(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<crate::k8s::K8sError>()
+        .is_some_and(crate::k8s::K8sError::is_usage)
+}
+
+#[cfg(not(feature = "k8s"))]
+fn k8s_usage(_: &anyhow::Error) -> bool {
+    false
+}
+
+/// Errors whose sentence already says what their source means: a k8s error.
+#[cfg(feature = "k8s")]
+fn says_its_cause(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<crate::k8s::K8sError>().is_some()
+}
+
+#[cfg(not(feature = "k8s"))]
+fn says_its_cause(_: &(dyn std::error::Error + 'static)) -> bool {
+    false
+}
+
+#[cfg(all(test, feature = "k8s"))]
 mod tests {
     use super::*;
 

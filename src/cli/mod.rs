@@ -5,6 +5,8 @@ mod args;
 mod cmd;
 mod execute;
 mod exit;
+#[cfg(feature = "k8s")]
+mod k8s_args;
 mod live;
 mod output;
 mod plan;
@@ -68,13 +70,14 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             Command::Serve(a) => cmd::serve::cmd_serve(&a, signals),
             Command::Demo(a) => cmd::demo::cmd_demo(&a, signals),
             Command::Merge(a) => cmd::merge::cmd_merge(&a),
-            Command::K8s { args } => cmd::k8s::exec_k8s_executable(&args),
+            Command::K8s { args } => cmd::k8s_executable::exec(&args),
             Command::Agent(a) => cmd::agent::cmd_agent(&a, signals),
             Command::Sweep(a) => cmd::sweep::cmd_sweep(&a, signals),
         },
     )
 }
 
+#[cfg(feature = "k8s")]
 /// `archbench-k8s`'s entry point: `archbench k8s`'s command line, run.
 pub fn k8s_main(args: impl IntoIterator<Item = OsString>) -> i32 {
     const MISSING: &str = "a k8s command is missing (up, manifests, status, config, curl, login, top, load, fingerprint, down); see `archbench k8s --help`";
@@ -82,6 +85,6 @@ pub fn k8s_main(args: impl IntoIterator<Item = OsString>) -> i32 {
         args,
         Some("k8s"),
         Some(MISSING),
-        |cli: args::K8sCli, signals| cmd::k8s::cmd_k8s(&cli.args, signals),
+        |cli: k8s_args::K8sCli, signals| cmd::k8s::cmd_k8s(&cli.args, signals),
     )
 }

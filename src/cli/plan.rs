@@ -446,6 +446,7 @@ pub fn targets_plan(
 }
 
 /// The plan of one service of `k8s load`: GET with archbench's headers, a duration.
+#[cfg(feature = "k8s")]
 pub fn service_plan(
     url: &str,
     known: Option<std::net::SocketAddr>,

@@ -45,6 +45,7 @@ impl ProgressLine {
 
     /// A status line that changes now and then (waiting for a rollout): rewritten in place
     /// on a terminal, one line per change otherwise.
+    #[cfg(feature = "k8s")]
     pub fn message(&mut self, line: &str) {
         if !self.enabled {
             return;

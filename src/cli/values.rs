@@ -88,6 +88,7 @@ pub fn header(text: &str) -> Result<(String, String), String> {
 }
 
 /// A Kubernetes label as `KEY=VALUE` (a node selector).
+#[cfg(feature = "k8s")]
 pub fn label(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')
@@ -250,6 +251,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "k8s")]
     #[test]
     fn labels() {
         assert_eq!(

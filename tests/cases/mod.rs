@@ -4,6 +4,7 @@ mod compare;
 mod embedded;
 mod faults;
 mod html;
+#[cfg(feature = "k8s")]
 mod k8s;
 mod layouts;
 mod live;

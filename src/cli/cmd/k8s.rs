@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 
-use crate::cli::args::{K8sArgs, K8sCommand, K8sLayout, K8sLoadArgs, K8sSetupArgs};
+use crate::cli::k8s_args::{K8sArgs, K8sCommand, K8sLayout, K8sLoadArgs, K8sSetupArgs};
 use crate::cli::output::{check_prices, write_markdown, write_stdout};
 use crate::cli::progress::ProgressLine;
 use crate::cli::session::{RunOne, Session};
@@ -18,31 +18,6 @@ use crate::k8s::{self, Arch, Cluster, ClusterOptions, K8sError, NginxConfig, Rec
 use crate::report::{Report, TextReport, WrkReport};
 use crate::stats::LimiterSide;
 use crate::timefmt;
-
-/// The executable that carries the Kubernetes client (kube-rs and its TLS, YAML and async
-/// stacks): kept out of `archbench` itself, so the load generator's own memory stays what it
-/// was (peak RSS at -c10000: 8.7 MiB, against 10.1 MiB with kube linked in; more code paged
-/// in, not more data).
-pub const K8S_EXECUTABLE: &str = "archbench-k8s";
-
-/// `archbench k8s ARGS…`: becomes `archbench-k8s ARGS…` (the same directory), so exit status,
-/// signals and the terminal are its own.
-pub fn exec_k8s_executable(args: &[std::ffi::OsString]) -> anyhow::Result<i32> {
-    use std::os::unix::process::CommandExt;
-    let me = std::env::current_exe().context("cannot find archbench's own path")?;
-    let sibling = me.with_file_name(K8S_EXECUTABLE);
-    let program = if sibling.exists() {
-        sibling
-    } else {
-        std::path::PathBuf::from(K8S_EXECUTABLE)
-    };
-    let err = std::process::Command::new(&program).args(args).exec();
-    Err(PlanError::Invalid(format!(
-        "cannot run {} ({err}); it is built and installed beside archbench (cargo build --release, cargo install --path .)",
-        program.display()
-    ))
-    .into())
-}
 
 pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     if let K8sCommand::Manifests(m) = &a.command {
@@ -183,7 +158,7 @@ fn up(
 fn config(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
-    c: &crate::cli::args::K8sConfigArgs,
+    c: &crate::cli::k8s_args::K8sConfigArgs,
     stop: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<i32> {
     let config = nginx_config(&c.config)?;
@@ -241,7 +216,7 @@ fn fingerprint(runtime: &tokio::runtime::Runtime, cluster: &Cluster) -> anyhow::
 fn down(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
-    d: &crate::cli::args::K8sDownArgs,
+    d: &crate::cli::k8s_args::K8sDownArgs,
     stop: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<i32> {
     let report = runtime.block_on(k8s::down(cluster, d.keep_namespace, d.wait_timeout, stop))?;
@@ -320,7 +295,7 @@ fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
 fn curl(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
-    c: &crate::cli::args::K8sCurlArgs,
+    c: &crate::cli::k8s_args::K8sCurlArgs,
 ) -> anyhow::Result<i32> {
     let targets = runtime.block_on(k8s::targets(
         cluster,

@@ -5,7 +5,9 @@ pub mod ab;
 pub mod agent;
 pub mod compare;
 pub mod demo;
+#[cfg(feature = "k8s")]
 pub mod k8s;
+pub mod k8s_executable;
 pub mod merge;
 pub mod report;
 pub mod run;

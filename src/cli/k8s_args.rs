@@ -1,0 +1,228 @@
+//! `archbench k8s`'s command line (parsed by the archbench-k8s executable): built only with
+//! the `k8s` feature, like everything that speaks to a cluster.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use super::args::{LiveArgs, REQUEST_TIMEOUT};
+
+/// `archbench k8s`'s own command line (parsed by the archbench-k8s executable).
+#[derive(Debug, Parser)]
+#[command(
+    name = "archbench k8s",
+    bin_name = "archbench k8s",
+    version,
+    about = "The multi-arch nginx workflow on a Kubernetes cluster"
+)]
+pub struct K8sCli {
+    #[command(flatten)]
+    pub args: K8sArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sArgs {
+    /// kubeconfig file [default: $KUBECONFIG, else ~/.kube/config, else the pod's service
+    /// account when run in a pod].
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context to use [default: the current one].
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Namespace of the setup.
+    #[arg(short = 'n', long, global = true, default_value = "nginx")]
+    pub namespace: String,
+    #[command(subcommand)]
+    pub command: K8sCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum K8sCommand {
+    /// Deploy nginx per architecture (server-side apply), wait for the rollouts and the
+    /// services' addresses, and show where everything runs. A second `up` changes nothing.
+    Up(K8sSetupArgs),
+    /// Print the YAML that `up` applies (and with --load-job, the Jobs of `load --in-cluster`).
+    Manifests(K8sManifestsArgs),
+    /// Where each pod runs, its node's architecture and instance type, its service's address.
+    Status,
+    /// Check a new nginx.conf in a pod (nginx -t), push it, roll the pods, and put the old one
+    /// back if the new pods fail.
+    Config(K8sConfigArgs),
+    /// One request (or --count N) through a service: status, time, body, the pod that
+    /// answered; for multiarch the split across architectures.
+    Curl(K8sCurlArgs),
+    /// A shell in an arch's pod, or one command (after --) with its exit code.
+    Login(K8sLoginArgs),
+    /// Each pod's CPU (cores) and memory from its own cgroup (through exec), or from the
+    /// metrics API where exec is not allowed.
+    Top(K8sTopArgs),
+    /// Load each arch's service in parallel from here (the script's `wrk both`), the pods
+    /// watched through their cgroups; a comparison saved as JSON and Markdown.
+    Load(K8sLoadArgs),
+    /// Per arch: the node's architecture and CPU, LSE atomics, the pod's nginx -V, and the
+    /// outline-atomics warning where it applies.
+    Fingerprint,
+    /// Remove what archbench created (only what carries its label), and wait until it is gone.
+    Down(K8sDownArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct K8sConfigArgs {
+    /// tuned (the guide's), stock (the image's own) or a FILE.
+    pub config: String,
+    /// How long to wait for the new pods.
+    #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
+    pub wait_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sCurlArgs {
+    /// intel, arm, amd or multiarch.
+    pub target: crate::k8s::LoadSelection,
+    /// Requests to send (-n is the namespace, as in kubectl).
+    #[arg(long, default_value = "1", value_parser = crate::cli::values::count)]
+    pub count: u64,
+    /// Per-request timeout.
+    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = crate::cli::values::duration)]
+    pub timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sLoginArgs {
+    /// intel, arm or amd.
+    pub arch: crate::k8s::Arch,
+    /// This pod rather than the arch's ready one.
+    #[arg(long)]
+    pub pod: Option<String>,
+    /// A command to run instead of a shell (after --).
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sTopArgs {
+    /// Refresh every 2 s until Ctrl-C, following pods across restarts.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum K8sLayout {
+    /// archbench's comparison table.
+    Text,
+    /// The script's own: the wrk command lines, "INTEL RESULTS:", wrk's layout, "Both tests
+    /// completed".
+    Wrk,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sLoadArgs {
+    /// intel, arm, amd, multiarch, both (intel and arm) or all.
+    pub target: crate::k8s::LoadSelection,
+    /// Duration of each run.
+    #[arg(short = 'd', long, default_value = "30s", value_parser = crate::cli::values::duration)]
+    pub duration: std::time::Duration,
+    /// Connections per target.
+    #[arg(short = 'c', long, default_value = "50", value_parser = crate::cli::values::count)]
+    pub connections: u64,
+    /// Worker threads per target.
+    #[arg(short = 't', long, default_value = "1", value_parser = crate::cli::values::count)]
+    pub threads: u64,
+    /// Open loop: requests per second per target.
+    #[arg(short = 'r', long, value_parser = crate::cli::values::rate)]
+    pub rate: Option<f64>,
+    /// Measured runs (at least 4 for verdicts).
+    #[arg(long, default_value = "1", value_parser = crate::cli::values::count)]
+    pub runs: u64,
+    /// Run and discard one warm-up run first (the script has none).
+    #[arg(long)]
+    pub warmup: bool,
+    /// Per-request timeout.
+    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = crate::cli::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Report layout on stdout.
+    #[arg(long, value_enum, default_value_t = K8sLayout::Text)]
+    pub layout: K8sLayout,
+    /// Results go to DIR/<timestamp>/ (k8s-load.json, k8s-load.md).
+    #[arg(long, default_value = "archbench-results")]
+    pub out_dir: PathBuf,
+    /// Load from inside the cluster: an Indexed Job of archbench pods per target, started
+    /// together and merged into one run (the services' in-cluster names; nothing crosses
+    /// the internet).
+    #[arg(long)]
+    pub in_cluster: bool,
+    /// In-cluster: load pods per target; each takes its share of -c and --rate, and -t
+    /// threads of its own.
+    #[arg(long, requires = "in_cluster", value_parser = crate::cli::values::count)]
+    pub workers: Option<u64>,
+    /// In-cluster: the load pods' image (see the README's Dockerfile).
+    #[arg(long, requires = "in_cluster", default_value = DEFAULT_LOAD_IMAGE)]
+    pub image: String,
+    /// In-cluster: run load pods only on nodes with this label (KEY=VALUE); without it, pod
+    /// anti-affinity keeps them off nginx's nodes.
+    #[arg(long, requires = "in_cluster", value_parser = crate::cli::values::label)]
+    pub node_selector: Option<(String, String)>,
+    /// In-cluster: print each worker's figures, so a slow worker is visible.
+    #[arg(long, requires = "in_cluster")]
+    pub per_worker: bool,
+    /// A target's node price per hour, NAME=PRICE (intel=0.192 arm=0.154; repeatable): the
+    /// cost of a million requests at each one's median throughput.
+    #[arg(long, value_parser = crate::cli::values::price)]
+    pub cost: Vec<(String, f64)>,
+    /// In-cluster: how long the load pods may take to be scheduled and ready.
+    #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
+    pub wait_timeout: std::time::Duration,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// The image `k8s load --in-cluster` runs unless told otherwise: this version's.
+pub const DEFAULT_LOAD_IMAGE: &str = concat!("archbench:", env!("CARGO_PKG_VERSION"));
+
+#[derive(Debug, Args)]
+pub struct K8sSetupArgs {
+    /// Architectures to deploy, comma-separated: intel, arm, amd (intel and amd are amd64).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "intel,arm")]
+    pub arch: Vec<crate::k8s::Arch>,
+    /// The nginx image.
+    #[arg(long, default_value = "nginx:latest")]
+    pub image: String,
+    /// nginx.conf: tuned (the guide's), stock (the image's own) or a FILE.
+    #[arg(long, default_value = "tuned")]
+    pub config: String,
+    /// Type of the per-arch services.
+    #[arg(long, value_enum, default_value = "LoadBalancer")]
+    pub service_type: crate::k8s::ServiceType,
+    /// Select node pools by kubernetes.io/arch, or by the AKS agentpool label named after
+    /// the arch (intel, arm, amd).
+    #[arg(long, value_enum, default_value = "arch")]
+    pub pools_by: crate::k8s::PoolSelector,
+    /// How long to wait for rollouts and addresses.
+    #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
+    pub wait_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sManifestsArgs {
+    #[command(flatten)]
+    pub setup: K8sSetupArgs,
+    /// Also print the Job `load --in-cluster` creates for each architecture's service.
+    #[arg(long)]
+    pub load_job: bool,
+    /// With --load-job: its load pods.
+    #[arg(long, default_value = "3", requires = "load_job", value_parser = crate::cli::values::count)]
+    pub workers: u64,
+    /// With --load-job: its image.
+    #[arg(long, default_value = DEFAULT_LOAD_IMAGE, requires = "load_job")]
+    pub load_image: String,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sDownArgs {
+    /// Keep the namespace even when archbench created it.
+    #[arg(long)]
+    pub keep_namespace: bool,
+    /// How long to wait for everything to be gone.
+    #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
+    pub wait_timeout: std::time::Duration,
+}
