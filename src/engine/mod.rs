@@ -289,9 +289,60 @@ pub fn run_from(
     stop: &AtomicBool,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<RunOutcome, EngineError> {
-    let local_connections = plan.local_connections();
     let threads = plan.local_threads();
-    raise_file_limit(local_connections, threads)?;
+    raise_file_limit(plan.local_connections(), threads)?;
+    let progress: Vec<WorkerProgress> = (0..threads).map(|_| WorkerProgress::default()).collect();
+    let (mut collector, shippers) = live::channels(threads, start);
+    let specs = worker_specs(plan, start, shippers)?;
+    let mut busy = WorkerBusy::new(threads);
+    let results = std::thread::scope(|scope| {
+        let (handles, done) = spawn_workers(scope, specs, stop, &progress);
+        let spawned = handles.iter().filter(|h| h.is_ok()).count();
+        let mut watch = Watch {
+            start,
+            progress: &progress,
+            collector: &mut collector,
+            busy: &mut busy,
+        };
+        watch.until_done(&done, spawned, &mut on_progress);
+        join(handles)
+    });
+    let mut merged = Merged::new(plan.stop.duration, start);
+    for r in results {
+        merged.add(r?)?;
+    }
+    merged.recording.latency = collector.finish();
+    let elapsed = merged.stopped_at.saturating_duration_since(start);
+    // One last view of the whole run, every interval in.
+    on_progress(&Progress {
+        elapsed,
+        completed: merged.recording.completed,
+        errors: merged.recording.error_total(),
+        latency: collector.live(),
+        worker_busy: busy.read(&progress),
+    });
+    Ok(RunOutcome {
+        recording: merged.recording,
+        started_at,
+        first_send_at: merged
+            .first_send
+            .map(|f| started_at + f.saturating_duration_since(start)),
+        elapsed,
+        interrupted: merged.interrupted,
+        worker_cpu_s: merged.worker_cpu_s,
+        worker_demand_s: merged.worker_demand_s,
+    })
+}
+
+/// One spec per worker thread: its share of the connections, its place in the open-loop
+/// schedule and of a count-bounded load, and the request encoded once for all of them.
+fn worker_specs(
+    plan: &Plan,
+    start: Instant,
+    shippers: Vec<live::IntervalShipper>,
+) -> Result<Vec<worker::WorkerSpec>, EngineError> {
+    let threads = shippers.len();
+    let local_connections = plan.local_connections();
     let request: Arc<[u8]> = plan
         .request
         .encode(&plan.target, plan.basic_auth.clone())
@@ -303,133 +354,166 @@ pub fn run_from(
         }),
         Scheme::Http => None,
     };
-    let progress: Vec<WorkerProgress> = (0..threads).map(|_| WorkerProgress::default()).collect();
+    let part = plan.part;
+    let mut first_conn = 0;
+    let mut specs = Vec::with_capacity(threads);
+    for (w, live) in shippers.into_iter().enumerate() {
+        let conns = share(local_connections as u64, threads, w) as usize;
+        // Local connection j is global connection index + count * j.
+        let schedule = worker::SchedulePosition {
+            first: part.index as usize + part.count as usize * first_conn,
+            stride: part.count as usize,
+        };
+        specs.push(worker::WorkerSpec {
+            addr: plan.addrs.first(),
+            request: request.clone(),
+            head_request: plan.request.is_head(),
+            keepalive: plan.request.keepalive,
+            tls: tls.clone(),
+            connections: conns,
+            schedule,
+            total_connections: plan.connections,
+            tickets: plan.stop.requests.map(|n| {
+                requests_of(
+                    n,
+                    plan.connections as u64,
+                    schedule.first as u64,
+                    schedule.stride as u64,
+                    conns as u64,
+                )
+            }),
+            deadline: plan.stop.duration.map(|d| start + d),
+            pacing: plan.pacing,
+            timeout: plan.timeout,
+            start,
+            expected: plan.stop.duration,
+            live,
+        });
+        first_conn += conns;
+    }
+    Ok(specs)
+}
 
+type WorkerHandle<'scope> = Result<
+    std::thread::ScopedJoinHandle<'scope, Result<worker::WorkerOutcome, EngineError>>,
+    EngineError,
+>;
+
+/// Starts one thread per spec; each says on the returned channel when it has ended.
+fn spawn_workers<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    specs: Vec<worker::WorkerSpec>,
+    stop: &'env AtomicBool,
+    progress: &'env [WorkerProgress],
+) -> (Vec<WorkerHandle<'scope>>, mpsc::Receiver<()>) {
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    let (mut collector, shippers) = live::channels(threads, start);
-    let mut busy = WorkerBusy::new(threads);
-    let mut shippers = shippers.into_iter();
-
-    let results = std::thread::scope(|scope| {
-        let mut handles = Vec::with_capacity(threads);
-        let mut first_conn = 0;
-        let part = plan.part;
-        for (w, prog) in progress.iter().enumerate() {
-            let conns = share(local_connections as u64, threads, w) as usize;
-            let schedule = worker::SchedulePosition {
-                first: part.index as usize + part.count as usize * first_conn,
-                stride: part.count as usize,
-            };
-            let spec = worker::WorkerSpec {
-                addr: plan.addrs.first(),
-                request: request.clone(),
-                head_request: plan.request.is_head(),
-                keepalive: plan.request.keepalive,
-                tls: tls.clone(),
-                connections: conns,
-                // Local connection j is global connection index + count * j.
-                schedule,
-                total_connections: plan.connections,
-                tickets: plan.stop.requests.map(|n| {
-                    requests_of(
-                        n,
-                        plan.connections as u64,
-                        schedule.first as u64,
-                        schedule.stride as u64,
-                        conns as u64,
-                    )
-                }),
-                deadline: plan.stop.duration.map(|d| start + d),
-                pacing: plan.pacing,
-                timeout: plan.timeout,
-                start,
-                expected: plan.stop.duration,
-                live: shippers
-                    .next()
-                    .expect("one interval shipper per worker thread"),
-            };
-            first_conn += conns;
+    let handles = specs
+        .into_iter()
+        .zip(progress)
+        .enumerate()
+        .map(|(w, (spec, prog))| {
             let done = done_tx.clone();
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("archbench-worker-{w}"))
-                    .spawn_scoped(scope, move || {
-                        let r = worker::Worker::new(spec, stop, prog).and_then(|w| w.run());
-                        let _ = done.send(());
-                        r
-                    })
-                    .map_err(EngineError::Poll),
-            );
-        }
-        drop(done_tx);
-        let spawned = handles.iter().filter(|h| h.is_ok()).count();
+            std::thread::Builder::new()
+                .name(format!("archbench-worker-{w}"))
+                .spawn_scoped(scope, move || {
+                    let r = worker::Worker::new(spec, stop, prog).and_then(|w| w.run());
+                    let _ = done.send(());
+                    r
+                })
+                .map_err(EngineError::Poll)
+        })
+        .collect();
+    (handles, done_rx)
+}
+
+/// Each worker's outcome, or why it has none.
+fn join(handles: Vec<WorkerHandle<'_>>) -> Vec<Result<worker::WorkerOutcome, EngineError>> {
+    handles
+        .into_iter()
+        .map(|h| match h {
+            Ok(h) => h.join().map_err(|_| EngineError::WorkerPanic)?,
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
+/// The calling thread while the workers run: it drains their intervals and reports progress.
+struct Watch<'a> {
+    start: Instant,
+    progress: &'a [WorkerProgress],
+    collector: &'a mut live::Collector,
+    busy: &'a mut WorkerBusy,
+}
+
+impl Watch<'_> {
+    /// Until `spawned` workers have said they ended, a progress call every tick.
+    fn until_done(
+        &mut self,
+        done: &mpsc::Receiver<()>,
+        spawned: usize,
+        on_progress: &mut impl FnMut(&Progress),
+    ) {
         let mut finished = 0;
         while finished < spawned {
-            let waited = done_rx.recv_timeout(live::TICK);
-            collector.drain();
+            let waited = done.recv_timeout(live::TICK);
+            self.collector.drain();
             match waited {
                 Ok(()) => finished += 1,
                 Err(mpsc::RecvTimeoutError::Timeout) => on_progress(&Progress {
-                    elapsed: start.elapsed(),
-                    completed: progress
-                        .iter()
-                        .map(|p| p.completed.load(Ordering::Relaxed))
-                        .sum(),
-                    errors: progress
-                        .iter()
-                        .map(|p| p.errors.load(Ordering::Relaxed))
-                        .sum(),
-                    latency: collector.live(),
-                    worker_busy: busy.read(&progress),
+                    elapsed: self.start.elapsed(),
+                    completed: self.sum(|p| &p.completed),
+                    errors: self.sum(|p| &p.errors),
+                    latency: self.collector.live(),
+                    worker_busy: self.busy.read(self.progress),
                 }),
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().map_err(|_| EngineError::WorkerPanic)?,
-                Err(e) => Err(e),
-            })
-            .collect::<Vec<_>>()
-    });
-    let mut merged = Recorder::new(plan.stop.duration);
-    let mut interrupted = false;
-    let mut stopped_at = start;
-    let mut worker_cpu_s = Vec::with_capacity(threads);
-    let mut worker_demand_s = Vec::with_capacity(threads);
-    let mut first_send: Option<Instant> = None;
-    for r in results {
-        let w = r?;
-        worker_cpu_s.push(w.cpu_s);
-        worker_demand_s.push(w.demand_s);
-        interrupted |= w.interrupted;
-        stopped_at = stopped_at.max(w.stopped_at);
-        first_send = match (first_send, w.first_send) {
+    }
+
+    fn sum(&self, counter: impl Fn(&WorkerProgress) -> &AtomicU64) -> u64 {
+        self.progress
+            .iter()
+            .map(|p| counter(p).load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// The workers' outcomes folded into one: recordings merged exactly, the latest stop, the
+/// earliest first send, each thread's CPU kept apart.
+struct Merged {
+    recording: Recorder,
+    interrupted: bool,
+    stopped_at: Instant,
+    first_send: Option<Instant>,
+    worker_cpu_s: Vec<(f64, f64)>,
+    worker_demand_s: Vec<Option<f64>>,
+}
+
+impl Merged {
+    fn new(expected: Option<Duration>, start: Instant) -> Merged {
+        Merged {
+            recording: Recorder::new(expected),
+            interrupted: false,
+            stopped_at: start,
+            first_send: None,
+            worker_cpu_s: Vec::new(),
+            worker_demand_s: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, w: worker::WorkerOutcome) -> Result<(), EngineError> {
+        self.worker_cpu_s.push(w.cpu_s);
+        self.worker_demand_s.push(w.demand_s);
+        self.interrupted |= w.interrupted;
+        self.stopped_at = self.stopped_at.max(w.stopped_at);
+        self.first_send = match (self.first_send, w.first_send) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        merged.merge(&w.recording, 0)?;
+        self.recording.merge(&w.recording, 0)?;
+        Ok(())
     }
-    merged.latency = collector.finish();
-    // One last view of the whole run, every interval in.
-    on_progress(&Progress {
-        elapsed: stopped_at.saturating_duration_since(start),
-        completed: merged.completed,
-        errors: merged.error_total(),
-        latency: collector.live(),
-        worker_busy: busy.read(&progress),
-    });
-    let elapsed = stopped_at.saturating_duration_since(start);
-    Ok(RunOutcome {
-        recording: merged,
-        started_at,
-        first_send_at: first_send.map(|f| started_at + f.saturating_duration_since(start)),
-        elapsed,
-        interrupted,
-        worker_cpu_s,
-        worker_demand_s,
-    })
 }
 
 /// How late a part may start and still keep `start_at` as its clock: its first sends are

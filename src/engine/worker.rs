@@ -236,6 +236,51 @@ impl SendTimer {
     }
 }
 
+/// The worker's housekeeping beside the requests: the timeout scan and the per-second rate
+/// sample, each with its next time.
+struct Chores {
+    scan_every: Duration,
+    next_scan: Instant,
+    next_rate: Instant,
+    /// When the last rate sample was taken, and the completed count then.
+    rate_mark: (Instant, u64),
+}
+
+impl Chores {
+    fn new(start: Instant, timeout: Duration) -> Chores {
+        let scan_every = (timeout / 10).clamp(Duration::from_millis(1), RATE_SAMPLE);
+        Chores {
+            scan_every,
+            next_scan: start + scan_every,
+            next_rate: start + RATE_SAMPLE,
+            rate_mark: (start, 0),
+        }
+    }
+
+    /// The next chore's time.
+    fn next(&self) -> Instant {
+        self.next_scan.min(self.next_rate)
+    }
+
+    /// Does the chores that are due by `now`.
+    fn run(&mut self, worker: &mut Worker, now: Instant) {
+        if now >= self.next_scan {
+            worker.expire(now);
+            self.next_scan = now + self.scan_every;
+        }
+        if now >= self.next_rate {
+            let ms = now.duration_since(self.rate_mark.0).as_secs_f64() * 1000.0;
+            let done = worker.rec.completed - self.rate_mark.1;
+            worker
+                .rec
+                .worker_rate
+                .saturating_record((done as f64 * 1000.0 / ms) as u64);
+            self.rate_mark = (now, worker.rec.completed);
+            self.next_rate += RATE_SAMPLE;
+        }
+    }
+}
+
 impl<'a> Worker<'a> {
     pub fn new(
         spec: WorkerSpec,
@@ -299,32 +344,11 @@ impl<'a> Worker<'a> {
             .tid
             .store(crate::os::this_thread_id(), Ordering::Relaxed);
         let mut events = Events::with_capacity(1024);
-        let start = self.spec.start;
         if !self.wait_for_start() {
             return Ok(self.outcome(true, Instant::now()));
         }
-        for i in 0..self.conns.len() {
-            match self.spec.pacing {
-                // When the send really begins (the wake-up from the start's sleep is late by
-                // a little): first sends and the start skew of parts are measured, not assumed.
-                Pacing::Closed => {
-                    let now = Instant::now();
-                    self.start_request(i, now, now, None)
-                }
-                Pacing::Open { rate } => {
-                    // Spread first sends evenly: global connection g starts at g / rate.
-                    let g = self.spec.schedule.first + self.spec.schedule.stride * i;
-                    let due = super::after(start, g as f64 / rate);
-                    self.conns[i].next_due = due;
-                    self.set_phase(i, Phase::Waiting);
-                    self.timers.push(Reverse((due, i)));
-                }
-            }
-        }
-        let scan_every = (self.spec.timeout / 10).clamp(Duration::from_millis(1), RATE_SAMPLE);
-        let mut next_scan = start + scan_every;
-        let mut next_rate = start + RATE_SAMPLE;
-        let mut rate_mark = (start, 0u64);
+        self.begin();
+        let mut chores = Chores::new(self.spec.start, self.spec.timeout);
         let mut interrupted = false;
         let stopped_at = loop {
             let now = Instant::now();
@@ -335,46 +359,7 @@ impl<'a> Worker<'a> {
             if self.spec.deadline.is_some_and(|d| now >= d) || self.active == 0 {
                 break now;
             }
-            // Housekeeping wake-ups (timeout scan, rate sample, deadline) may be late by a
-            // millisecond; open-loop send times may not.
-            let mut wake = next_scan.min(next_rate).min(now + MAX_POLL_WAIT);
-            if let Some(d) = self.spec.deadline {
-                wake = wake.min(d);
-            }
-            let mut wait = wake.saturating_duration_since(now);
-            let next_due = self.timers.peek().map(|Reverse((due, _))| *due);
-            if let (Some(due), Some(timer)) = (next_due, &mut self.timer) {
-                // The next send time wakes the poll through the timer, to the nanosecond, even
-                // when a housekeeping wake comes first: epoll's own timeout is rounded up to a
-                // whole millisecond, which would make sends just after it late.
-                if due <= now {
-                    wait = Duration::ZERO;
-                } else {
-                    timer.arm(due, now).map_err(EngineError::Poll)?;
-                }
-            }
-            if !self.ready.is_empty() {
-                wait = Duration::ZERO;
-            }
-            let sleep_on_timer = self.awaiting_writable == 0
-                && self.partly_read == 0
-                && !wait.is_zero()
-                && next_due.is_some_and(|d| d.saturating_duration_since(now) <= DEFER_READS_UP_TO);
-            let polled = match self.deferred.as_mut() {
-                Some(d) if sleep_on_timer && d.stamping && !d.large_responses => d
-                    .timer_poll
-                    .poll(&mut d.events, Some(wait))
-                    .and_then(|()| self.poll.poll(&mut events, Some(Duration::ZERO))),
-                _ => self.poll.poll(&mut events, Some(wait)),
-            };
-            if let Err(e) = polled {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(EngineError::Poll(e));
-                }
-            }
-            if let Some(d) = self.deferred.as_mut() {
-                d.anchor = (Instant::now(), wall_clock_now());
-            }
+            self.wait(&mut events, chores.next(), now)?;
             for ev in events.iter() {
                 if ev.token() == TIMER {
                     // It only wakes the loop; the due sends go out below.
@@ -388,31 +373,8 @@ impl<'a> Worker<'a> {
             }
             let now = Instant::now();
             self.send_ready(now);
-            while let Some(&Reverse((due, i))) = self.timers.peek() {
-                if due > now {
-                    break;
-                }
-                self.timers.pop();
-                // Entries are pushed ahead (see start_request) and again when a response ends:
-                // only the one for the connection's current due time sends.
-                let c = &self.conns[i];
-                if c.phase == Phase::Waiting && c.next_due == due {
-                    self.start_request(i, due, now, Some(micros(now.duration_since(due))));
-                }
-            }
-            if now >= next_scan {
-                self.expire(now);
-                next_scan = now + scan_every;
-            }
-            if now >= next_rate {
-                let ms = now.duration_since(rate_mark.0).as_secs_f64() * 1000.0;
-                let done = self.rec.completed - rate_mark.1;
-                self.rec
-                    .worker_rate
-                    .saturating_record((done as f64 * 1000.0 / ms) as u64);
-                rate_mark = (now, self.rec.completed);
-                next_rate += RATE_SAMPLE;
-            }
+            self.send_due(now);
+            chores.run(&mut self, now);
             self.progress
                 .completed
                 .store(self.rec.completed, Ordering::Relaxed);
@@ -423,6 +385,95 @@ impl<'a> Worker<'a> {
         };
         // Closing thousands of sockets takes time that is not part of the measurement.
         Ok(self.outcome(interrupted, stopped_at))
+    }
+
+    /// The first requests: closed loop, every connection at once; open loop, each at its place
+    /// in the schedule (global connection g at g / rate).
+    fn begin(&mut self) {
+        let start = self.spec.start;
+        for i in 0..self.conns.len() {
+            match self.spec.pacing {
+                // When the send really begins (the wake-up from the start's sleep is late by
+                // a little): first sends and the start skew of parts are measured, not assumed.
+                Pacing::Closed => {
+                    let now = Instant::now();
+                    self.start_request(i, now, now, None)
+                }
+                Pacing::Open { rate } => {
+                    let g = self.spec.schedule.first + self.spec.schedule.stride * i;
+                    let due = super::after(start, g as f64 / rate);
+                    self.conns[i].next_due = due;
+                    self.set_phase(i, Phase::Waiting);
+                    self.timers.push(Reverse((due, i)));
+                }
+            }
+        }
+    }
+
+    /// One poll: until an event, the next send time (through the timer, to the nanosecond),
+    /// or `chore` (a housekeeping wake-up, which may be late by a millisecond), whichever is
+    /// first; not at all when requests are queued.
+    fn wait(
+        &mut self,
+        events: &mut Events,
+        chore: Instant,
+        now: Instant,
+    ) -> Result<(), EngineError> {
+        let mut wake = chore.min(now + MAX_POLL_WAIT);
+        if let Some(d) = self.spec.deadline {
+            wake = wake.min(d);
+        }
+        let mut wait = wake.saturating_duration_since(now);
+        let next_due = self.timers.peek().map(|Reverse((due, _))| *due);
+        if let (Some(due), Some(timer)) = (next_due, &mut self.timer) {
+            // The next send time wakes the poll through the timer even when a housekeeping
+            // wake comes first: epoll's own timeout is rounded up to a whole millisecond,
+            // which would make sends just after it late.
+            if due <= now {
+                wait = Duration::ZERO;
+            } else {
+                timer.arm(due, now).map_err(EngineError::Poll)?;
+            }
+        }
+        if !self.ready.is_empty() {
+            wait = Duration::ZERO;
+        }
+        let sleep_on_timer = self.awaiting_writable == 0
+            && self.partly_read == 0
+            && !wait.is_zero()
+            && next_due.is_some_and(|d| d.saturating_duration_since(now) <= DEFER_READS_UP_TO);
+        let polled = match self.deferred.as_mut() {
+            Some(d) if sleep_on_timer && d.stamping && !d.large_responses => d
+                .timer_poll
+                .poll(&mut d.events, Some(wait))
+                .and_then(|()| self.poll.poll(events, Some(Duration::ZERO))),
+            _ => self.poll.poll(events, Some(wait)),
+        };
+        if let Err(e) = polled {
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(EngineError::Poll(e));
+            }
+        }
+        if let Some(d) = self.deferred.as_mut() {
+            d.anchor = (Instant::now(), wall_clock_now());
+        }
+        Ok(())
+    }
+
+    /// Open loop: sends every request due by `now`, each measured from its due time.
+    fn send_due(&mut self, now: Instant) {
+        while let Some(&Reverse((due, i))) = self.timers.peek() {
+            if due > now {
+                break;
+            }
+            self.timers.pop();
+            // Entries are pushed ahead (see start_request) and again when a response ends:
+            // only the one for the connection's current due time sends.
+            let c = &self.conns[i];
+            if c.phase == Phase::Waiting && c.next_due == due {
+                self.start_request(i, due, now, Some(micros(now.duration_since(due))));
+            }
+        }
     }
 
     fn outcome(&mut self, interrupted: bool, stopped_at: Instant) -> WorkerOutcome {

@@ -55,6 +55,20 @@ enum Chunk {
     },
 }
 
+/// The headers of a response head that decide its framing.
+#[derive(Debug, Default)]
+struct Framing {
+    content_length: Option<u64>,
+    /// The transfer codings form one list across all Transfer-Encoding lines (RFC 9110
+    /// 5.3); only the last one decides the framing (RFC 9112 6.3): chunked, or else the
+    /// body runs to the end of the connection. None: no Transfer-Encoding at all.
+    last_coding_chunked: Option<bool>,
+    /// Connection: close.
+    close: bool,
+    /// Connection: keep-alive (what keeps an HTTP/1.0 connection open).
+    keep_alive: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Head,
@@ -219,33 +233,7 @@ impl ResponseParser {
         };
         let status = resp.code.unwrap_or(0);
         let http11 = resp.version == Some(1);
-        let mut content_length: Option<u64> = None;
-        // The transfer codings form one list across all Transfer-Encoding lines (RFC 9110
-        // 5.3); only the last one decides the framing (RFC 9112 6.3): chunked, or else the
-        // body runs to the end of the connection. None: no Transfer-Encoding at all.
-        let mut last_coding_chunked: Option<bool> = None;
-        let mut conn_close = false;
-        let mut conn_keep_alive = false;
-        for h in resp.headers.iter() {
-            let name = h.name.as_bytes();
-            if name.eq_ignore_ascii_case(b"content-length") {
-                let v = parse_decimal(h.value).ok_or(ProtocolError::ContentLength)?;
-                if content_length.is_some_and(|c| c != v) {
-                    return Err(ProtocolError::ContentLength);
-                }
-                content_length = Some(v);
-            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                if let Some(chunked) = last_coding_is_chunked(h.value) {
-                    last_coding_chunked = Some(chunked);
-                }
-            } else if name.eq_ignore_ascii_case(b"connection") {
-                conn_close |= has_token(h.value, b"close");
-                conn_keep_alive |= has_token(h.value, b"keep-alive");
-            } else if self.capture_server && name.eq_ignore_ascii_case(b"server") {
-                self.server = Some(String::from_utf8_lossy(h.value).into_owned());
-                self.capture_server = false;
-            }
-        }
+        let framing = self.framing(resp.headers)?;
         if status == 101 {
             return Err(ProtocolError::Upgrade);
         }
@@ -256,19 +244,15 @@ impl ResponseParser {
         }
         self.status = status;
         self.keep_alive = if http11 {
-            !conn_close
+            !framing.close
         } else {
-            conn_keep_alive && !conn_close
+            framing.keep_alive && !framing.close
         };
         self.state = if self.head_request || status == 204 || status == 304 {
             State::Done
-        } else if last_coding_chunked == Some(true) {
-            State::Chunked(Chunk::Size {
-                size: 0,
-                digits: 0,
-                ext: false,
-            })
-        } else if let (Some(n), None) = (content_length, last_coding_chunked) {
+        } else if framing.last_coding_chunked == Some(true) {
+            State::Chunked(FIRST_SIZE_DIGIT)
+        } else if let (Some(n), None) = (framing.content_length, framing.last_coding_chunked) {
             // Content-Length counts only without Transfer-Encoding, which overrides it.
             if n == 0 {
                 State::Done
@@ -282,99 +266,136 @@ impl ResponseParser {
         Ok(Some(len))
     }
 
+    /// What the head's headers say of the body's framing and the connection; captures the
+    /// Server header of the first response.
+    #[inline]
+    fn framing(&mut self, headers: &[httparse::Header]) -> Result<Framing, ProtocolError> {
+        let mut f = Framing::default();
+        for h in headers {
+            let name = h.name.as_bytes();
+            if name.eq_ignore_ascii_case(b"content-length") {
+                let v = parse_decimal(h.value).ok_or(ProtocolError::ContentLength)?;
+                if f.content_length.is_some_and(|c| c != v) {
+                    return Err(ProtocolError::ContentLength);
+                }
+                f.content_length = Some(v);
+            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                if let Some(chunked) = last_coding_is_chunked(h.value) {
+                    f.last_coding_chunked = Some(chunked);
+                }
+            } else if name.eq_ignore_ascii_case(b"connection") {
+                f.close |= has_token(h.value, b"close");
+                f.keep_alive |= has_token(h.value, b"keep-alive");
+            } else if self.capture_server && name.eq_ignore_ascii_case(b"server") {
+                self.server = Some(String::from_utf8_lossy(h.value).into_owned());
+                self.capture_server = false;
+            }
+        }
+        Ok(f)
+    }
+
     /// Advances the chunked decoder over `data`; returns (bytes consumed, finished).
     fn feed_chunked(&mut self, mut c: Chunk, data: &[u8]) -> Result<(usize, bool), ProtocolError> {
         let mut i = 0;
         while i < data.len() {
-            let b = data[i];
-            c = match c {
-                Chunk::Size { size, digits, ext } => {
-                    if b == b'\r' {
-                        if digits == 0 {
-                            return Err(ProtocolError::ChunkSize);
-                        }
-                        Chunk::SizeLf { size }
-                    } else if ext {
-                        Chunk::Size { size, digits, ext }
-                    } else if b == b';' || b == b' ' || b == b'\t' {
-                        Chunk::Size {
-                            size,
-                            digits,
-                            ext: true,
-                        }
-                    } else {
-                        let d = (b as char).to_digit(16).ok_or(ProtocolError::ChunkSize)?;
-                        if digits >= 15 {
-                            return Err(ProtocolError::ChunkSize);
-                        }
-                        Chunk::Size {
-                            size: size * 16 + d as u64,
-                            digits: digits + 1,
-                            ext,
-                        }
-                    }
-                }
-                Chunk::SizeLf { size } => {
-                    if b != b'\n' {
-                        return Err(ProtocolError::ChunkSize);
-                    }
-                    if size == 0 {
-                        Chunk::Trailer { line: 0 }
-                    } else {
-                        Chunk::Data(size)
-                    }
-                }
-                Chunk::Data(remaining) => {
-                    let take = remaining.min((data.len() - i) as u64);
-                    self.body_bytes += take;
-                    i += take as usize;
-                    c = if take == remaining {
-                        Chunk::DataCr
-                    } else {
-                        Chunk::Data(remaining - take)
-                    };
-                    continue;
-                }
-                Chunk::DataCr => {
-                    if b != b'\r' {
-                        return Err(ProtocolError::ChunkTerminator);
-                    }
-                    Chunk::DataLf
-                }
-                Chunk::DataLf => {
-                    if b != b'\n' {
-                        return Err(ProtocolError::ChunkTerminator);
-                    }
-                    Chunk::Size {
-                        size: 0,
-                        digits: 0,
-                        ext: false,
-                    }
-                }
-                Chunk::Trailer { line } => {
-                    if b == b'\r' {
-                        Chunk::TrailerLf { line }
-                    } else {
-                        if line >= MAX_HEAD_BYTES {
-                            return Err(ProtocolError::HeadTooLarge);
-                        }
-                        Chunk::Trailer { line: line + 1 }
-                    }
-                }
-                Chunk::TrailerLf { line } => {
-                    if b != b'\n' {
-                        return Err(ProtocolError::ChunkTerminator);
-                    }
-                    if line == 0 {
-                        return Ok((i + 1, true));
-                    }
-                    Chunk::Trailer { line: 0 }
-                }
-            };
+            if let Chunk::Data(remaining) = c {
+                // A chunk's data is skipped whole, not byte by byte.
+                let take = remaining.min((data.len() - i) as u64);
+                self.body_bytes += take;
+                i += take as usize;
+                c = if take == remaining {
+                    Chunk::DataCr
+                } else {
+                    Chunk::Data(remaining - take)
+                };
+                continue;
+            }
+            match c.after(data[i])? {
+                Some(next) => c = next,
+                None => return Ok((i + 1, true)),
+            }
             i += 1;
         }
         self.state = State::Chunked(c);
         Ok((i, false))
+    }
+}
+
+const FIRST_SIZE_DIGIT: Chunk = Chunk::Size {
+    size: 0,
+    digits: 0,
+    ext: false,
+};
+
+impl Chunk {
+    /// The state after one byte of framing (sizes, line ends, trailers; never a chunk's data),
+    /// or None when the byte ends the message.
+    #[inline]
+    fn after(self, b: u8) -> Result<Option<Chunk>, ProtocolError> {
+        let expect = |want: u8, err: ProtocolError| if b == want { Ok(()) } else { Err(err) };
+        Ok(Some(match self {
+            Chunk::Size { size, digits, ext } => Chunk::size_byte(size, digits, ext, b)?,
+            Chunk::SizeLf { size } => {
+                expect(b'\n', ProtocolError::ChunkSize)?;
+                if size == 0 {
+                    Chunk::Trailer { line: 0 }
+                } else {
+                    Chunk::Data(size)
+                }
+            }
+            // Consumed whole by feed_chunked; never reaches here with a byte.
+            Chunk::Data(remaining) => Chunk::Data(remaining),
+            Chunk::DataCr => {
+                expect(b'\r', ProtocolError::ChunkTerminator)?;
+                Chunk::DataLf
+            }
+            Chunk::DataLf => {
+                expect(b'\n', ProtocolError::ChunkTerminator)?;
+                FIRST_SIZE_DIGIT
+            }
+            Chunk::Trailer { line } if b == b'\r' => Chunk::TrailerLf { line },
+            Chunk::Trailer { line } if line >= MAX_HEAD_BYTES => {
+                return Err(ProtocolError::HeadTooLarge)
+            }
+            Chunk::Trailer { line } => Chunk::Trailer { line: line + 1 },
+            Chunk::TrailerLf { line } => {
+                expect(b'\n', ProtocolError::ChunkTerminator)?;
+                if line == 0 {
+                    return Ok(None);
+                }
+                Chunk::Trailer { line: 0 }
+            }
+        }))
+    }
+
+    /// One byte of a chunk-size line: a hex digit (at most 15), the start of an extension
+    /// (ignored to the line's end), or its CR.
+    #[inline]
+    fn size_byte(size: u64, digits: u8, ext: bool, b: u8) -> Result<Chunk, ProtocolError> {
+        Ok(if b == b'\r' {
+            if digits == 0 {
+                return Err(ProtocolError::ChunkSize);
+            }
+            Chunk::SizeLf { size }
+        } else if ext {
+            Chunk::Size { size, digits, ext }
+        } else if b == b';' || b == b' ' || b == b'\t' {
+            Chunk::Size {
+                size,
+                digits,
+                ext: true,
+            }
+        } else {
+            let d = (b as char).to_digit(16).ok_or(ProtocolError::ChunkSize)?;
+            if digits >= 15 {
+                return Err(ProtocolError::ChunkSize);
+            }
+            Chunk::Size {
+                size: size * 16 + d as u64,
+                digits: digits + 1,
+                ext,
+            }
+        })
     }
 }
 
