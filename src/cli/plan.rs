@@ -92,87 +92,12 @@ fn archbench_defaults() -> DefaultHeaders {
 }
 
 fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
-    if input.connections == 0 {
-        return Err(invalid(
-            "connections must be at least 1 (-c 0 opens nothing); use e.g. -c 50",
-        ));
-    }
-    if input.connections > MAX_CONNECTIONS {
-        return Err(invalid(format!(
-            "more than {MAX_CONNECTIONS} connections from one process is not supported; split the load with --part"
-        )));
-    }
-    if input.threads == 0 {
-        return Err(invalid("threads must be at least 1; use e.g. -t 2"));
-    }
-    if input.threads > MAX_THREADS {
-        return Err(invalid(format!(
-            "at most {MAX_THREADS} threads (this machine has {} cores; one per core is the default)",
-            crate::os::logical_cores()
-        )));
-    }
-    if input.requests == Some(0) {
-        return Err(invalid(
-            "request count must be at least 1; use e.g. -n 1000",
-        ));
-    }
-    if let Some(n) = input.requests {
-        if n < input.connections {
-            return Err(invalid(format!(
-                "-n {n} is below -c {}: each connection needs at least one request; raise -n or lower -c",
-                input.connections
-            )));
-        }
-    }
-    if input.duration == Some(Duration::ZERO) {
-        return Err(invalid("duration must be above zero; use e.g. -d 10s"));
-    }
-    if input.timeout.is_zero() {
-        return Err(invalid("timeout must be above zero; use e.g. --timeout 2s"));
-    }
-    let part = input.part;
-    if part.count > MAX_PARTS || u64::from(part.count) > input.connections {
-        return Err(invalid(format!(
-            "--part {}/{}: every part needs at least one connection, so at most {} parts (-c {}); raise -c or use fewer parts",
-            part.index,
-            part.count,
-            input.connections.min(u64::from(MAX_PARTS)),
-            input.connections
-        )));
-    }
-    let pacing = match input.rate {
-        None => Pacing::Closed,
-        Some(r) if r.is_finite() && r >= MIN_RATE => {
-            let local = r * part.share(input.connections) as f64 / input.connections as f64;
-            if local > MAX_LOCAL_RATE {
-                return Err(invalid(format!(
-                    "--rate {r}: more than {MAX_LOCAL_RATE} requests per second from one process is beyond one machine; split the load with --part"
-                )));
-            }
-            Pacing::Open { rate: r }
-        }
-        Some(r) => {
-            return Err(invalid(format!(
-                "--rate {r} is below {MIN_RATE} requests per second (one per 1,000 s); omit it for a closed loop"
-            )))
-        }
-    };
-    if let Some(at) = input.start_at {
-        if at
-            .duration_since(SystemTime::now())
-            .is_ok_and(|ahead| ahead > MAX_START_AHEAD)
-        {
-            return Err(invalid(
-                "--start-at lies more than a day ahead; check the time (RFC 3339 is UTC unless it says otherwise)",
-            ));
-        }
-    }
-    if input.method.is_empty() || !input.method.bytes().all(|b| b.is_ascii_alphabetic()) {
-        return Err(invalid(format!(
-            "invalid HTTP method {:?}; use e.g. GET or POST",
-            input.method
-        )));
-    }
+    check_counts(&input)?;
+    check_stop_and_timeout(&input)?;
+    check_part(&input)?;
+    let pacing = pacing(&input)?;
+    check_start_at(input.start_at)?;
+    check_method(&input.method)?;
     let target = Target::parse(input.url)?;
     let basic_auth = Target::basic_auth(input.url);
     Ok(Plan {
@@ -196,9 +121,117 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         pacing,
         timeout: input.timeout,
         insecure: input.insecure,
-        part,
+        part: input.part,
         start_at: input.start_at,
     })
+}
+
+/// Connections and threads: at least one each, at most what one process supports.
+fn check_counts(input: &PlanInput<'_>) -> Result<(), PlanError> {
+    if input.connections == 0 {
+        return Err(invalid(
+            "connections must be at least 1 (-c 0 opens nothing); use e.g. -c 50",
+        ));
+    }
+    if input.connections > MAX_CONNECTIONS {
+        return Err(invalid(format!(
+            "more than {MAX_CONNECTIONS} connections from one process is not supported; split the load with --part"
+        )));
+    }
+    if input.threads == 0 {
+        return Err(invalid("threads must be at least 1; use e.g. -t 2"));
+    }
+    if input.threads > MAX_THREADS {
+        return Err(invalid(format!(
+            "at most {MAX_THREADS} threads (this machine has {} cores; one per core is the default)",
+            crate::os::logical_cores()
+        )));
+    }
+    Ok(())
+}
+
+/// The stop rule (a request count no lower than the connections, a duration above zero) and
+/// the request timeout.
+fn check_stop_and_timeout(input: &PlanInput<'_>) -> Result<(), PlanError> {
+    if input.requests == Some(0) {
+        return Err(invalid(
+            "request count must be at least 1; use e.g. -n 1000",
+        ));
+    }
+    if let Some(n) = input.requests {
+        if n < input.connections {
+            return Err(invalid(format!(
+                "-n {n} is below -c {}: each connection needs at least one request; raise -n or lower -c",
+                input.connections
+            )));
+        }
+    }
+    if input.duration == Some(Duration::ZERO) {
+        return Err(invalid("duration must be above zero; use e.g. -d 10s"));
+    }
+    if input.timeout.is_zero() {
+        return Err(invalid("timeout must be above zero; use e.g. --timeout 2s"));
+    }
+    Ok(())
+}
+
+/// `--part`: every part needs at least one connection.
+fn check_part(input: &PlanInput<'_>) -> Result<(), PlanError> {
+    let part = input.part;
+    if part.count > MAX_PARTS || u64::from(part.count) > input.connections {
+        return Err(invalid(format!(
+            "--part {}/{}: every part needs at least one connection, so at most {} parts (-c {}); raise -c or use fewer parts",
+            part.index,
+            part.count,
+            input.connections.min(u64::from(MAX_PARTS)),
+            input.connections
+        )));
+    }
+    Ok(())
+}
+
+/// Closed loop without `--rate`; open at a rate this process's share of which it can keep.
+fn pacing(input: &PlanInput<'_>) -> Result<Pacing, PlanError> {
+    match input.rate {
+        None => Ok(Pacing::Closed),
+        Some(r) if r.is_finite() && r >= MIN_RATE => {
+            let local = r * input.part.share(input.connections) as f64 / input.connections as f64;
+            if local > MAX_LOCAL_RATE {
+                return Err(invalid(format!(
+                    "--rate {r}: more than {MAX_LOCAL_RATE} requests per second from one process is beyond one machine; split the load with --part"
+                )));
+            }
+            Ok(Pacing::Open { rate: r })
+        }
+        Some(r) => Err(invalid(format!(
+            "--rate {r} is below {MIN_RATE} requests per second (one per 1,000 s); omit it for a closed loop"
+        ))),
+    }
+}
+
+/// `--start-at`: at most a day ahead.
+fn check_start_at(start_at: Option<SystemTime>) -> Result<(), PlanError> {
+    if let Some(at) = start_at {
+        if at
+            .duration_since(SystemTime::now())
+            .is_ok_and(|ahead| ahead > MAX_START_AHEAD)
+        {
+            return Err(invalid(
+                "--start-at lies more than a day ahead; check the time (RFC 3339 is UTC unless it says otherwise)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The method: one or more ASCII letters.
+fn check_method(method: &str) -> Result<(), PlanError> {
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Err(invalid(format!(
+            "invalid HTTP method {method:?}; use e.g. GET or POST"
+        )));
+    }
+    Ok(())
 }
 
 fn read_body(path: &Path) -> Result<Vec<u8>, PlanError> {

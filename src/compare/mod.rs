@@ -463,32 +463,8 @@ where
     E: Send + From<RunPanicked>,
 {
     let mut result = ComparisonResult::new(plan, commands);
-    let n = plan.contenders.len();
-    // (contender indices run together, measured?)
-    let mut steps: Vec<(Vec<usize>, bool)> = Vec::new();
-    match plan.schedule {
-        Schedule::Interleave | Schedule::Parallel => {
-            let together = plan.schedule == Schedule::Parallel;
-            let rounds = (0..plan.runs).map(|_| true);
-            for measured in std::iter::once(false).filter(|_| plan.warmup).chain(rounds) {
-                if together {
-                    steps.push(((0..n).collect(), measured));
-                } else {
-                    steps.extend((0..n).map(|i| (vec![i], measured)));
-                }
-            }
-        }
-        Schedule::Sequential => {
-            for i in 0..n {
-                if plan.warmup {
-                    steps.push((vec![i], false));
-                }
-                steps.extend((0..plan.runs).map(|_| (vec![i], true)));
-            }
-        }
-    }
-    let mut measured_so_far = vec![0usize; n];
-    for (who, measured) in steps {
+    let mut measured_so_far = vec![0usize; plan.contenders.len()];
+    for (who, measured) in steps(plan) {
         if stop.load(Ordering::Relaxed) {
             result.interrupted = true;
             break;
@@ -496,20 +472,7 @@ where
         for &i in &who {
             on_run(&plan.contenders[i].name, measured_so_far[i] + 1, measured);
         }
-        let outcomes: Vec<Result<RunResult, E>> = if who.len() == 1 {
-            vec![run_one(&plan.contenders[who[0]])]
-        } else {
-            std::thread::scope(|s| {
-                let handles: Vec<_> = who
-                    .iter()
-                    .map(|&i| s.spawn(move || run_one(&plan.contenders[i])))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|_| Err(E::from(RunPanicked))))
-                    .collect()
-            })
-        };
+        let outcomes = run_together(plan, &who, run_one);
         let mut failure = None;
         for (&i, outcome) in who.iter().zip(outcomes) {
             let run = match outcome {
@@ -548,6 +511,60 @@ where
     }
     result.summarize();
     Ok(result)
+}
+
+/// The schedule as steps: the contenders (indices) run together, and whether the step is
+/// measured (not a warm-up).
+fn steps(plan: &ComparePlan) -> Vec<(Vec<usize>, bool)> {
+    let n = plan.contenders.len();
+    let mut steps: Vec<(Vec<usize>, bool)> = Vec::new();
+    match plan.schedule {
+        Schedule::Interleave | Schedule::Parallel => {
+            let together = plan.schedule == Schedule::Parallel;
+            let rounds = (0..plan.runs).map(|_| true);
+            for measured in std::iter::once(false).filter(|_| plan.warmup).chain(rounds) {
+                if together {
+                    steps.push(((0..n).collect(), measured));
+                } else {
+                    steps.extend((0..n).map(|i| (vec![i], measured)));
+                }
+            }
+        }
+        Schedule::Sequential => {
+            for i in 0..n {
+                if plan.warmup {
+                    steps.push((vec![i], false));
+                }
+                steps.extend((0..plan.runs).map(|_| (vec![i], true)));
+            }
+        }
+    }
+    steps
+}
+
+/// One run of each contender in `who`, on threads of their own when more than one; a run
+/// that panicked is a [`RunPanicked`] error.
+fn run_together<E>(
+    plan: &ComparePlan,
+    who: &[usize],
+    run_one: &(dyn Fn(&Contender) -> Result<RunResult, E> + Sync),
+) -> Vec<Result<RunResult, E>>
+where
+    E: Send + From<RunPanicked>,
+{
+    if who.len() == 1 {
+        return vec![run_one(&plan.contenders[who[0]])];
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = who
+            .iter()
+            .map(|&i| s.spawn(move || run_one(&plan.contenders[i])))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(E::from(RunPanicked))))
+            .collect()
+    })
 }
 
 #[cfg(test)]

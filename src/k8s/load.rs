@@ -70,30 +70,60 @@ pub async fn targets(
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let find = |name: &str| {
-        services
-            .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(name))
-    };
     let deployed: Vec<Arch> = Arch::ALL
         .into_iter()
-        .filter(|a| find(&a.service()).is_some())
+        .filter(|a| find_service(&services, &a.service()).is_some())
         .collect();
-    let wanted: Vec<Option<Arch>> = match selection {
+    let found = FoundServices {
+        cluster,
+        runtime,
+        services,
+        nodes,
+        deployed,
+    };
+    wanted(selection, &found.deployed)
+        .into_iter()
+        .map(|arch| found.target(arch, vantage))
+        .collect()
+}
+
+fn find_service<'a>(services: &'a [Service], name: &str) -> Option<&'a Service> {
+    services
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some(name))
+}
+
+/// The architectures a selection names (None for the multi-arch service), in order.
+fn wanted(selection: LoadSelection, deployed: &[Arch]) -> Vec<Option<Arch>> {
+    match selection {
         LoadSelection::Intel => vec![Some(Arch::Intel)],
         LoadSelection::Arm => vec![Some(Arch::Arm)],
         LoadSelection::Amd => vec![Some(Arch::Amd)],
         LoadSelection::Multiarch => vec![None],
         LoadSelection::Both => vec![Some(Arch::Intel), Some(Arch::Arm)],
         LoadSelection::All => deployed.iter().copied().map(Some).chain([None]).collect(),
-    };
-    let mut out = Vec::new();
-    for arch in wanted {
+    }
+}
+
+/// The namespace's services and the cluster's nodes, as listed once for every target.
+struct FoundServices<'a> {
+    cluster: &'a Cluster,
+    runtime: &'a tokio::runtime::Handle,
+    services: Vec<Service>,
+    nodes: Vec<Node>,
+    /// The architectures whose service exists.
+    deployed: Vec<Arch>,
+}
+
+impl FoundServices<'_> {
+    /// The target of one architecture's service (None: the multi-arch one).
+    fn target(&self, arch: Option<Arch>, vantage: Vantage) -> Result<LoadTarget, K8sError> {
+        let cluster = self.cluster;
         let (name, service) = match arch {
             Some(a) => (a.name().to_string(), a.service()),
             None => ("multiarch".to_string(), MULTIARCH_SERVICE.to_string()),
         };
-        let svc = find(&service).ok_or_else(|| K8sError::Failed {
+        let svc = find_service(&self.services, &service).ok_or_else(|| K8sError::Failed {
             what: format!("find service {service}"),
             message: format!(
                 "not in namespace {}; `archbench k8s up{}` creates it",
@@ -104,43 +134,49 @@ pub async fn targets(
         })?;
         let (url, cluster_address) = match vantage {
             Vantage::Outside => {
-                let address = service_address(svc, &nodes).ok_or_else(|| K8sError::Failed {
-                    what: format!("address of {service}"),
-                    message: "its LoadBalancer address is still pending; wait, or use --service-type NodePort with `archbench k8s up`".into(),
-                })?;
+                let address =
+                    service_address(svc, &self.nodes).ok_or_else(|| K8sError::Failed {
+                        what: format!("address of {service}"),
+                        message: "its LoadBalancer address is still pending; wait, or use --service-type NodePort with `archbench k8s up`".into(),
+                    })?;
                 (format!("http://{address}/"), None)
             }
             Vantage::InCluster => in_cluster_address(svc, &service, &cluster.namespace)?,
         };
-        let archs: Vec<Arch> = match arch {
-            Some(a) => vec![a],
-            None => deployed.clone(),
-        };
-        let watch = archs
-            .into_iter()
-            .map(|a| {
-                Arc::new(PodWatch {
-                    label: if arch.is_some() {
-                        name.clone()
-                    } else {
-                        format!("{name}/{}", a.name())
-                    },
-                    arch: a,
-                    cluster: cluster.clone(),
-                    runtime: runtime.clone(),
-                }) as Arc<dyn WatchSource>
-            })
-            .collect();
-        out.push(LoadTarget {
+        let watch = self.pod_watches(arch, &name);
+        Ok(LoadTarget {
             name,
             arch,
             service,
             url,
             cluster_address,
             watch,
-        });
+        })
     }
-    Ok(out)
+
+    /// The pods behind a target, one watch per architecture (named NAME/ARCH for the
+    /// multi-arch target).
+    fn pod_watches(&self, arch: Option<Arch>, name: &str) -> Vec<Arc<dyn WatchSource>> {
+        let archs: Vec<Arch> = match arch {
+            Some(a) => vec![a],
+            None => self.deployed.clone(),
+        };
+        archs
+            .into_iter()
+            .map(|a| {
+                Arc::new(PodWatch {
+                    label: if arch.is_some() {
+                        name.to_string()
+                    } else {
+                        format!("{name}/{}", a.name())
+                    },
+                    arch: a,
+                    cluster: self.cluster.clone(),
+                    runtime: self.runtime.clone(),
+                }) as Arc<dyn WatchSource>
+            })
+            .collect()
+    }
 }
 
 /// A service's in-cluster URL (its DNS name) and the ClusterIP:port behind the name.

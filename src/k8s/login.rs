@@ -5,7 +5,7 @@
 use std::io::IsTerminal;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{AttachParams, TerminalSize};
+use kube::api::{AttachParams, AttachedProcess, TerminalSize};
 use kube::{Api, ResourceExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -90,26 +90,49 @@ pub async fn login(
         .map_err(|e| api_error(e, "create", "pods/exec"))?;
     let _raw = if tty { RawTerminal::enter() } else { None };
     if tty {
-        if let (Some(mut sizes), Some(size)) = (process.terminal_size(), window_size()) {
-            use futures::SinkExt;
-            let _ = sizes.send(size).await;
-            // Follow the window as it changes.
-            tokio::spawn(async move {
-                let Ok(mut winch) =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
-                else {
-                    return;
-                };
-                while winch.recv().await.is_some() {
-                    if let Some(size) = window_size() {
-                        if sizes.send(size).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
+        follow_window(&mut process).await;
     }
+    forward_stdin(&mut process);
+    let output = copy_output(&mut process);
+    let status = match process.take_status() {
+        Some(s) => s.await,
+        None => None,
+    };
+    for task in output {
+        let _ = task.await;
+    }
+    exit_code(status.as_ref()).map_err(|message| K8sError::Failed {
+        what: format!("exec in {name}"),
+        message,
+    })
+}
+
+/// Tells the pod's terminal our window's size, now and whenever it changes.
+async fn follow_window(process: &mut AttachedProcess) {
+    let (Some(mut sizes), Some(size)) = (process.terminal_size(), window_size()) else {
+        return;
+    };
+    use futures::SinkExt;
+    let _ = sizes.send(size).await;
+    // Follow the window as it changes.
+    tokio::spawn(async move {
+        let Ok(mut winch) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+        else {
+            return;
+        };
+        while winch.recv().await.is_some() {
+            if let Some(size) = window_size() {
+                if sizes.send(size).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Our stdin to the pod's, when it takes one, until either ends.
+fn forward_stdin(process: &mut AttachedProcess) {
     if let Some(mut to_pod) = process.stdin() {
         tokio::spawn(async move {
             let mut input = tokio::io::stdin();
@@ -123,6 +146,10 @@ pub async fn login(
             let _ = to_pod.shutdown().await;
         });
     }
+}
+
+/// The pod's stdout and stderr to ours: the tasks copying them, to await before exiting.
+fn copy_output(process: &mut AttachedProcess) -> Vec<tokio::task::JoinHandle<()>> {
     let out = process.stdout().map(|mut r| {
         tokio::spawn(async move {
             let mut stdout = tokio::io::stdout();
@@ -136,15 +163,5 @@ pub async fn login(
             let _ = tokio::io::copy(&mut r, &mut stderr).await;
         })
     });
-    let status = match process.take_status() {
-        Some(s) => s.await,
-        None => None,
-    };
-    for task in [out, err].into_iter().flatten() {
-        let _ = task.await;
-    }
-    exit_code(status.as_ref()).map_err(|message| K8sError::Failed {
-        what: format!("exec in {name}"),
-        message,
-    })
+    [out, err].into_iter().flatten().collect()
 }

@@ -287,6 +287,31 @@ impl Seen {
             .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
             .count()
     }
+
+    /// Takes in what the watches sent next; a failed watch (but the slices' one that RBAC
+    /// refuses) or their end is the wait's error.
+    fn update(
+        &mut self,
+        next: Option<Result<Update, (&'static str, watcher::Error)>>,
+    ) -> Result<(), K8sError> {
+        match next {
+            Some(Ok(Update::Deployment(ev))) => fold(&mut self.deployments, ev),
+            Some(Ok(Update::Service(ev))) => fold(&mut self.services, ev),
+            Some(Ok(Update::Pod(ev))) => fold(&mut self.pods, ev),
+            Some(Ok(Update::Slice(ev))) => fold(&mut self.slices, ev),
+            Some(Err(("endpointslices.discovery.k8s.io", e))) if forbidden(&e) => {
+                self.slices_hidden = true;
+            }
+            Some(Err((resource, e))) => return Err(watch_error(e, resource)),
+            None => {
+                return Err(K8sError::Failed {
+                    what: "watch".into(),
+                    message: "the watch streams ended".into(),
+                })
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The label the EndpointSlice controller puts on a Service's slices.
@@ -467,6 +492,55 @@ pub async fn wait_ready(
 ) -> Result<(), K8sError> {
     let ns = setup.namespace.as_str();
     let client = &cluster.client;
+    let mut updates = watch_setup(client, ns);
+    let nodes: Vec<Node> = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut seen = Seen::default();
+    let deadline = tokio::time::Instant::now() + setup.wait_timeout;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut last_line = String::new();
+    loop {
+        tokio::select! {
+            next = updates.next() => seen.update(next)?,
+            _ = tick.tick() => {}
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(K8sError::Interrupted("waiting for the rollout".into()));
+        }
+        let now = Readiness::of(&seen, archs, &nodes);
+        if now.done() {
+            return Ok(());
+        }
+        if let Some(failed) = replicas_failed(cluster, ns, &seen, archs).await {
+            return Err(failed);
+        }
+        for pod in current_pods(&seen, setup, archs) {
+            if let Some(problem) = pod_problem(cluster, setup, pod).await {
+                return Err(problem);
+            }
+        }
+        let line = now.line();
+        if line != last_line {
+            progress(&line);
+            last_line = line;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(now.timeout(setup, last_line));
+        }
+    }
+}
+
+/// What the watches of a setup send, or the resource whose watch failed and why.
+type SetupUpdates = futures::stream::SelectAll<
+    futures::stream::BoxStream<'static, Result<Update, (&'static str, watcher::Error)>>,
+>;
+
+/// One stream of the setup's Deployments, Services and pods (by our labels) and the
+/// namespace's EndpointSlices. Nothing is asked of the API server until it is polled.
+fn watch_setup(client: &kube::Client, ns: &str) -> SetupUpdates {
     let config = watcher::Config::default().labels(&managed_selector());
     let deployments = watcher(
         Api::<Deployment>::namespaced(client.clone(), ns),
@@ -490,70 +564,32 @@ pub async fn wait_ready(
     )
     .map_ok(Update::Slice)
     .map_err(|e| ("endpointslices.discovery.k8s.io", e));
-    let mut updates = futures::stream::select_all([
+    futures::stream::select_all([
         deployments.boxed(),
         services.boxed(),
         pods.boxed(),
         slices.boxed(),
-    ]);
-    let nodes: Vec<Node> = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    let mut seen = Seen::default();
-    let deadline = tokio::time::Instant::now() + setup.wait_timeout;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let mut last_line = String::new();
-    loop {
-        tokio::select! {
-            next = updates.next() => match next {
-                Some(Ok(Update::Deployment(ev))) => fold(&mut seen.deployments, ev),
-                Some(Ok(Update::Service(ev))) => fold(&mut seen.services, ev),
-                Some(Ok(Update::Pod(ev))) => fold(&mut seen.pods, ev),
-                Some(Ok(Update::Slice(ev))) => fold(&mut seen.slices, ev),
-                Some(Err(("endpointslices.discovery.k8s.io", e))) if forbidden(&e) => {
-                    seen.slices_hidden = true;
-                }
-                Some(Err((resource, e))) => return Err(watch_error(e, resource)),
-                None => return Err(K8sError::Failed {
-                    what: "watch".into(),
-                    message: "the watch streams ended".into(),
-                }),
-            },
-            _ = tick.tick() => {}
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Err(K8sError::Interrupted("waiting for the rollout".into()));
-        }
-        let now = Readiness::of(&seen, archs, &nodes);
-        if now.done() {
-            return Ok(());
-        }
-        for a in archs {
-            if let Some(d) = seen.deployments.get(&a.deployment()) {
-                if let Some(why) = current_replica_failure(cluster, ns, d).await {
-                    return Err(K8sError::Failed {
-                        what: format!("the pods of {}", a.deployment()),
-                        message: why,
-                    });
-                }
+    ])
+}
+
+/// The first Deployment of `archs` whose ReplicaSet cannot create its pods, as the error.
+async fn replicas_failed(
+    cluster: &Cluster,
+    ns: &str,
+    seen: &Seen,
+    archs: &[Arch],
+) -> Option<K8sError> {
+    for a in archs {
+        if let Some(d) = seen.deployments.get(&a.deployment()) {
+            if let Some(why) = current_replica_failure(cluster, ns, d).await {
+                return Some(K8sError::Failed {
+                    what: format!("the pods of {}", a.deployment()),
+                    message: why,
+                });
             }
-        }
-        for pod in current_pods(&seen, setup, archs) {
-            if let Some(problem) = pod_problem(cluster, setup, pod).await {
-                return Err(problem);
-            }
-        }
-        let line = now.line();
-        if line != last_line {
-            progress(&line);
-            last_line = line;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(now.timeout(setup, last_line));
         }
     }
+    None
 }
 
 /// Whether a watch failed because RBAC refuses it.
@@ -899,31 +935,11 @@ pub async fn down(
 ) -> Result<DownReport, K8sError> {
     let client = &cluster.client;
     let ns = cluster.namespace.as_str();
-    let lp = ListParams::default().labels(&managed_selector());
-    let dp = DeleteParams::background();
-    let mut deleted = Vec::new();
-    macro_rules! delete_all {
-        ($kind:ty, $resource:expr, $label:expr) => {{
-            let api: Api<$kind> = Api::namespaced(client.clone(), ns);
-            let items = api
-                .list(&lp)
-                .await
-                .map_err(|e| api_error(e, "list", $resource))?
-                .items;
-            for o in items {
-                let name = o.name_any();
-                match api.delete(&name, &dp).await {
-                    Ok(_) => deleted.push(format!("{} {name}", $label)),
-                    Err(e) if not_found(&e) => {}
-                    Err(e) => return Err(api_error(e, "delete", $resource)),
-                }
-            }
-        }};
-    }
-    delete_all!(Job, "jobs.batch", "Job");
-    delete_all!(Deployment, "deployments.apps", "Deployment");
-    delete_all!(Service, "services", "Service");
-    delete_all!(ConfigMap, "configmaps", "ConfigMap");
+    let mut deleted = delete_managed::<Job>(client, ns, "jobs.batch", "Job").await?;
+    deleted
+        .extend(delete_managed::<Deployment>(client, ns, "deployments.apps", "Deployment").await?);
+    deleted.extend(delete_managed::<Service>(client, ns, "services", "Service").await?);
+    deleted.extend(delete_managed::<ConfigMap>(client, ns, "configmaps", "ConfigMap").await?);
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ours = namespaces
         .get_opt(ns)
@@ -945,14 +961,62 @@ pub async fn down(
         }
         keep
     };
-    if ours && !keep_namespace {
-        match namespaces.delete(ns, &dp).await {
+    let delete_namespace = ours && !keep_namespace;
+    if delete_namespace {
+        match namespaces.delete(ns, &DeleteParams::background()).await {
             Ok(_) => deleted.push(format!("Namespace {ns}")),
             Err(e) if not_found(&e) => {}
             Err(e) => return Err(api_error(e, "delete", "namespaces")),
         }
     }
-    // Gone means: no pod of ours left (and the namespace itself, when deleted).
+    wait_gone(client, ns, delete_namespace, timeout, stop).await?;
+    Ok(DownReport {
+        deleted,
+        kept_namespace,
+    })
+}
+
+/// Deletes (in the background) every object of kind `K` in `ns` with our labels; what it
+/// deleted, as "LABEL NAME". One already gone is no error.
+async fn delete_managed<K>(
+    client: &kube::Client,
+    ns: &str,
+    resource: &str,
+    label: &str,
+) -> Result<Vec<String>, K8sError>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    <K as Resource>::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let items = api
+        .list(&ListParams::default().labels(&managed_selector()))
+        .await
+        .map_err(|e| api_error(e, "list", resource))?
+        .items;
+    let mut deleted = Vec::new();
+    for o in items {
+        let name = o.name_any();
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => deleted.push(format!("{label} {name}")),
+            Err(e) if not_found(&e) => {}
+            Err(e) => return Err(api_error(e, "delete", resource)),
+        }
+    }
+    Ok(deleted)
+}
+
+/// Waits, within `timeout`, until no pod of ours is left in `ns` (and, when `namespace`,
+/// the namespace itself is gone).
+async fn wait_gone(
+    client: &kube::Client,
+    ns: &str,
+    namespace: bool,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<(), K8sError> {
+    let lp = ListParams::default().labels(&managed_selector());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     let deadline = tokio::time::Instant::now() + timeout;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     loop {
@@ -960,13 +1024,9 @@ pub async fn down(
             return Err(K8sError::Interrupted("waiting for the deletion".into()));
         }
         let pods_left = pods.list(&lp).await.map(|l| l.items.len()).unwrap_or(0);
-        let ns_left =
-            ours && !keep_namespace && namespaces.get_opt(ns).await.ok().flatten().is_some();
+        let ns_left = namespace && namespaces.get_opt(ns).await.ok().flatten().is_some();
         if pods_left == 0 && !ns_left {
-            return Ok(DownReport {
-                deleted,
-                kept_namespace,
-            });
+            return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(K8sError::Timeout {

@@ -252,116 +252,23 @@ impl Monitor {
         let stop = Arc::new(AtomicBool::new(false));
         let (wake, wait) = mpsc::channel::<()>();
         let (label, target) = (source.label().to_string(), source.target());
-        let flag = stop.clone();
         let now = Arc::new(Mutex::new(None));
-        let publish = now.clone();
+        let name = format!("archbench-watch-{label}");
+        let sampling = Sampling {
+            sampler,
+            label,
+            target,
+            run_start,
+            wait,
+            stop: stop.clone(),
+            publish: now.clone(),
+            fingerprint,
+            counters,
+            counters_unavailable,
+        };
         let thread = std::thread::Builder::new()
-            .name(format!("archbench-watch-{label}"))
-            .spawn(move || {
-                let left = run_start.saturating_duration_since(Instant::now());
-                let stopped_before_start = !left.is_zero()
-                    && !matches!(
-                        wait.recv_timeout(left),
-                        Err(mpsc::RecvTimeoutError::Timeout)
-                    );
-                let (first, started) = match sampler.sample() {
-                    Ok(s) => (s, Instant::now()),
-                    Err(_) => (validated, Instant::now()),
-                };
-                let mut peak = first.memory_bytes;
-                let mut processes = first.processes;
-                let mut samples = 1u64;
-                let mut last = (first, started);
-                let mut stopped = None;
-                // A run stopped before it started has nothing to sample.
-                for _ in std::iter::repeat(()).take_while(|_| !stopped_before_start) {
-                    // Sleeps until the next tick, or returns at once when stopped.
-                    let stopping = flag.load(Ordering::Relaxed)
-                        || !matches!(
-                            wait.recv_timeout(SAMPLE_EVERY),
-                            Err(mpsc::RecvTimeoutError::Timeout)
-                        );
-                    // A failed reading ends the sampling, never the run: what was measured
-                    // until then stays, and the report says what was lost.
-                    match sampler.sample() {
-                        Ok(s) if s.processes == 0 && first.processes > 0 => {
-                            stopped = Some(SamplingStopped {
-                                after_s: run_start.elapsed().as_secs_f64(),
-                                server_gone: true,
-                                reason: format!("every watched process of {target} exited"),
-                            });
-                            break;
-                        }
-                        Ok(s) => {
-                            samples += 1;
-                            peak = peak.max(s.memory_bytes);
-                            processes = processes.max(s.processes);
-                            let at = Instant::now();
-                            let dt = at.duration_since(last.1).as_secs_f64();
-                            let used = (s.cpu_user_s + s.cpu_system_s)
-                                - (last.0.cpu_user_s + last.0.cpu_system_s);
-                            if let Ok(mut n) = publish.lock() {
-                                *n = Some(ServerNow {
-                                    label: label.clone(),
-                                    target: target.clone(),
-                                    cores: if dt > 0.0 { used.max(0.0) / dt } else { 0.0 },
-                                    limit_cores: s.cpu_limit_cores,
-                                    memory_bytes: s.memory_bytes,
-                                    at_s: at.saturating_duration_since(run_start).as_secs_f64(),
-                                });
-                            }
-                            last = (s, at);
-                        }
-                        Err(e) => {
-                            stopped = Some(SamplingStopped {
-                                after_s: run_start.elapsed().as_secs_f64(),
-                                // A failed reading does not prove the server gone: a removed
-                                // cgroup may belong to a container restarted elsewhere.
-                                server_gone: false,
-                                reason: e.to_string(),
-                            });
-                            break;
-                        }
-                    }
-                    if stopping {
-                        break;
-                    }
-                }
-                let (last, last_at) = last;
-                let sampled_s = last_at.duration_since(started).as_secs_f64();
-                let cpu_user_s = (last.cpu_user_s - first.cpu_user_s).max(0.0);
-                let cpu_system_s = (last.cpu_system_s - first.cpu_system_s).max(0.0);
-                let cpu_s = cpu_user_s + cpu_system_s;
-                let per_second = |x: f64| if sampled_s > 0.0 { x / sampled_s } else { 0.0 };
-                let cores = per_second(cpu_s);
-                ServerUsage {
-                    label,
-                    target,
-                    sampled_s,
-                    samples,
-                    cpu_user_s,
-                    cpu_system_s,
-                    cpu_s,
-                    cores,
-                    machine_percent: cores * 100.0 / crate::os::logical_cores() as f64,
-                    peak_memory_bytes: peak,
-                    context_switches: last.context_switches.saturating_sub(first.context_switches),
-                    processes,
-                    requests_per_cpu_s: None,
-                    fingerprint,
-                    counters: match counters {
-                        Some(c) => c.finish(),
-                        None => counters_unavailable,
-                    },
-                    sampler_cpu_s: {
-                        let (u, s) = crate::os::thread_cpu();
-                        u + s
-                    },
-                    busiest_thread_demand: last.busiest_thread_demand_s.map(per_second),
-                    sampling_stopped: stopped,
-                    events: sampler.events(),
-                }
-            })
+            .name(name)
+            .spawn(move || sampling.run(validated))
             .map_err(|source| MonitorError::Read {
                 path: "monitor thread".into(),
                 source,
@@ -398,6 +305,168 @@ impl Monitor {
     }
 }
 
+/// A monitor's thread: the opened source, sampled from the run's start until stopped.
+struct Sampling {
+    sampler: Box<dyn ResourceSampler>,
+    label: String,
+    target: String,
+    run_start: Instant,
+    /// Wakes the thread at once when the monitor finishes.
+    wait: mpsc::Receiver<()>,
+    stop: Arc<AtomicBool>,
+    /// Where the latest interval goes for live views.
+    publish: Arc<Mutex<Option<ServerNow>>>,
+    fingerprint: ServerFingerprint,
+    counters: Option<perf::Counters>,
+    counters_unavailable: Vec<CounterValue>,
+}
+
+/// What the samples so far add up to.
+struct Tally {
+    first: ResourceSample,
+    started: Instant,
+    peak: u64,
+    processes: u32,
+    samples: u64,
+    last: (ResourceSample, Instant),
+    stopped: Option<SamplingStopped>,
+}
+
+impl Sampling {
+    /// The thread's whole life; `validated` is the sample [`Monitor::start`] took, the first
+    /// one should the sample at the run's start fail.
+    fn run(mut self, validated: ResourceSample) -> ServerUsage {
+        let stopped_before_start = self.wait_for_start();
+        let (first, started) = match self.sampler.sample() {
+            Ok(s) => (s, Instant::now()),
+            Err(_) => (validated, Instant::now()),
+        };
+        let mut tally = Tally {
+            first,
+            started,
+            peak: first.memory_bytes,
+            processes: first.processes,
+            samples: 1,
+            last: (first, started),
+            stopped: None,
+        };
+        // A run stopped before it started has nothing to sample.
+        if !stopped_before_start {
+            self.sample_until_stopped(&mut tally);
+        }
+        self.usage(tally)
+    }
+
+    /// Waits for the run's start; whether the monitor was stopped before it.
+    fn wait_for_start(&self) -> bool {
+        let left = self.run_start.saturating_duration_since(Instant::now());
+        !left.is_zero()
+            && !matches!(
+                self.wait.recv_timeout(left),
+                Err(mpsc::RecvTimeoutError::Timeout)
+            )
+    }
+
+    /// One sample a tick until stopped, or until the target is gone or cannot be read.
+    fn sample_until_stopped(&mut self, tally: &mut Tally) {
+        loop {
+            // Sleeps until the next tick, or returns at once when stopped.
+            let stopping = self.stop.load(Ordering::Relaxed)
+                || !matches!(
+                    self.wait.recv_timeout(SAMPLE_EVERY),
+                    Err(mpsc::RecvTimeoutError::Timeout)
+                );
+            // A failed reading ends the sampling, never the run: what was measured
+            // until then stays, and the report says what was lost.
+            match self.sampler.sample() {
+                Ok(s) if s.processes == 0 && tally.first.processes > 0 => {
+                    tally.stopped = Some(SamplingStopped {
+                        after_s: self.run_start.elapsed().as_secs_f64(),
+                        server_gone: true,
+                        reason: format!("every watched process of {} exited", self.target),
+                    });
+                    break;
+                }
+                Ok(s) => self.record(tally, s),
+                Err(e) => {
+                    tally.stopped = Some(SamplingStopped {
+                        after_s: self.run_start.elapsed().as_secs_f64(),
+                        // A failed reading does not prove the server gone: a removed
+                        // cgroup may belong to a container restarted elsewhere.
+                        server_gone: false,
+                        reason: e.to_string(),
+                    });
+                    break;
+                }
+            }
+            if stopping {
+                break;
+            }
+        }
+    }
+
+    /// Adds a sample to the tally and publishes the interval since the last one.
+    fn record(&self, tally: &mut Tally, s: ResourceSample) {
+        tally.samples += 1;
+        tally.peak = tally.peak.max(s.memory_bytes);
+        tally.processes = tally.processes.max(s.processes);
+        let at = Instant::now();
+        let last = &tally.last;
+        let dt = at.duration_since(last.1).as_secs_f64();
+        let used = (s.cpu_user_s + s.cpu_system_s) - (last.0.cpu_user_s + last.0.cpu_system_s);
+        if let Ok(mut n) = self.publish.lock() {
+            *n = Some(ServerNow {
+                label: self.label.clone(),
+                target: self.target.clone(),
+                cores: if dt > 0.0 { used.max(0.0) / dt } else { 0.0 },
+                limit_cores: s.cpu_limit_cores,
+                memory_bytes: s.memory_bytes,
+                at_s: at.saturating_duration_since(self.run_start).as_secs_f64(),
+            });
+        }
+        tally.last = (s, at);
+    }
+
+    /// What was used between the first and the last sample.
+    fn usage(mut self, tally: Tally) -> ServerUsage {
+        let Tally { first, started, .. } = tally;
+        let (last, last_at) = tally.last;
+        let sampled_s = last_at.duration_since(started).as_secs_f64();
+        let cpu_user_s = (last.cpu_user_s - first.cpu_user_s).max(0.0);
+        let cpu_system_s = (last.cpu_system_s - first.cpu_system_s).max(0.0);
+        let cpu_s = cpu_user_s + cpu_system_s;
+        let per_second = |x: f64| if sampled_s > 0.0 { x / sampled_s } else { 0.0 };
+        let cores = per_second(cpu_s);
+        ServerUsage {
+            label: self.label,
+            target: self.target,
+            sampled_s,
+            samples: tally.samples,
+            cpu_user_s,
+            cpu_system_s,
+            cpu_s,
+            cores,
+            machine_percent: cores * 100.0 / crate::os::logical_cores() as f64,
+            peak_memory_bytes: tally.peak,
+            context_switches: last.context_switches.saturating_sub(first.context_switches),
+            processes: tally.processes,
+            requests_per_cpu_s: None,
+            fingerprint: self.fingerprint,
+            counters: match self.counters {
+                Some(c) => c.finish(),
+                None => self.counters_unavailable,
+            },
+            sampler_cpu_s: {
+                let (u, s) = crate::os::thread_cpu();
+                u + s
+            },
+            busiest_thread_demand: last.busiest_thread_demand_s.map(per_second),
+            sampling_stopped: tally.stopped,
+            events: self.sampler.events(),
+        }
+    }
+}
+
 /// Share of a core at which a thread or process counts as saturated (also in live views).
 pub const SATURATED: f64 = 0.9;
 
@@ -409,28 +478,52 @@ pub const LATE_SENDS_US: u64 = 1_000;
 /// schedule: the check a careful engineer makes by hand before believing a benchmark. The
 /// reason gives figures, not flags: each front end adds advice in its own flags.
 pub fn limiter(r: &RunResult) -> Limiter {
-    let (client, servers) = (&r.client, &r.servers);
-    if let Some((s, stopped)) = servers.iter().find_map(|s| {
+    if let Some(gone) = server_gone(r) {
+        return gone;
+    }
+    let (side, mut reason) = saturated_side(r);
+    if let Some(answers) = r.error_answers() {
+        reason.push_str(&format!("; {answers}"));
+    }
+    if let Some(p) = &r.pacing {
+        let attempted = r.totals.attempted.max(1);
+        if p.held_by_busy_connection * 100 > attempted {
+            reason.push_str(&format!(
+                "; {:.1}% of requests were due while their connection still waited for a response: too few connections for this rate at this latency",
+                p.held_by_busy_connection as f64 * 100.0 / attempted as f64
+            ));
+        }
+    }
+    Limiter { side, reason }
+}
+
+/// A watched server that went away during the run limited it, whatever else did.
+fn server_gone(r: &RunResult) -> Option<Limiter> {
+    let (s, stopped) = r.servers.iter().find_map(|s| {
         s.sampling_stopped
             .as_ref()
             .filter(|st| st.server_gone)
             .map(|st| (s, st))
-    }) {
-        let from = stopped.after_s.floor() as u32;
-        let failed_after: u64 = r
-            .series
-            .iter()
-            .filter(|x| x.second + r.series_step_s > from)
-            .map(|x| x.errors)
-            .sum();
-        return Limiter {
-            side: LimiterSide::ServerGone,
-            reason: format!(
-                "server {} went away {:.1} s into the run ({}); {} requests failed from then on: the figures after that measure its absence, not its speed",
-                s.label, stopped.after_s, stopped.reason, failed_after
-            ),
-        };
-    }
+    })?;
+    let from = stopped.after_s.floor() as u32;
+    let failed_after: u64 = r
+        .series
+        .iter()
+        .filter(|x| x.second + r.series_step_s > from)
+        .map(|x| x.errors)
+        .sum();
+    Some(Limiter {
+        side: LimiterSide::ServerGone,
+        reason: format!(
+            "server {} went away {:.1} s into the run ({}); {} requests failed from then on: the figures after that measure its absence, not its speed",
+            s.label, stopped.after_s, stopped.reason, failed_after
+        ),
+    })
+}
+
+/// Which side's CPU (or, open loop, the schedule) was saturated, and the figures that say so.
+fn saturated_side(r: &RunResult) -> (LimiterSide, String) {
+    let (client, servers) = (&r.client, &r.servers);
     let late_p99 = r
         .pacing
         .as_ref()
@@ -438,29 +531,8 @@ pub fn limiter(r: &RunResult) -> Limiter {
         .filter(|&us| us > LATE_SENDS_US);
     let client_full = client.busiest_worker_percent >= SATURATED * 100.0 || late_p99.is_some();
     let full: Vec<&ServerUsage> = servers.iter().filter(|s| saturated(s)).collect();
-    let server_reason = |s: &ServerUsage| match s.busiest_thread_demand {
-        Some(c) if c >= SATURATED => format!(
-            "server {}: one of its threads ran or waited to run {:.0}% of the time",
-            s.label,
-            c * 100.0
-        ),
-        _ => format!(
-            "server {}: {:.0}% of the machine's CPU",
-            s.label, s.machine_percent
-        ),
-    };
-    let client_reason = match late_p99 {
-        Some(us) => format!(
-            "client: requests went out late against the open-loop schedule (p99 send lateness {:.1} ms; busiest worker {:.0}% of the time running or waiting to run), which inflates the latencies measured",
-            us as f64 / 1000.0,
-            client.busiest_worker_percent
-        ),
-        None => format!(
-            "client: a worker thread ran or waited to run {:.0}% of the time; the figures describe archbench, not the server",
-            client.busiest_worker_percent
-        ),
-    };
-    let (side, mut reason) = match (client_full, full.first(), servers.is_empty()) {
+    let client_reason = client_reason(client, late_p99);
+    match (client_full, full.first(), servers.is_empty()) {
         (true, Some(s), _) => (LimiterSide::Both, format!("{client_reason}; and {}", server_reason(s))),
         (true, None, _) => (LimiterSide::Client, client_reason),
         (false, Some(s), _) => (LimiterSide::Server, server_reason(s)),
@@ -475,20 +547,37 @@ pub fn limiter(r: &RunResult) -> Limiter {
             LimiterSide::Neither,
             "neither side's CPU was saturated: latency-, network- or lock-bound".to_string(),
         ),
-    };
-    if let Some(answers) = r.error_answers() {
-        reason.push_str(&format!("; {answers}"));
     }
-    if let Some(p) = &r.pacing {
-        let attempted = r.totals.attempted.max(1);
-        if p.held_by_busy_connection * 100 > attempted {
-            reason.push_str(&format!(
-                "; {:.1}% of requests were due while their connection still waited for a response: too few connections for this rate at this latency",
-                p.held_by_busy_connection as f64 * 100.0 / attempted as f64
-            ));
-        }
+}
+
+/// Why a saturated server limited the run: one thread at its core, or the machine's CPU.
+fn server_reason(s: &ServerUsage) -> String {
+    match s.busiest_thread_demand {
+        Some(c) if c >= SATURATED => format!(
+            "server {}: one of its threads ran or waited to run {:.0}% of the time",
+            s.label,
+            c * 100.0
+        ),
+        _ => format!(
+            "server {}: {:.0}% of the machine's CPU",
+            s.label, s.machine_percent
+        ),
     }
-    Limiter { side, reason }
+}
+
+/// Why the client limited the run: late sends (`late_p99`, in µs) or a busy worker.
+fn client_reason(client: &crate::stats::ClientUsage, late_p99: Option<u64>) -> String {
+    match late_p99 {
+        Some(us) => format!(
+            "client: requests went out late against the open-loop schedule (p99 send lateness {:.1} ms; busiest worker {:.0}% of the time running or waiting to run), which inflates the latencies measured",
+            us as f64 / 1000.0,
+            client.busiest_worker_percent
+        ),
+        None => format!(
+            "client: a worker thread ran or waited to run {:.0}% of the time; the figures describe archbench, not the server",
+            client.busiest_worker_percent
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -267,6 +267,19 @@ impl Recorder {
     /// histogram of all values. Histograms from elsewhere with values beyond ours are
     /// refused, and nothing is changed then.
     pub fn merge(&mut self, other: &Recorder, offset_s: u32) -> Result<(), IncompatibleHistograms> {
+        self.merge_histograms(other)?;
+        self.merge_latency_series(other, offset_s);
+        self.add_counts(other);
+        if self.server_header.is_none() {
+            self.server_header.clone_from(&other.server_header);
+        }
+        self.merge_series(other, offset_s);
+        Ok(())
+    }
+
+    /// Adds the other's histograms to ours, or refuses before changing any when one's
+    /// configuration differs.
+    fn merge_histograms(&mut self, other: &Recorder) -> Result<(), IncompatibleHistograms> {
         let mut pairs = [
             ("total", &mut self.total, &other.total),
             ("service", &mut self.service, &other.service),
@@ -304,14 +317,25 @@ impl Recorder {
                     which: "send_lateness",
                 })?;
         }
-        // A recording with responses but no latency series (a document of an older build)
-        // leaves the merge without one: a partial series would not add up to the totals.
+        Ok(())
+    }
+
+    /// Merges the latency series, before the counts are added (they tell which recording
+    /// has responses). A recording with responses but no latency series (a document of an
+    /// older build) leaves the merge without one: a partial series would not add up to the
+    /// totals.
+    fn merge_latency_series(&mut self, other: &Recorder, offset_s: u32) {
         let without_series = |r: &Recorder| r.completed > 0 && r.latency.is_empty();
         if without_series(self) || without_series(other) {
             self.latency = LatencySeries::default();
         } else {
             self.latency.merge(&other.latency, offset_s);
         }
+    }
+
+    /// Adds the other's counts to ours: requests, errors, statuses, bytes, connections and
+    /// body-length mismatches (against our first body length).
+    fn add_counts(&mut self, other: &Recorder) {
         self.sends_held_by_busy_connection += other.sends_held_by_busy_connection;
         self.completed += other.completed;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
@@ -336,9 +360,10 @@ impl Recorder {
             }
             _ => {}
         }
-        if self.server_header.is_none() {
-            self.server_header.clone_from(&other.server_header);
-        }
+    }
+
+    /// Adds the other's per-second series, `offset_s` later than ours.
+    fn merge_series(&mut self, other: &Recorder, offset_s: u32) {
         // A coarser series absorbs a finer one; steps are powers of two, so they nest.
         while self.series_step_s < other.series_step_s {
             self.coarsen();
@@ -346,7 +371,6 @@ impl Recorder {
         for s in &other.series {
             self.second(s.second.saturating_add(offset_s)).add(s);
         }
-        Ok(())
     }
 }
 

@@ -428,47 +428,14 @@ impl RunResult {
             elapsed_s,
             interrupted,
         } = times;
-        let errors = ErrorCounts {
-            connect: rec.errors[ErrorKind::Connect as usize],
-            connect_no_local_port: rec.ports_exhausted,
-            tls: rec.errors[ErrorKind::Tls as usize],
-            timeout: rec.errors[ErrorKind::Timeout as usize],
-            read: rec.errors[ErrorKind::Read as usize],
-            write: rec.errors[ErrorKind::Write as usize],
-            protocol: rec.errors[ErrorKind::Protocol as usize],
-        };
-        let status_codes: BTreeMap<String, u64> = rec
-            .status_counts()
-            .map(|(c, n)| (c.to_string(), n))
-            .collect();
-        let non_2xx_3xx = rec
-            .status_counts()
-            .filter(|(c, _)| !(200..400).contains(c))
-            .map(|(_, n)| n)
-            .sum();
-        let per_sec = |n: u64| {
-            if elapsed_s > 0.0 {
-                n as f64 / elapsed_s
-            } else {
-                0.0
-            }
-        };
-        let error_total = rec.error_total();
-        let attempted = rec.completed + error_total;
+        let totals = recorded_totals(&rec, elapsed_s);
         // The series ends with the run: drop steps past the elapsed time.
         let mut series = rec.series.clone();
         series.truncate((elapsed_s / f64::from(rec.series_step_s)).ceil() as usize);
         let open_loop = plan.rate.is_some();
-        let pacing = plan.rate.map(|target_rate| PacingSummary {
-            target_rate,
-            achieved_rate: per_sec(attempted),
-            lateness: rec
-                .send_lateness
-                .as_ref()
-                .map(LatencySummary::of)
-                .unwrap_or_default(),
-            held_by_busy_connection: rec.sends_held_by_busy_connection,
-        });
+        let pacing = plan
+            .rate
+            .map(|target_rate| recorded_pacing(&rec, target_rate, &totals));
         RunResult {
             kind: RESULT_KIND.to_string(),
             schema_version: RESULT_SCHEMA_VERSION,
@@ -477,22 +444,12 @@ impl RunResult {
             plan,
             environment,
             interrupted,
-            totals: Totals {
-                requests: rec.completed,
-                errors: error_total,
-                attempted,
-                elapsed_s,
-                requests_per_sec: per_sec(rec.completed),
-                bytes_read: rec.bytes_read,
-                bytes_written: rec.bytes_written,
-                body_bytes: rec.body_bytes,
-                keepalive_responses: rec.keepalive_responses,
-                bytes_read_per_sec: per_sec(rec.bytes_read),
-                connections_opened: rec.connections_opened,
-                non_2xx_3xx,
-            },
-            errors,
-            status_codes,
+            totals,
+            errors: recorded_errors(&rec),
+            status_codes: rec
+                .status_counts()
+                .map(|(c, n)| (c.to_string(), n))
+                .collect(),
             response: ResponseInfo {
                 server: rec.server_header.clone(),
                 first_body_bytes: rec.first_body_len,
@@ -511,16 +468,7 @@ impl RunResult {
             latency_series: rec.latency.to_steps().unwrap_or_default(),
             latency_step_s: rec.latency.step_s,
             pacing,
-            histograms: Histograms {
-                total: SerializedHistogram(rec.total),
-                service: SerializedHistogram(rec.service),
-                connect: SerializedHistogram(rec.connect),
-                first_byte: SerializedHistogram(rec.first_byte),
-                worker_rate: SerializedHistogram(rec.worker_rate),
-                send_lateness: open_loop.then(|| {
-                    SerializedHistogram(rec.send_lateness.unwrap_or_else(latency_histogram))
-                }),
-            },
+            histograms: recorded_histograms(rec, open_loop),
             client: ClientUsage::default(),
             servers: Vec::new(),
             limiter: Limiter {
@@ -613,6 +561,80 @@ impl RunResult {
         rec.series_step_s = self.series_step_s;
         rec.latency = latency;
         Ok(rec)
+    }
+}
+
+/// `n` a second over `elapsed_s` (0 for a run that took no time).
+fn per_second(n: u64, elapsed_s: f64) -> f64 {
+    if elapsed_s > 0.0 {
+        n as f64 / elapsed_s
+    } else {
+        0.0
+    }
+}
+
+/// A recording's totals over a run of `elapsed_s`.
+fn recorded_totals(rec: &Recorder, elapsed_s: f64) -> Totals {
+    let non_2xx_3xx = rec
+        .status_counts()
+        .filter(|(c, _)| !(200..400).contains(c))
+        .map(|(_, n)| n)
+        .sum();
+    let error_total = rec.error_total();
+    let attempted = rec.completed + error_total;
+    Totals {
+        requests: rec.completed,
+        errors: error_total,
+        attempted,
+        elapsed_s,
+        requests_per_sec: per_second(rec.completed, elapsed_s),
+        bytes_read: rec.bytes_read,
+        bytes_written: rec.bytes_written,
+        body_bytes: rec.body_bytes,
+        keepalive_responses: rec.keepalive_responses,
+        bytes_read_per_sec: per_second(rec.bytes_read, elapsed_s),
+        connections_opened: rec.connections_opened,
+        non_2xx_3xx,
+    }
+}
+
+/// An open loop's pacing: the rate asked for, the rate attempted, how late requests went out.
+fn recorded_pacing(rec: &Recorder, target_rate: f64, totals: &Totals) -> PacingSummary {
+    PacingSummary {
+        target_rate,
+        achieved_rate: per_second(totals.attempted, totals.elapsed_s),
+        lateness: rec
+            .send_lateness
+            .as_ref()
+            .map(LatencySummary::of)
+            .unwrap_or_default(),
+        held_by_busy_connection: rec.sends_held_by_busy_connection,
+    }
+}
+
+/// A recording's failed requests by kind.
+fn recorded_errors(rec: &Recorder) -> ErrorCounts {
+    ErrorCounts {
+        connect: rec.errors[ErrorKind::Connect as usize],
+        connect_no_local_port: rec.ports_exhausted,
+        tls: rec.errors[ErrorKind::Tls as usize],
+        timeout: rec.errors[ErrorKind::Timeout as usize],
+        read: rec.errors[ErrorKind::Read as usize],
+        write: rec.errors[ErrorKind::Write as usize],
+        protocol: rec.errors[ErrorKind::Protocol as usize],
+    }
+}
+
+/// A recording's histograms, kept whole; the send lateness only of an open loop.
+fn recorded_histograms(rec: Recorder, open_loop: bool) -> Histograms {
+    Histograms {
+        total: SerializedHistogram(rec.total),
+        service: SerializedHistogram(rec.service),
+        connect: SerializedHistogram(rec.connect),
+        first_byte: SerializedHistogram(rec.first_byte),
+        worker_rate: SerializedHistogram(rec.worker_rate),
+        send_lateness: open_loop
+            .then(|| SerializedHistogram(rec.send_lateness.unwrap_or_else(latency_histogram))),
     }
 }
 

@@ -30,18 +30,7 @@ struct Shared {
 
 pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let mut plan = run_plan(&a.run)?;
-    let bad = |why: String| {
-        PlanError::Invalid(format!(
-            "--control {}: {why}; give a free ADDRESS:PORT to listen on",
-            a.control
-        ))
-    };
-    let addr = control_address(&a.control).ok_or_else(|| bad("not an ADDRESS:PORT".into()))?;
-    let listener = TcpListener::bind(addr).map_err(|e| bad(e.to_string()))?;
-    // Port 0 binds a free one: say which.
-    let bound = listener
-        .local_addr()
-        .map_or_else(|_| a.control.clone(), |l| l.to_string());
+    let (listener, bound) = listen(&a.control)?;
     let shared = Arc::new(Mutex::new(Shared::default()));
     let (start_tx, start_rx) = mpsc::channel::<SystemTime>();
     let part = plan.part;
@@ -52,43 +41,14 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         part,
         token: a.control_token.clone().filter(|t| !t.is_empty()),
     };
-    std::thread::Builder::new()
-        .name("archbench-control".into())
-        .spawn(move || {
-            for conn in listener.incoming() {
-                match conn {
-                    Ok(conn) => {
-                        let _ = endpoint.serve(conn);
-                    }
-                    // Out of descriptors, say: let it pass rather than spin on it.
-                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
-        })
-        .context("cannot start the control endpoint")?;
+    endpoint.serve_on(listener)?;
     eprintln!(
         "archbench agent: part {}/{} waiting for its start on {bound}",
         part.index, part.count
     );
-    // Wait for the start instant, or a signal, or the deadline.
-    let deadline = Instant::now() + a.start_timeout;
-    let start = loop {
-        if signals.stop.load(Ordering::Relaxed) {
-            if signals.signalled() {
-                return Ok(signals.exit_code());
-            }
-            eprintln!("archbench agent: stopped before its start (POST /stop); nothing was sent");
-            return Ok(0);
-        }
-        match start_rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(at) => break at,
-            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
-            Err(_) => anyhow::bail!(
-                "no start instant within {} s (POST /start on {})",
-                a.start_timeout.as_secs(),
-                a.control
-            ),
-        }
+    let start = match wait_for_start(a, &start_rx, signals)? {
+        Start::At(at) => at,
+        Start::Stopped(code) => return Ok(code),
     };
     plan.start_at = Some(start);
     let result = execute(&plan, &[], &signals.stop, |_, _| {})?;
@@ -108,6 +68,57 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// The control endpoint's listener on `--control`, and the address it is bound to (port 0
+/// binds a free one: say which).
+fn listen(control: &str) -> Result<(TcpListener, String), PlanError> {
+    let bad = |why: String| {
+        PlanError::Invalid(format!(
+            "--control {control}: {why}; give a free ADDRESS:PORT to listen on"
+        ))
+    };
+    let addr = control_address(control).ok_or_else(|| bad("not an ADDRESS:PORT".into()))?;
+    let listener = TcpListener::bind(addr).map_err(|e| bad(e.to_string()))?;
+    let bound = listener
+        .local_addr()
+        .map_or_else(|_| control.to_string(), |l| l.to_string());
+    Ok((listener, bound))
+}
+
+/// How the wait for the start ended.
+enum Start {
+    /// The instant all workers start at.
+    At(SystemTime),
+    /// Stopped before it (a signal or `POST /stop`): exit with this code, nothing sent.
+    Stopped(i32),
+}
+
+/// Waits for the start instant, or a signal, or the deadline (`--start-timeout`).
+fn wait_for_start(
+    a: &AgentArgs,
+    start_rx: &mpsc::Receiver<SystemTime>,
+    signals: &StopSignals,
+) -> anyhow::Result<Start> {
+    let deadline = Instant::now() + a.start_timeout;
+    loop {
+        if signals.stop.load(Ordering::Relaxed) {
+            if signals.signalled() {
+                return Ok(Start::Stopped(signals.exit_code()));
+            }
+            eprintln!("archbench agent: stopped before its start (POST /stop); nothing was sent");
+            return Ok(Start::Stopped(0));
+        }
+        match start_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(at) => return Ok(Start::At(at)),
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+            Err(_) => anyhow::bail!(
+                "no start instant within {} s (POST /start on {})",
+                a.start_timeout.as_secs(),
+                a.control
+            ),
+        }
+    }
 }
 
 /// `ADDRESS:PORT`, also with a bare IPv6 address (`fd00::5:9090`), as `$(POD_IP):PORT`
@@ -136,6 +147,24 @@ const MAX_HEAD: u64 = 8 * 1024;
 const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 
 impl Endpoint {
+    /// Serves the control endpoint on its own thread, one request at a time.
+    fn serve_on(self, listener: TcpListener) -> anyhow::Result<()> {
+        std::thread::Builder::new()
+            .name("archbench-control".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    match conn {
+                        Ok(conn) => {
+                            let _ = self.serve(conn);
+                        }
+                        // Out of descriptors, say: let it pass rather than spin on it.
+                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                    }
+                }
+            })
+            .context("cannot start the control endpoint")?;
+        Ok(())
+    }
     /// One request on the control endpoint.
     fn serve(&self, mut conn: TcpStream) -> std::io::Result<()> {
         let deadline = Instant::now() + REQUEST_DEADLINE;

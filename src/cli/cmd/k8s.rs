@@ -417,38 +417,17 @@ fn load(
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     check_prices(&l.cost, &names)?;
     let (plan, commands) = load_plan(&targets, l, runs, how.is_some(), &cluster.namespace)?;
-    let dir = l.out_dir.join(timefmt::compact(SystemTime::now()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let (json, md) = (dir.join("k8s-load.json"), dir.join("k8s-load.md"));
+    let files = LoadFiles::create(l)?;
     if l.layout == K8sLayout::Wrk {
-        for (t, cmd) in targets.iter().zip(&commands) {
-            eprintln!(
-                "Running wrk test for {} on {}...",
-                t.name.to_uppercase(),
-                t.url
-            );
-            eprintln!("{cmd}");
-        }
+        announce_wrk(&targets, &commands);
     }
-    let whole = k8s::WholeLoad {
-        connections: l.connections,
-        threads: l.threads,
-        duration: l.duration,
-        rate: l.rate,
-        timeout: l.timeout,
-    };
+    let whole = whole_load(l);
     let say = |line: &str| {
         if l.layout == K8sLayout::Text {
             eprintln!("  {line}");
         }
     };
-    // Load from outside the cluster is measured here, live; in-cluster workers report only
-    // when they end, so they get no dashboard.
-    let tui = how.is_none()
-        && live::want_tui(&l.live, l.layout != K8sLayout::Text, true, Some(l.duration))?;
-    let title = format!("k8s load {}", names.join(" vs "));
-    let say_runs = l.layout == K8sLayout::Text;
-    let mut session = Session::begin(&l.live, &plan.contenders, tui, title, say_runs, signals)?;
+    let mut session = load_session(l, &plan, how.is_some(), &names, signals)?;
     let workers = |c: &Contender| -> anyhow::Result<crate::stats::RunResult> {
         let Some(how) = &how else {
             anyhow::bail!("internal error: in-cluster workers for a load from outside");
@@ -462,14 +441,11 @@ fn load(
             cluster,
             how,
             whole: &whole,
-            dir: &dir,
+            dir: &files.dir,
         };
         run.measure(target, &say, &signals.stop)
     };
-    let mut save = |c: &ComparisonResult| -> anyhow::Result<()> {
-        crate::report::save_json_value(c, &json)
-            .with_context(|| format!("cannot write {}", json.display()))
-    };
+    let mut save = |c: &ComparisonResult| files.save_json(c);
     let run_one: Option<RunOne> = match how {
         Some(_) => Some(&workers),
         None => None,
@@ -479,39 +455,115 @@ fn load(
     let mut result = result?;
     result.cost = result.costs(&l.cost);
     save(&result)?;
-    write_markdown(&result, &md)?;
-    write_stdout(|out| match l.layout {
-        K8sLayout::Text => {
-            TextReport.write(&result, out)?;
-            if how.is_some() {
-                write_workers(&result, l.per_worker, out)?;
-            }
-            Ok(())
-        }
-        K8sLayout::Wrk => {
-            ScriptReport { plan: &plan }.write(&result, out)?;
-            if how.is_some() {
-                write_workers(&result, l.per_worker, out)?;
-            }
-            ScriptReport::done(&result, out)
-        }
-    })?;
-    eprintln!(
-        "archbench k8s load: wrote {} and {}",
-        json.display(),
-        md.display()
-    );
-    if how.is_some() {
-        eprintln!(
-            "archbench k8s load: each worker's own result is in {}",
-            dir.join("workers").display()
-        );
-    }
+    write_markdown(&result, &files.md)?;
+    write_load_report(&result, &plan, l, how.is_some())?;
+    files.say_written(how.is_some());
     session.linger(result.interrupted);
     Ok(if result.interrupted {
         signals.exit_code()
     } else {
         0
+    })
+}
+
+/// The files of one `k8s load`: a fresh directory under `--out-dir`, named by the time.
+struct LoadFiles {
+    dir: std::path::PathBuf,
+    json: std::path::PathBuf,
+    md: std::path::PathBuf,
+}
+
+impl LoadFiles {
+    fn create(l: &K8sLoadArgs) -> anyhow::Result<LoadFiles> {
+        let dir = l.out_dir.join(timefmt::compact(SystemTime::now()));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let (json, md) = (dir.join("k8s-load.json"), dir.join("k8s-load.md"));
+        Ok(LoadFiles { dir, json, md })
+    }
+
+    fn save_json(&self, c: &ComparisonResult) -> anyhow::Result<()> {
+        crate::report::save_json_value(c, &self.json)
+            .with_context(|| format!("cannot write {}", self.json.display()))
+    }
+
+    /// Where the results went, on stderr.
+    fn say_written(&self, in_cluster: bool) {
+        eprintln!(
+            "archbench k8s load: wrote {} and {}",
+            self.json.display(),
+            self.md.display()
+        );
+        if in_cluster {
+            eprintln!(
+                "archbench k8s load: each worker's own result is in {}",
+                self.dir.join("workers").display()
+            );
+        }
+    }
+}
+
+/// `--layout wrk`: each target's run announced as the guide's script does, before any load.
+fn announce_wrk(targets: &[k8s::LoadTarget], commands: &[String]) {
+    for (t, cmd) in targets.iter().zip(commands) {
+        eprintln!(
+            "Running wrk test for {} on {}...",
+            t.name.to_uppercase(),
+            t.url
+        );
+        eprintln!("{cmd}");
+    }
+}
+
+/// The load of every target as given, before it is split among in-cluster workers.
+fn whole_load(l: &K8sLoadArgs) -> k8s::WholeLoad {
+    k8s::WholeLoad {
+        connections: l.connections,
+        threads: l.threads,
+        duration: l.duration,
+        rate: l.rate,
+        timeout: l.timeout,
+    }
+}
+
+/// The live session of a `k8s load`. Load from outside the cluster is measured here, live;
+/// in-cluster workers report only when they end, so they get no dashboard.
+fn load_session<'s>(
+    l: &K8sLoadArgs,
+    plan: &ComparePlan,
+    in_cluster: bool,
+    names: &[&str],
+    signals: &'s StopSignals,
+) -> anyhow::Result<Session<'s>> {
+    let tui = !in_cluster
+        && live::want_tui(&l.live, l.layout != K8sLayout::Text, true, Some(l.duration))?;
+    let title = format!("k8s load {}", names.join(" vs "));
+    let say_runs = l.layout == K8sLayout::Text;
+    Session::begin(&l.live, &plan.contenders, tui, title, say_runs, signals)
+}
+
+/// The result on stdout in the chosen layout, with the workers' part of in-cluster runs.
+fn write_load_report(
+    result: &ComparisonResult,
+    plan: &ComparePlan,
+    l: &K8sLoadArgs,
+    in_cluster: bool,
+) -> anyhow::Result<()> {
+    write_stdout(|out| match l.layout {
+        K8sLayout::Text => {
+            TextReport.write(result, out)?;
+            if in_cluster {
+                write_workers(result, l.per_worker, out)?;
+            }
+            Ok(())
+        }
+        K8sLayout::Wrk => {
+            ScriptReport { plan }.write(result, out)?;
+            if in_cluster {
+                write_workers(result, l.per_worker, out)?;
+            }
+            ScriptReport::done(result, out)
+        }
     })
 }
 

@@ -85,57 +85,123 @@ fn past_their_knee(
 
 pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let (kind, loads, rate_connections) = ladder(a)?;
-    let load_of = |load: f64| load_args(a, kind, rate_connections, load);
-    // Every step's plan is checked before any load: a bad one is a usage error now, not an
-    // hour in.
-    for &load in &loads {
-        plan::targets_plan(
-            &a.targets,
-            &load_of(load),
-            a.runs,
-            false,
-            Schedule::Interleave,
-        )?;
-    }
-    let first = plan::targets_plan(
-        &a.targets,
-        &load_of(loads[0]),
-        a.runs,
-        false,
-        Schedule::Interleave,
-    )?;
-    for c in &first.contenders {
-        for w in &c.watch {
-            w.open().map_err(PlanError::Watch)?;
-        }
-    }
+    let ladder = Ladder {
+        a,
+        kind,
+        loads,
+        rate_connections,
+    };
+    let first = ladder.check_every_step()?;
     let names: Vec<String> = first.contenders.iter().map(|c| c.name.clone()).collect();
     check_prices(
         &a.cost,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
     )?;
-    let mut sweep = empty_sweep(a, kind, &loads);
-    let mut stopped: BTreeMap<String, EarlyStop> = BTreeMap::new();
+    let mut climb = Climb {
+        sweep: empty_sweep(a, kind, &ladder.loads),
+        stopped: BTreeMap::new(),
+        names,
+    };
     let tui = live::want_tui(&a.live, a.quiet, true, Some(a.duration))?;
-    let title = format!("sweep {}", names.join(" vs "));
+    let title = format!("sweep {}", climb.names.join(" vs "));
     let mut session = Session::begin(&a.live, &first.contenders, tui, title, !a.quiet, signals)?;
     let quiet = a.quiet || tui;
 
-    for (k, &load) in loads.iter().enumerate() {
-        let active: Vec<String> = a
-            .targets
-            .iter()
-            .zip(&names)
-            .filter(|(_, n)| !stopped.contains_key(*n))
-            .map(|(t, _)| t.clone())
-            .collect();
+    for (k, &load) in ladder.loads.iter().enumerate() {
+        let active = climb.active_targets(a);
         if active.is_empty() || signals.stop.load(Ordering::Relaxed) {
             break;
         }
+        let interrupted = ladder.step(&session, &mut climb, &active, k, load, quiet)?;
+        climb.drop_past_knee(kind, k + 1 == ladder.loads.len(), quiet);
+        climb.sweep.interrupted = interrupted;
+        climb.finish(a);
+        save(&climb.sweep, a)?;
+        if interrupted {
+            break;
+        }
+    }
+    climb.finish(a);
+    let sweep = climb.sweep;
+    save(&sweep, a)?;
+    // The terminal is restored before the report (an error above restores it on drop).
+    session.close();
+    write_stdout(|out| TextReport.write(&sweep, out))?;
+    let interrupted = sweep.interrupted || signals.stop.load(Ordering::Relaxed);
+    let code = if interrupted {
+        signals.exit_code()
+    } else {
+        slo_exit_code(&sweep, a)
+    };
+    session.linger(interrupted);
+    Ok(code)
+}
+
+/// What the sweep climbs: the ladder's kind and loads, with the flags every step shares.
+struct Ladder<'a> {
+    a: &'a SweepArgs,
+    kind: LadderKind,
+    loads: Vec<f64>,
+    rate_connections: u64,
+}
+
+/// What the climb has learnt so far: the steps measured and the targets that left the ladder.
+struct Climb {
+    sweep: SweepResult,
+    stopped: BTreeMap<String, EarlyStop>,
+    /// Every target's name, in the order given.
+    names: Vec<String>,
+}
+
+impl Ladder<'_> {
+    fn load_args(&self, load: f64) -> LoadArgs {
+        load_args(self.a, self.kind, self.rate_connections, load)
+    }
+
+    /// Every step's plan is checked before any load: a bad one is a usage error now, not an
+    /// hour in. The first step's plan, with every target's watch opened.
+    fn check_every_step(&self) -> Result<crate::compare::ComparePlan, PlanError> {
+        let a = self.a;
+        for &load in &self.loads {
+            plan::targets_plan(
+                &a.targets,
+                &self.load_args(load),
+                a.runs,
+                false,
+                Schedule::Interleave,
+            )?;
+        }
+        let first = plan::targets_plan(
+            &a.targets,
+            &self.load_args(self.loads[0]),
+            a.runs,
+            false,
+            Schedule::Interleave,
+        )?;
+        for c in &first.contenders {
+            for w in &c.watch {
+                w.open().map_err(PlanError::Watch)?;
+            }
+        }
+        Ok(first)
+    }
+
+    /// Step `k` at `load` of the targets still on the ladder, added to the climb; whether it
+    /// was interrupted.
+    fn step(
+        &self,
+        session: &Session<'_>,
+        climb: &mut Climb,
+        active: &[String],
+        k: usize,
+        load: f64,
+        quiet: bool,
+    ) -> anyhow::Result<bool> {
+        let a = self.a;
         let warmup = k == 0 && !a.no_warmup;
         let plan = plan::targets_plan(
-            &active,
-            &load_of(load),
+            active,
+            &self.load_args(load),
             a.runs,
             warmup,
             Schedule::Interleave,
@@ -150,9 +216,9 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         if !quiet {
             eprintln!(
                 "sweep: {load} {} ({} of {})",
-                kind.unit(),
+                self.kind.unit(),
                 k + 1,
-                loads.len()
+                self.loads.len()
             );
         }
         let commands = plan
@@ -160,44 +226,46 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             .iter()
             .map(|c| plan::reproduce(&c.plan))
             .collect();
-        let step = format!("{load} {}", kind.unit());
+        let step = format!("{load} {}", self.kind.unit());
         let mut comparison =
             session.compare(&plan, commands, Some(&step), None, &mut |_| Ok(()))?;
         if let Some(slo) = &a.slo {
             comparison.slo = comparison.judge_slo(slo);
         }
         let interrupted = comparison.interrupted;
-        sweep.steps.push(SweepStep { load, comparison });
-        let last = k + 1 == loads.len();
-        for (name, stop) in past_their_knee(&sweep, &names, &stopped, kind) {
+        climb.sweep.steps.push(SweepStep { load, comparison });
+        Ok(interrupted)
+    }
+}
+
+impl Climb {
+    /// The targets (as given on the command line) not stopped yet.
+    fn active_targets(&self, a: &SweepArgs) -> Vec<String> {
+        a.targets
+            .iter()
+            .zip(&self.names)
+            .filter(|(_, n)| !self.stopped.contains_key(*n))
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    /// Stops the targets the steps so far put clearly past their knee, said unless quiet or
+    /// after the `last` step.
+    fn drop_past_knee(&mut self, kind: LadderKind, last: bool, quiet: bool) {
+        for (name, stop) in past_their_knee(&self.sweep, &self.names, &self.stopped, kind) {
             if !last && !quiet {
                 eprintln!(
                     "sweep: {name} is past its knee ({}); higher loads without it",
                     stop.reason
                 );
             }
-            stopped.insert(name, stop);
-        }
-        sweep.interrupted = interrupted;
-        finish(&mut sweep, &names, &stopped, a);
-        save(&sweep, a)?;
-        if interrupted {
-            break;
+            self.stopped.insert(name, stop);
         }
     }
-    finish(&mut sweep, &names, &stopped, a);
-    save(&sweep, a)?;
-    // The terminal is restored before the report (an error above restores it on drop).
-    session.close();
-    write_stdout(|out| TextReport.write(&sweep, out))?;
-    let interrupted = sweep.interrupted || signals.stop.load(Ordering::Relaxed);
-    let code = if interrupted {
-        signals.exit_code()
-    } else {
-        slo_exit_code(&sweep, a)
-    };
-    session.linger(interrupted);
-    Ok(code)
+
+    fn finish(&mut self, a: &SweepArgs) {
+        finish(&mut self.sweep, &self.names, &self.stopped, a);
+    }
 }
 
 /// With an SLO: a target that met it at no load fails the sweep.
