@@ -135,20 +135,23 @@ impl AbReport {
 
 impl Report<RunResult> for AbReport {
     fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
-        let (host, port, path) = url_parts(&r.plan.url);
-        let t = &r.totals;
-        let done = t.requests;
-        let timetaken = t.elapsed_s;
-        let e = &r.errors;
-        let length_failures = if self.variable_length {
-            0
-        } else {
-            r.response.body_length_mismatches
-        };
-        let (err_conn, err_recv, err_except) =
-            (e.connect + e.tls, e.read + e.timeout, e.protocol + e.write);
-        let bad = err_conn + err_recv + err_except + length_failures;
         writeln!(out, "\n")?;
+        self.write_document(r, out)?;
+        writeln!(out)?;
+        self.write_counts(r, out)?;
+        write_rates(r, out)?;
+        if r.totals.requests > 0 {
+            write_connection_times(r, out)?;
+            write_percentages(r, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl AbReport {
+    /// The server (software, host, port) and the document (path, length) asked for.
+    fn write_document(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        let (host, port, path) = url_parts(&r.plan.url);
         writeln!(
             out,
             "Server Software:        {}",
@@ -159,18 +162,32 @@ impl Report<RunResult> for AbReport {
         writeln!(out)?;
         writeln!(out, "Document Path:          {path}")?;
         if self.variable_length {
-            writeln!(out, "Document Length:        Variable")?;
+            writeln!(out, "Document Length:        Variable")
         } else {
             writeln!(
                 out,
                 "Document Length:        {} bytes",
                 r.response.first_body_bytes.unwrap_or(0)
-            )?;
+            )
         }
-        writeln!(out)?;
+    }
+
+    /// Concurrency, time taken, complete and failed requests (by ab's kinds), non-2xx and
+    /// keep-alive answers, and the bytes transferred.
+    fn write_counts(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        let t = &r.totals;
+        let e = &r.errors;
+        let length_failures = if self.variable_length {
+            0
+        } else {
+            r.response.body_length_mismatches
+        };
+        let (err_conn, err_recv, err_except) =
+            (e.connect + e.tls, e.read + e.timeout, e.protocol + e.write);
+        let bad = err_conn + err_recv + err_except + length_failures;
         writeln!(out, "Concurrency Level:      {}", r.plan.connections)?;
-        writeln!(out, "Time taken for tests:   {timetaken:.3} seconds")?;
-        writeln!(out, "Complete requests:      {done}")?;
+        writeln!(out, "Time taken for tests:   {:.3} seconds", t.elapsed_s)?;
+        writeln!(out, "Complete requests:      {}", t.requests)?;
         writeln!(out, "Failed requests:        {bad}")?;
         if bad > 0 {
             writeln!(
@@ -194,75 +211,88 @@ impl Report<RunResult> for AbReport {
         if r.plan.body_bytes > 0 {
             writeln!(out, "Total body sent:        {}", t.bytes_written)?;
         }
-        writeln!(out, "HTML transferred:       {} bytes", t.body_bytes)?;
-        if timetaken > 0.0 && done > 0 {
-            let conc = r.plan.connections as f64;
-            writeln!(
-                out,
-                "Requests per second:    {:.2} [#/sec] (mean)",
-                done as f64 / timetaken
-            )?;
-            writeln!(
-                out,
-                "Time per request:       {:.3} [ms] (mean)",
-                conc * timetaken * 1000.0 / done as f64
-            )?;
-            writeln!(
-                out,
-                "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
-                timetaken * 1000.0 / done as f64
-            )?;
-            writeln!(
-                out,
-                "Transfer rate:          {:.2} [Kbytes/sec] received",
-                t.bytes_read as f64 / 1024.0 / timetaken
-            )?;
-            if r.plan.body_bytes > 0 {
-                let sent = t.bytes_written as f64 / 1024.0 / timetaken;
-                writeln!(out, "                        {sent:.2} kb/s sent")?;
-                writeln!(
-                    out,
-                    "                        {:.2} kb/s total",
-                    sent + t.bytes_read as f64 / 1024.0 / timetaken
-                )?;
-            }
-        }
-        if done > 0 {
-            let h = &r.histograms;
-            // ab counts a reused keep-alive connection's connect time as zero.
-            let mut connect = h.connect.0.clone();
-            let reused = done.saturating_sub(connect.len());
-            if reused > 0 {
-                let _ = connect.record_n(0, reused);
-            }
-            writeln!(out, "\nConnection Times (ms)")?;
-            writeln!(out, "              min  mean[+/-sd] median   max")?;
-            let rows = [
-                ("Connect:", "the initial connection time", Row::of(&connect)),
-                ("Processing:", "the processing time", Row::of(&h.service.0)),
-                ("Waiting:", "the waiting time", Row::of(&h.first_byte.0)),
-                ("Total:", "the total time", Row::of(&h.total.0)),
-            ];
-            for (name, _, row) in &rows {
-                row.write(out, name)?;
-            }
-            for (_, what, row) in &rows {
-                row.sanity(out, what)?;
-            }
-            writeln!(
-                out,
-                "\nPercentage of the requests served within a certain time (ms)"
-            )?;
-            for p in [50u32, 66, 75, 80, 90, 95, 98, 99] {
-                let v = h.total.0.value_at_percentile(p as f64);
-                writeln!(out, "  {p}%  {:5}", ms(v as f64))?;
-            }
-            writeln!(
-                out,
-                " 100%  {:5} (longest request)",
-                ms(h.total.0.max() as f64)
-            )?;
-        }
-        Ok(())
+        writeln!(out, "HTML transferred:       {} bytes", t.body_bytes)
     }
+}
+
+/// Requests per second, time per request (per connection and across them) and transfer
+/// rates, when anything was answered.
+fn write_rates(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let t = &r.totals;
+    let (done, timetaken) = (t.requests, t.elapsed_s);
+    if timetaken <= 0.0 || done == 0 {
+        return Ok(());
+    }
+    let conc = r.plan.connections as f64;
+    writeln!(
+        out,
+        "Requests per second:    {:.2} [#/sec] (mean)",
+        done as f64 / timetaken
+    )?;
+    writeln!(
+        out,
+        "Time per request:       {:.3} [ms] (mean)",
+        conc * timetaken * 1000.0 / done as f64
+    )?;
+    writeln!(
+        out,
+        "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
+        timetaken * 1000.0 / done as f64
+    )?;
+    writeln!(
+        out,
+        "Transfer rate:          {:.2} [Kbytes/sec] received",
+        t.bytes_read as f64 / 1024.0 / timetaken
+    )?;
+    if r.plan.body_bytes > 0 {
+        let sent = t.bytes_written as f64 / 1024.0 / timetaken;
+        writeln!(out, "                        {sent:.2} kb/s sent")?;
+        writeln!(
+            out,
+            "                        {:.2} kb/s total",
+            sent + t.bytes_read as f64 / 1024.0 / timetaken
+        )?;
+    }
+    Ok(())
+}
+
+/// The Connection Times table (connect, processing, waiting, total) and ab's warnings
+/// where a row's mean and median lie far apart.
+fn write_connection_times(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let h = &r.histograms;
+    // ab counts a reused keep-alive connection's connect time as zero.
+    let mut connect = h.connect.0.clone();
+    let reused = r.totals.requests.saturating_sub(connect.len());
+    if reused > 0 {
+        let _ = connect.record_n(0, reused);
+    }
+    writeln!(out, "\nConnection Times (ms)")?;
+    writeln!(out, "              min  mean[+/-sd] median   max")?;
+    let rows = [
+        ("Connect:", "the initial connection time", Row::of(&connect)),
+        ("Processing:", "the processing time", Row::of(&h.service.0)),
+        ("Waiting:", "the waiting time", Row::of(&h.first_byte.0)),
+        ("Total:", "the total time", Row::of(&h.total.0)),
+    ];
+    for (name, _, row) in &rows {
+        row.write(out, name)?;
+    }
+    for (_, what, row) in &rows {
+        row.sanity(out, what)?;
+    }
+    Ok(())
+}
+
+/// The percentage of the requests served within each time, up to the longest request.
+fn write_percentages(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let total = &r.histograms.total.0;
+    writeln!(
+        out,
+        "\nPercentage of the requests served within a certain time (ms)"
+    )?;
+    for p in [50u32, 66, 75, 80, 90, 95, 98, 99] {
+        let v = total.value_at_percentile(p as f64);
+        writeln!(out, "  {p}%  {:5}", ms(v as f64))?;
+    }
+    writeln!(out, " 100%  {:5} (longest request)", ms(total.max() as f64))
 }

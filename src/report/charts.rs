@@ -190,46 +190,84 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
     let fits: Vec<Option<Vec<(f64, f64)>>> =
         c.fits.iter().map(|f| f.as_ref().map(project)).collect();
     let threshold = c.threshold.as_ref().and_then(|(v, _)| c.y.map(*v));
-    let all = mapped.iter().flatten().copied();
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for (x, y) in all {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(y);
-        y1 = y1.max(y);
-    }
-    if let Some(t) = threshold {
-        y0 = y0.min(t);
-        y1 = y1.max(t);
-    }
-    if x0 > x1 {
-        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-    }
-    // One point alone: give it room on both sides.
-    if x1 - x0 < 1e-9 {
-        (x0, x1) = (x0 - 1.0, x1 + 1.0);
-    }
-    if y1 - y0 < 1e-9 {
-        (y0, y1) = (y0 - 1.0, y1 + 1.0);
-    }
+    let e = Extent::of(&mapped, threshold);
     // Room around the lines; linear y axes start at zero, as throughput should.
     let pad = |lo: f64, hi: f64| ((hi - lo).abs() * 0.05).max(1e-9);
-    let (px, py) = (pad(x0, x1), pad(y0, y1));
-    let y_ticks = c.y.log_ticks(y0, y1);
+    let (px, py) = (pad(e.x0, e.x1), pad(e.y0, e.y1));
+    let y_ticks = c.y.log_ticks(e.y0, e.y1);
     let (y_lo, y_hi) = match (&y_ticks, c.y) {
         // A log axis spans its ticks, the first and last of which enclose the lines.
         (Some(t), _) if t.len() >= 2 => (t[0], t[t.len() - 1]),
-        (_, Axis::Linear(_)) => (0f64.min(y0), y1 + py),
-        _ => (y0 - py, y1 + py),
+        (_, Axis::Linear(_)) => (0f64.min(e.y0), e.y1 + py),
+        _ => (e.y0 - py, e.y1 + py),
     };
+    let x_range = (e.x0 - px, e.x1 + px);
     let mut chart = ChartBuilder::on(root)
         .caption(c.title, ("sans-serif", 20))
         .margin(14)
         .margin_right(70)
         .x_label_area_size(46)
         .y_label_area_size(78)
-        .build_cartesian_2d(x0 - px..x1 + px, y_lo..y_hi)
+        .build_cartesian_2d(x_range.0..x_range.1, y_lo..y_hi)
         .map_err(chart_error)?;
+    draw_mesh(&mut chart, c, &e, y_ticks.is_some())?;
+    draw_log_ticks(&mut chart, y_ticks.as_deref().unwrap_or(&[]), x_range, c.y)?;
+    draw_lines(&mut chart, c, &mapped)?;
+    draw_fits(&mut chart, c, &fits)?;
+    if let (Some(t), Some((_, label))) = (threshold, &c.threshold) {
+        draw_threshold(&mut chart, t, label, x_range)?;
+    }
+    draw_marks(&mut chart, c)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .position(legend_corner(&mapped, x_range, (y_lo, y_hi)))
+        .draw()
+        .map_err(chart_error)?;
+    Ok(())
+}
+
+/// The extent of the drawn (mapped) values a chart's axes must show, before padding.
+struct Extent {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+}
+
+impl Extent {
+    /// What the lines and the threshold span; a unit square when there is nothing to draw,
+    /// and room on both sides of a single value.
+    fn of(mapped: &[Vec<(f64, f64)>], threshold: Option<f64>) -> Extent {
+        let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+        for &(x, y) in mapped.iter().flatten() {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+        if let Some(t) = threshold {
+            y0 = y0.min(t);
+            y1 = y1.max(t);
+        }
+        if x0 > x1 {
+            (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+        }
+        // One point alone: give it room on both sides.
+        if x1 - x0 < 1e-9 {
+            (x0, x1) = (x0 - 1.0, x1 + 1.0);
+        }
+        if y1 - y0 < 1e-9 {
+            (y0, y1) = (y0 - 1.0, y1 + 1.0);
+        }
+        Extent { x0, x1, y0, y1 }
+    }
+}
+
+/// The axes with their titles, grid and labels (a log y axis gets its ticks from
+/// [`draw_log_ticks`] instead).
+fn draw_mesh(chart: &mut Chart, c: &LineChart, e: &Extent, own_y_ticks: bool) -> io::Result<()> {
     let (xa, ya) = (c.x, c.y);
     let x_fmt = move |v: &f64| xa.label(*v);
     let y_fmt = move |v: &f64| ya.label(*v);
@@ -237,39 +275,43 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
         .configure_mesh()
         .x_desc(c.x_title)
         .y_desc(c.y_title)
-        .x_labels(c.x.labels(x0, x1))
+        .x_labels(c.x.labels(e.x0, e.x1))
         // Ticks of our own on a log axis (drawn below), plotters' elsewhere.
-        .y_labels(if y_ticks.is_some() {
+        .y_labels(if own_y_ticks {
             0
         } else {
-            c.y.labels(y0, y1)
+            c.y.labels(e.y0, e.y1)
         })
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&y_fmt)
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
-        .map_err(chart_error)?;
-    draw_log_ticks(
-        &mut chart,
-        y_ticks.as_deref().unwrap_or(&[]),
-        (x0 - px, x1 + px),
-        c.y,
-    )?;
-    draw_lines(&mut chart, c, &mapped)?;
-    draw_fits(&mut chart, c, &fits)?;
-    if let (Some(t), Some((_, label))) = (threshold, &c.threshold) {
-        let grey = RGBColor(90, 90, 90).stroke_width(1);
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(x0 - px, t), (x1 + px, t)],
-                8,
-                4,
-                grey,
-            ))
-            .map_err(chart_error)?
-            .label(label.as_str())
-            .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 24, y)], 8, 4, grey));
-    }
+        .map_err(chart_error)
+}
+
+/// A horizontal threshold (an SLO) across the plot, grey and dashed, with its legend entry.
+fn draw_threshold(
+    chart: &mut Chart,
+    t: f64,
+    label: &str,
+    (x_lo, x_hi): (f64, f64),
+) -> io::Result<()> {
+    let grey = RGBColor(90, 90, 90).stroke_width(1);
+    chart
+        .draw_series(DashedLineSeries::new(
+            vec![(x_lo, t), (x_hi, t)],
+            8,
+            4,
+            grey,
+        ))
+        .map_err(chart_error)?
+        .label(label)
+        .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 24, y)], 8, 4, grey));
+    Ok(())
+}
+
+/// Each mark (a knee) as a cross in its line's colour, labelled.
+fn draw_marks(chart: &mut Chart, c: &LineChart) -> io::Result<()> {
     for m in c.marks {
         if let (Some(x), Some(y)) = (c.x.map(m.at.0), c.y.map(m.at.1)) {
             let col = colour(m.line);
@@ -284,13 +326,6 @@ fn draw(c: &LineChart, root: &DrawingArea<SVGBackend, Shift>) -> io::Result<()> 
                 .map_err(chart_error)?;
         }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .position(legend_corner(&mapped, (x0 - px, x1 + px), (y_lo, y_hi)))
-        .draw()
-        .map_err(chart_error)?;
     Ok(())
 }
 

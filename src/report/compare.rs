@@ -4,138 +4,23 @@
 use std::io::{self, Write};
 
 use super::{Report, TextReport};
-use crate::compare::{ComparisonResult, ALPHA};
+use crate::compare::{ComparisonResult, TargetRuns, ALPHA};
 use crate::units::metric_figure as figure;
 
 impl Report<ComparisonResult> for TextReport {
     fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
-        let schedule = c.schedule.describe();
-        writeln!(
-            out,
-            "archbench compare: baseline {}; {} runs per target, {schedule}{}{}",
-            c.targets.first().map_or("-", |t| t.name.as_str()),
-            c.runs_per_target,
-            if c.warmup {
-                ", one warm-up run each discarded"
-            } else {
-                ""
-            },
-            if c.interrupted { "  [INTERRUPTED]" } else { "" }
-        )?;
+        write_heading(c, out)?;
         writeln!(out)?;
         write_table(c, out)?;
         writeln!(out)?;
-        writeln!(
-            out,
-            "  Medians over runs [min..max]. Verdicts: Mann-Whitney U test, two-sided, alpha={ALPHA}; \"~\" = no significant difference."
-        )?;
-        writeln!(
-            out,
-            "  Intervals: 95% bootstrap of the relative difference of medians against the baseline."
-        )?;
-        for why in c.no_verdict_reasons() {
-            writeln!(out, "  No verdict: {why}.")?;
-        }
+        write_method(c, out)?;
         for t in &c.slo {
             super::write_slo(&format!("SLO {}", t.name), &t.outcome, out)?;
         }
-        let first = c
-            .cost
-            .first()
-            .and_then(|f| f.cost_per_million.map(|v| (f, v)));
-        for t in &c.cost {
-            let per_million = match t.cost_per_million {
-                Some(v) => format!(
-                    "{} per million requests at {} req/s",
-                    money(v),
-                    crate::units::grouped(t.requests_per_sec.round() as u64)
-                ),
-                None => "nothing answered, no cost per request".into(),
-            };
-            let versus = match (first, t.cost_per_million) {
-                (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 => {
-                    let d = (v / base - 1.0) * 100.0;
-                    format!(
-                        " ({:.1}% {} than {})",
-                        d.abs(),
-                        if d <= 0.0 { "less" } else { "more" },
-                        f.name
-                    )
-                }
-                _ => String::new(),
-            };
-            writeln!(
-                out,
-                "  Cost       {} at {}/h: {per_million}{versus}",
-                t.name,
-                money(t.price_per_hour)
-            )?;
-        }
-        if let Some(env) = c
-            .targets
-            .first()
-            .and_then(|t| t.runs.first())
-            .map(|r| &r.environment)
-        {
-            writeln!(
-                out,
-                "  Client: {} {}, {} cores, kernel {}{}",
-                env.arch,
-                env.cpu_model,
-                env.cores,
-                env.kernel,
-                match env.lse_atomics {
-                    Some(true) => ", LSE atomics",
-                    Some(false) => ", no LSE atomics",
-                    None => "",
-                }
-            )?;
-        }
+        write_costs(c, out)?;
+        write_client(c, out)?;
         for t in &c.targets {
-            let Some(run) = t.runs.first() else { continue };
-            for (k, r) in t.runs.iter().enumerate() {
-                for s in &r.servers {
-                    for e in &s.events {
-                        writeln!(
-                            out,
-                            "  During run {} of {} ({}): {e}",
-                            k + 1,
-                            t.name,
-                            s.label
-                        )?;
-                    }
-                    if let Some(st) = &s.sampling_stopped {
-                        writeln!(
-                            out,
-                            "  Sampling of {} stopped {:.1} s into run {} of {}: {}",
-                            s.label,
-                            st.after_s,
-                            k + 1,
-                            t.name,
-                            st.reason
-                        )?;
-                    }
-                }
-            }
-            if let Some(answers) = t.runs.iter().find_map(|r| r.error_answers()) {
-                writeln!(out, "  WARNING ({}): {answers}", t.name)?;
-            }
-            for s in &run.servers {
-                let f = &s.fingerprint;
-                if let Some(d) = f.describe() {
-                    writeln!(out, "  Server {}: {d}", t.name)?;
-                }
-                for w in &f.warnings {
-                    writeln!(out, "  WARNING ({}): {w}", t.name)?;
-                }
-            }
-            if !run.limiter.reason.is_empty() {
-                writeln!(
-                    out,
-                    "  Limiter {} (first run): {}",
-                    t.name, run.limiter.reason
-                )?;
-            }
+            write_target_notes(t, out)?;
         }
         writeln!(out)?;
         writeln!(out, "  Reproduce one run of each target:")?;
@@ -144,6 +29,161 @@ impl Report<ComparisonResult> for TextReport {
         }
         Ok(())
     }
+}
+
+/// The first line: the baseline, runs per target, schedule, warm-ups, interruption.
+fn write_heading(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+    let schedule = c.schedule.describe();
+    writeln!(
+        out,
+        "archbench compare: baseline {}; {} runs per target, {schedule}{}{}",
+        c.targets.first().map_or("-", |t| t.name.as_str()),
+        c.runs_per_target,
+        if c.warmup {
+            ", one warm-up run each discarded"
+        } else {
+            ""
+        },
+        if c.interrupted { "  [INTERRUPTED]" } else { "" }
+    )
+}
+
+/// What the table's figures are (medians, the test, the intervals) and why there is no
+/// verdict, when there is none.
+fn write_method(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "  Medians over runs [min..max]. Verdicts: Mann-Whitney U test, two-sided, alpha={ALPHA}; \"~\" = no significant difference."
+    )?;
+    writeln!(
+        out,
+        "  Intervals: 95% bootstrap of the relative difference of medians against the baseline."
+    )?;
+    for why in c.no_verdict_reasons() {
+        writeln!(out, "  No verdict: {why}.")?;
+    }
+    Ok(())
+}
+
+/// One Cost line per priced target: a million requests at its median throughput, and how
+/// much less or more that is than the first target's.
+fn write_costs(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+    let first = c
+        .cost
+        .first()
+        .and_then(|f| f.cost_per_million.map(|v| (f, v)));
+    for t in &c.cost {
+        let per_million = match t.cost_per_million {
+            Some(v) => format!(
+                "{} per million requests at {} req/s",
+                money(v),
+                crate::units::grouped(t.requests_per_sec.round() as u64)
+            ),
+            None => "nothing answered, no cost per request".into(),
+        };
+        let versus = match (first, t.cost_per_million) {
+            (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 => {
+                let d = (v / base - 1.0) * 100.0;
+                format!(
+                    " ({:.1}% {} than {})",
+                    d.abs(),
+                    if d <= 0.0 { "less" } else { "more" },
+                    f.name
+                )
+            }
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "  Cost       {} at {}/h: {per_million}{versus}",
+            t.name,
+            money(t.price_per_hour)
+        )?;
+    }
+    Ok(())
+}
+
+/// The client machine of the first run: architecture, CPU, cores, kernel, LSE atomics.
+fn write_client(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+    let Some(env) = c
+        .targets
+        .first()
+        .and_then(|t| t.runs.first())
+        .map(|r| &r.environment)
+    else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "  Client: {} {}, {} cores, kernel {}{}",
+        env.arch,
+        env.cpu_model,
+        env.cores,
+        env.kernel,
+        match env.lse_atomics {
+            Some(true) => ", LSE atomics",
+            Some(false) => ", no LSE atomics",
+            None => "",
+        }
+    )
+}
+
+/// A target's notes: what happened to its servers in each run, a warning when its answers
+/// were errors, and its first run's server fingerprints and limiter.
+fn write_target_notes(t: &TargetRuns, out: &mut dyn Write) -> io::Result<()> {
+    let Some(run) = t.runs.first() else {
+        return Ok(());
+    };
+    write_server_events(t, out)?;
+    if let Some(answers) = t.runs.iter().find_map(|r| r.error_answers()) {
+        writeln!(out, "  WARNING ({}): {answers}", t.name)?;
+    }
+    for s in &run.servers {
+        let f = &s.fingerprint;
+        if let Some(d) = f.describe() {
+            writeln!(out, "  Server {}: {d}", t.name)?;
+        }
+        for w in &f.warnings {
+            writeln!(out, "  WARNING ({}): {w}", t.name)?;
+        }
+    }
+    if !run.limiter.reason.is_empty() {
+        writeln!(
+            out,
+            "  Limiter {} (first run): {}",
+            t.name, run.limiter.reason
+        )?;
+    }
+    Ok(())
+}
+
+/// Each run's events on a target's watched servers, and where their sampling stopped.
+fn write_server_events(t: &TargetRuns, out: &mut dyn Write) -> io::Result<()> {
+    for (k, r) in t.runs.iter().enumerate() {
+        for s in &r.servers {
+            for e in &s.events {
+                writeln!(
+                    out,
+                    "  During run {} of {} ({}): {e}",
+                    k + 1,
+                    t.name,
+                    s.label
+                )?;
+            }
+            if let Some(st) = &s.sampling_stopped {
+                writeln!(
+                    out,
+                    "  Sampling of {} stopped {:.1} s into run {} of {}: {}",
+                    s.label,
+                    st.after_s,
+                    k + 1,
+                    t.name,
+                    st.reason
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The metrics table: one row per metric, one column per target (median [min..max]), then

@@ -9,9 +9,9 @@ use std::io::{self, Write};
 use hdrhistogram::Histogram;
 
 use super::charts::{self, Axis, Line, LineChart, Mark};
-use crate::compare::ComparisonResult;
+use crate::compare::{ComparisonResult, TargetRuns};
 use crate::stats::{step_covered, RunResult};
-use crate::sweep::{LadderKind, SweepResult};
+use crate::sweep::{LadderKind, StepFigures, SweepResult};
 use crate::units::{grouped, wrk_time_us};
 
 /// A document to report, as read.
@@ -387,6 +387,26 @@ fn about_run(name: &str, r: &RunResult) -> String {
 }
 
 fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
+    let mut table = comparison_table(c);
+    table.push_str(&comparison_slo_and_cost(c));
+    Ok(Section {
+        heading: format!(
+            "Comparison: {}",
+            c.targets
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" vs ")
+        ),
+        table,
+        charts: comparison_charts(c, k)?,
+        about: about_comparison("Reproduce", c),
+    })
+}
+
+/// The metrics table of a comparison: a row per metric, a column per target (median
+/// [min..max]), then the differences against the baseline.
+fn comparison_table(c: &ComparisonResult) -> String {
     let mut table = String::from("<table class=\"figures comparison\"><tr><th>metric</th>");
     for (i, t) in c.targets.iter().enumerate() {
         let base = if i == 0 { " (baseline)" } else { "" };
@@ -422,6 +442,13 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
         table.push_str(&format!("<td>{}</td></tr>\n", esc(&deltas.join("; "))));
     }
     table.push_str("</table>\n");
+    table
+}
+
+/// A paragraph per SLO condition of each target (measured, pass or FAIL) and per priced
+/// target (a million requests at its median throughput).
+fn comparison_slo_and_cost(c: &ComparisonResult) -> String {
+    let mut html = String::new();
     for t in &c.slo {
         for cond in &t.outcome.conditions {
             let (class, verdict) = if cond.passed {
@@ -429,7 +456,7 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
             } else {
                 ("fail", "FAIL")
             };
-            table.push_str(&format!(
+            html.push_str(&format!(
                 "<p>SLO {}: {} measured {} — <span class=\"{class}\">{verdict}</span></p>\n",
                 esc(&t.name),
                 esc(&cond.condition),
@@ -442,7 +469,7 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
     }
     for cost in &c.cost {
         if let Some(v) = cost.cost_per_million {
-            table.push_str(&format!(
+            html.push_str(&format!(
                 "<p>Cost {}: {} per million requests at {} req/s ({}/h)</p>\n",
                 esc(&cost.name),
                 super::compare::money(v),
@@ -451,7 +478,13 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
             ));
         }
     }
-    let per_target = |f: &dyn Fn(&crate::compare::TargetRuns) -> Vec<(f64, f64)>| -> Vec<Line> {
+    html
+}
+
+/// A comparison's charts: each target's spectrum over its judged runs, and its first
+/// measured run's throughput and p99 over time.
+fn comparison_charts(c: &ComparisonResult, k: usize) -> io::Result<Vec<Chart>> {
+    let per_target = |f: &dyn Fn(&TargetRuns) -> Vec<(f64, f64)>| -> Vec<Line> {
         c.targets
             .iter()
             .map(|t| Line {
@@ -464,21 +497,7 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
     // Over time: each target's first measured run.
     let over_time = per_target(&|t| t.runs.first().map(throughput_series).unwrap_or_default());
     let p99_over_time = per_target(&|t| t.runs.first().map(p99_series).unwrap_or_default());
-    let charts = run_charts(k, &spectra, &over_time, &p99_over_time)?;
-    let about = about_comparison("Reproduce", c);
-    Ok(Section {
-        heading: format!(
-            "Comparison: {}",
-            c.targets
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect::<Vec<_>>()
-                .join(" vs ")
-        ),
-        table,
-        charts,
-        about,
-    })
+    run_charts(k, &spectra, &over_time, &p99_over_time)
 }
 
 /// One target's table of a sweep: a row per load (with the watched servers' columns when
@@ -562,99 +581,6 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
     for t in &s.targets {
         table.push_str(&sweep_target_table(t, load_title));
     }
-    let curve = |f: &dyn Fn(&crate::sweep::StepFigures) -> (f64, f64)| -> Vec<Line> {
-        s.targets
-            .iter()
-            .map(|t| Line {
-                name: t.name.clone(),
-                points: t.points.iter().map(f).collect(),
-            })
-            .collect()
-    };
-    let knees = |f: &dyn Fn(&crate::sweep::StepFigures) -> (f64, f64)| -> Vec<Mark> {
-        s.targets
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| {
-                let p = t.points.iter().find(|p| Some(p.load) == t.knee)?;
-                Some(Mark {
-                    line: i,
-                    at: f(p),
-                    label: if t.knee_beyond_ladder {
-                        format!("knee of {} beyond here", t.name)
-                    } else {
-                        format!("knee {}", t.name)
-                    },
-                })
-            })
-            .collect()
-    };
-    let by_load = |p: &crate::sweep::StepFigures| (p.load, p.requests_per_sec);
-    let by_rps = |p: &crate::sweep::StepFigures| (p.requests_per_sec, p.p99_us);
-    let fits: Vec<Option<Line>> = s
-        .targets
-        .iter()
-        .map(|t| {
-            let f = t.usl.as_ref()?;
-            let (lo, hi) = (t.points.first()?.load, t.points.last()?.load);
-            Some(Line {
-                name: t.name.clone(),
-                points: (0..=60)
-                    .map(|i| {
-                        let n = lo * (hi / lo).powf(f64::from(i) / 60.0);
-                        (n, f.throughput(n))
-                    })
-                    .collect(),
-            })
-        })
-        .collect();
-    // The first p99 bound among the stored conditions, read by the grammar `--slo` used.
-    let slo_p99 = s.slo.iter().find_map(|text| {
-        let c = crate::slo::parse(text)
-            .ok()?
-            .conditions
-            .into_iter()
-            .next()?;
-        (c.metric == crate::slo::SloMetric::Percentile(99.0) && c.comparison.is_upper_bound())
-            .then(|| (c.threshold, format!("SLO {}", c.text)))
-    });
-    let load_axis = match s.ladder {
-        LadderKind::Connections => Axis::Log2(|v| format!("{v:.0}")),
-        LadderKind::Rates => Axis::Linear(rate_axis),
-    };
-    let charts = vec![
-        Chart {
-            svg: charts::svg(&LineChart {
-                title: "Throughput against load",
-                x_title: load_title,
-                y_title: "req/s answered",
-                x: load_axis,
-                y: Axis::Linear(rate_axis),
-                lines: &curve(&by_load),
-                fits: &fits,
-                marks: &knees(&by_load),
-                threshold: None,
-            })?,
-            id: format!("chart-{k}-throughput-vs-load"),
-            title: "Answered req/s at each load (medians), knees marked, USL fits dotted".into(),
-        },
-        Chart {
-            svg: charts::svg(&LineChart {
-                title: "p99 latency against throughput",
-                x_title: "req/s answered",
-                y_title: "p99 latency",
-                x: Axis::Linear(rate_axis),
-                y: Axis::Log(wrk_time_us),
-                lines: &curve(&by_rps),
-                fits: &[],
-                marks: &knees(&by_rps),
-                threshold: slo_p99,
-            })?,
-            id: format!("chart-{k}-p99-vs-throughput"),
-            title: "p99 at each step's throughput (medians), knees marked, the SLO's p99 dashed"
-                .into(),
-        },
-    ];
     let about = s
         .steps
         .first()
@@ -676,7 +602,120 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
                 .join(", ")
         ),
         table,
-        charts,
+        charts: sweep_charts(s, k)?,
         about,
+    })
+}
+
+/// Where a step lies on a sweep's chart.
+type StepPoint = fn(&StepFigures) -> (f64, f64);
+
+/// A sweep's two charts: throughput against load (knees marked, USL fits dotted) and p99
+/// against throughput (knees marked, the SLO's p99 dashed).
+fn sweep_charts(s: &SweepResult, k: usize) -> io::Result<Vec<Chart>> {
+    let by_load: StepPoint = |p| (p.load, p.requests_per_sec);
+    let by_rps: StepPoint = |p| (p.requests_per_sec, p.p99_us);
+    let load_axis = match s.ladder {
+        LadderKind::Connections => Axis::Log2(|v| format!("{v:.0}")),
+        LadderKind::Rates => Axis::Linear(rate_axis),
+    };
+    Ok(vec![
+        Chart {
+            svg: charts::svg(&LineChart {
+                title: "Throughput against load",
+                x_title: s.ladder.unit(),
+                y_title: "req/s answered",
+                x: load_axis,
+                y: Axis::Linear(rate_axis),
+                lines: &sweep_curves(s, by_load),
+                fits: &usl_fits(s),
+                marks: &sweep_knees(s, by_load),
+                threshold: None,
+            })?,
+            id: format!("chart-{k}-throughput-vs-load"),
+            title: "Answered req/s at each load (medians), knees marked, USL fits dotted".into(),
+        },
+        Chart {
+            svg: charts::svg(&LineChart {
+                title: "p99 latency against throughput",
+                x_title: "req/s answered",
+                y_title: "p99 latency",
+                x: Axis::Linear(rate_axis),
+                y: Axis::Log(wrk_time_us),
+                lines: &sweep_curves(s, by_rps),
+                fits: &[],
+                marks: &sweep_knees(s, by_rps),
+                threshold: slo_p99(s),
+            })?,
+            id: format!("chart-{k}-p99-vs-throughput"),
+            title: "p99 at each step's throughput (medians), knees marked, the SLO's p99 dashed"
+                .into(),
+        },
+    ])
+}
+
+/// Each target's steps as a line, placed by `at`.
+fn sweep_curves(s: &SweepResult, at: StepPoint) -> Vec<Line> {
+    s.targets
+        .iter()
+        .map(|t| Line {
+            name: t.name.clone(),
+            points: t.points.iter().map(at).collect(),
+        })
+        .collect()
+}
+
+/// Each target's knee as a mark on its line, placed by `at` (said to lie beyond it when the
+/// ladder's top still met the SLO).
+fn sweep_knees(s: &SweepResult, at: StepPoint) -> Vec<Mark> {
+    s.targets
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let p = t.points.iter().find(|p| Some(p.load) == t.knee)?;
+            Some(Mark {
+                line: i,
+                at: at(p),
+                label: if t.knee_beyond_ladder {
+                    format!("knee of {} beyond here", t.name)
+                } else {
+                    format!("knee {}", t.name)
+                },
+            })
+        })
+        .collect()
+}
+
+/// Each target's USL fit as a curve over its loads (none without a fit).
+fn usl_fits(s: &SweepResult) -> Vec<Option<Line>> {
+    s.targets
+        .iter()
+        .map(|t| {
+            let f = t.usl.as_ref()?;
+            let (lo, hi) = (t.points.first()?.load, t.points.last()?.load);
+            Some(Line {
+                name: t.name.clone(),
+                points: (0..=60)
+                    .map(|i| {
+                        let n = lo * (hi / lo).powf(f64::from(i) / 60.0);
+                        (n, f.throughput(n))
+                    })
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+/// The first p99 bound among the stored conditions, read by the grammar `--slo` used, with
+/// its label.
+fn slo_p99(s: &SweepResult) -> Option<(f64, String)> {
+    s.slo.iter().find_map(|text| {
+        let c = crate::slo::parse(text)
+            .ok()?
+            .conditions
+            .into_iter()
+            .next()?;
+        (c.metric == crate::slo::SloMetric::Percentile(99.0) && c.comparison.is_upper_bound())
+            .then(|| (c.threshold, format!("SLO {}", c.text)))
     })
 }

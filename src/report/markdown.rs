@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use super::{MarkdownReport, Report};
-use crate::compare::{ComparisonResult, ALPHA};
+use crate::compare::{ComparisonResult, MetricComparison, MetricSummary, ALPHA};
 use crate::stats::RunResult;
 use crate::units::grouped;
 use crate::units::metric_figure as figure;
@@ -14,75 +14,12 @@ impl Report<ComparisonResult> for MarkdownReport {
         let base = c.targets.first().map_or("-", |t| t.name.as_str());
         writeln!(out, "### archbench compare: baseline `{base}`")?;
         writeln!(out)?;
-        write!(out, "| metric |")?;
-        for (i, t) in c.targets.iter().enumerate() {
-            if i == 0 {
-                write!(out, " {} (baseline) |", t.name)?;
-            } else {
-                write!(out, " {} |", t.name)?;
-            }
-        }
-        for t in c.targets.iter().skip(1) {
-            write!(out, " {} vs {base} |", t.name)?;
-        }
-        writeln!(out)?;
-        write!(out, "|---|")?;
-        for _ in &c.targets {
-            write!(out, "---:|")?;
-        }
-        for _ in c.targets.iter().skip(1) {
-            write!(out, "---|")?;
-        }
-        writeln!(out)?;
+        write_table_head(c, base, out)?;
         for m in &c.metrics {
-            write!(out, "| {} |", super::compare::metric_label(m))?;
-            for t in &m.targets {
-                match (t.median, t.min, t.max) {
-                    (Some(median), Some(lo), Some(hi)) => write!(
-                        out,
-                        " {} ({}–{}) |",
-                        figure(median, &m.unit),
-                        figure(lo, &m.unit),
-                        figure(hi, &m.unit)
-                    )?,
-                    _ => write!(out, " – |")?,
-                }
-            }
-            for t in m.targets.iter().skip(1) {
-                match &t.versus_baseline {
-                    Some(d) => match (d.ci_low, d.ci_high, d.p_value) {
-                        (_, _, Some(p)) if d.verdict == "~" => write!(out, " ~ (p={p:.3}) |")?,
-                        (Some(lo), Some(hi), Some(p)) => write!(
-                            out,
-                            " **{}** [{:+.1}%, {:+.1}%] p={p:.3} {} |",
-                            d.verdict,
-                            lo * 100.0,
-                            hi * 100.0,
-                            if d.better == Some(true) {
-                                "better"
-                            } else {
-                                "worse"
-                            }
-                        )?,
-                        _ => write!(out, " {:+.1}%, no verdict |", d.relative * 100.0)?,
-                    },
-                    None => write!(out, " – |")?,
-                }
-            }
-            writeln!(out)?;
+            write_metric_row(m, out)?;
         }
         writeln!(out)?;
-        let schedule = c.schedule.describe();
-        writeln!(
-            out,
-            "{} runs per target, {schedule}{}. Medians (min–max). Mann-Whitney U, two-sided, α={ALPHA}; ~ = no significant difference; intervals: 95% bootstrap of the relative difference of medians.{}",
-            c.runs_per_target,
-            if c.warmup { ", one warm-up run each discarded" } else { "" },
-            if c.interrupted { " **Interrupted: partial results.**" } else { "" }
-        )?;
-        for why in c.no_verdict_reasons() {
-            writeln!(out, "No verdict: {why}.")?;
-        }
+        write_method(c, out)?;
         writeln!(out)?;
         writeln!(
             out,
@@ -96,6 +33,94 @@ impl Report<ComparisonResult> for MarkdownReport {
         writeln!(out)?;
         writeln!(out, "</details>")
     }
+}
+
+/// The table's header row (metric, each target, each target against the baseline) and its
+/// alignment row.
+fn write_table_head(c: &ComparisonResult, base: &str, out: &mut dyn Write) -> io::Result<()> {
+    write!(out, "| metric |")?;
+    for (i, t) in c.targets.iter().enumerate() {
+        if i == 0 {
+            write!(out, " {} (baseline) |", t.name)?;
+        } else {
+            write!(out, " {} |", t.name)?;
+        }
+    }
+    for t in c.targets.iter().skip(1) {
+        write!(out, " {} vs {base} |", t.name)?;
+    }
+    writeln!(out)?;
+    write!(out, "|---|")?;
+    for _ in &c.targets {
+        write!(out, "---:|")?;
+    }
+    for _ in c.targets.iter().skip(1) {
+        write!(out, "---|")?;
+    }
+    writeln!(out)
+}
+
+/// A metric's row: each target's median (min–max), then each difference against the
+/// baseline.
+fn write_metric_row(m: &MetricComparison, out: &mut dyn Write) -> io::Result<()> {
+    write!(out, "| {} |", super::compare::metric_label(m))?;
+    for t in &m.targets {
+        match (t.median, t.min, t.max) {
+            (Some(median), Some(lo), Some(hi)) => write!(
+                out,
+                " {} ({}–{}) |",
+                figure(median, &m.unit),
+                figure(lo, &m.unit),
+                figure(hi, &m.unit)
+            )?,
+            _ => write!(out, " – |")?,
+        }
+    }
+    for t in m.targets.iter().skip(1) {
+        write_delta_cell(t, out)?;
+    }
+    writeln!(out)
+}
+
+/// A target's difference against the baseline: the verdict in bold with its interval and
+/// p-value, "~" with its p-value, or the bare difference without a verdict.
+fn write_delta_cell(t: &MetricSummary, out: &mut dyn Write) -> io::Result<()> {
+    let Some(d) = &t.versus_baseline else {
+        return write!(out, " – |");
+    };
+    match (d.ci_low, d.ci_high, d.p_value) {
+        (_, _, Some(p)) if d.verdict == "~" => write!(out, " ~ (p={p:.3}) |"),
+        (Some(lo), Some(hi), Some(p)) => write!(
+            out,
+            " **{}** [{:+.1}%, {:+.1}%] p={p:.3} {} |",
+            d.verdict,
+            lo * 100.0,
+            hi * 100.0,
+            if d.better == Some(true) {
+                "better"
+            } else {
+                "worse"
+            }
+        ),
+        _ => write!(out, " {:+.1}%, no verdict |", d.relative * 100.0),
+    }
+}
+
+/// The line under the table: runs, schedule, what the figures are and the test, whether
+/// the comparison was interrupted; then why there is no verdict, when there is none.
+fn write_method(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+    let schedule = c.schedule.describe();
+    writeln!(
+        out,
+        "{} runs per target, {schedule}{}. Medians (min–max). Mann-Whitney U, two-sided, α={ALPHA}; ~ = no significant difference; intervals: 95% bootstrap of the relative difference of medians.{}",
+        c.runs_per_target,
+        if c.warmup { ", one warm-up run each discarded" } else { "" },
+        if c.interrupted { " **Interrupted: partial results.**" } else { "" }
+    )?;
+    for why in c.no_verdict_reasons() {
+        writeln!(out, "No verdict: {why}.")?;
+    }
+    Ok(())
 }
 
 impl Report<RunResult> for MarkdownReport {

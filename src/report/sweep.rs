@@ -4,60 +4,15 @@
 use std::io::{self, Write};
 
 use super::{MarkdownReport, Report, TextReport};
-use crate::sweep::{LadderKind, SweepResult};
+use crate::sweep::{LadderKind, SweepResult, TargetSweep};
 use crate::units::{grouped, wrk_time_us};
 
 impl Report<SweepResult> for TextReport {
     fn write(&self, s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
-        let loads: Vec<String> = s.loads.iter().map(|l| load_text(*l)).collect();
-        writeln!(
-            out,
-            "archbench sweep: {} {} ({} steps), {:.1}s per run, {} run{} per step{}{}",
-            s.ladder.unit(),
-            loads.join(", "),
-            s.loads.len(),
-            s.duration_s,
-            s.runs_per_step,
-            if s.runs_per_step == 1 { "" } else { "s" },
-            if s.slo.is_empty() {
-                String::new()
-            } else {
-                format!("; SLO {}", s.slo.join(","))
-            },
-            if s.interrupted { " [INTERRUPTED]" } else { "" }
-        )?;
-        let first = match s.ladder {
-            LadderKind::Connections => "conns",
-            LadderKind::Rates => "offered",
-        };
+        write_heading(s, out)?;
         for t in &s.targets {
             writeln!(out, "\n{}", t.name)?;
-            writeln!(
-                out,
-                "  {first:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>11} {:>5}",
-                "req/s", "p50", "p90", "p99", "p99.9", "errors", "cores", "req/CPU-s", "SLO"
-            )?;
-            for p in &t.points {
-                writeln!(
-                    out,
-                    "  {:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>6.2}% {:>7} {:>11} {:>5}",
-                    load_text(p.load),
-                    grouped(p.requests_per_sec.round() as u64),
-                    wrk_time_us(p.p50_us),
-                    wrk_time_us(p.p90_us),
-                    wrk_time_us(p.p99_us),
-                    wrk_time_us(p.p99_9_us),
-                    p.error_percent,
-                    p.server_cores.map_or("-".into(), |c| format!("{c:.2}")),
-                    p.requests_per_server_cpu_s
-                        .map_or("-".into(), |r| grouped(r.round() as u64)),
-                    match p.slo_passed {
-                        Some(true) => "pass",
-                        Some(false) => "FAIL",
-                        None => "-",
-                    }
-                )?;
-            }
+            write_points(s.ladder, t, out)?;
             writeln!(out, "  Knee       {}", t.knee_reason)?;
             if let (Some(price), Some(cost)) = (t.price_per_hour, t.cost_per_million_at_knee) {
                 writeln!(
@@ -75,33 +30,96 @@ impl Report<SweepResult> for TextReport {
                     stop.reason
                 )?;
             }
-            match (&t.usl, &t.usl_refused) {
-                (Some(f), _) => {
-                    let peak = match (f.peak_concurrency, f.peak_throughput) {
-                        (Some(n), Some(x)) => format!(
-                            "throughput peaks at {n:.0} connections ({} req/s)",
-                            grouped(x.round() as u64)
-                        ),
-                        (None, Some(x)) => format!(
-                            "no peak; throughput approaches {} req/s",
-                            grouped(x.round() as u64)
-                        ),
-                        _ => "throughput grows linearly".into(),
-                    };
-                    writeln!(
-                        out,
-                        "  USL        σ = {:.4} (contention), κ = {:.6} (coherency), λ = {} req/s per connection; {peak}; R² = {:.3}",
-                        f.sigma,
-                        f.kappa,
-                        grouped(f.lambda.round() as u64),
-                        f.r_squared
-                    )?;
-                }
-                (None, Some(why)) => writeln!(out, "  USL        {why}")?,
-                (None, None) => {}
-            }
+            write_usl(t, out)?;
         }
         Ok(())
+    }
+}
+
+/// The first line: the ladder's loads, the duration and runs of each step, the SLO.
+fn write_heading(s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
+    let loads: Vec<String> = s.loads.iter().map(|l| load_text(*l)).collect();
+    writeln!(
+        out,
+        "archbench sweep: {} {} ({} steps), {:.1}s per run, {} run{} per step{}{}",
+        s.ladder.unit(),
+        loads.join(", "),
+        s.loads.len(),
+        s.duration_s,
+        s.runs_per_step,
+        if s.runs_per_step == 1 { "" } else { "s" },
+        if s.slo.is_empty() {
+            String::new()
+        } else {
+            format!("; SLO {}", s.slo.join(","))
+        },
+        if s.interrupted { " [INTERRUPTED]" } else { "" }
+    )
+}
+
+/// A target's table: a row per load with its throughput, percentiles, errors, server CPU
+/// and SLO verdict.
+fn write_points(ladder: LadderKind, t: &TargetSweep, out: &mut dyn Write) -> io::Result<()> {
+    let first = match ladder {
+        LadderKind::Connections => "conns",
+        LadderKind::Rates => "offered",
+    };
+    writeln!(
+        out,
+        "  {first:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>11} {:>5}",
+        "req/s", "p50", "p90", "p99", "p99.9", "errors", "cores", "req/CPU-s", "SLO"
+    )?;
+    for p in &t.points {
+        writeln!(
+            out,
+            "  {:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>6.2}% {:>7} {:>11} {:>5}",
+            load_text(p.load),
+            grouped(p.requests_per_sec.round() as u64),
+            wrk_time_us(p.p50_us),
+            wrk_time_us(p.p90_us),
+            wrk_time_us(p.p99_us),
+            wrk_time_us(p.p99_9_us),
+            p.error_percent,
+            p.server_cores.map_or("-".into(), |c| format!("{c:.2}")),
+            p.requests_per_server_cpu_s
+                .map_or("-".into(), |r| grouped(r.round() as u64)),
+            match p.slo_passed {
+                Some(true) => "pass",
+                Some(false) => "FAIL",
+                None => "-",
+            }
+        )?;
+    }
+    Ok(())
+}
+
+/// The USL line: the fit's coefficients, where throughput peaks and how well it fits, or
+/// why there is no fit.
+fn write_usl(t: &TargetSweep, out: &mut dyn Write) -> io::Result<()> {
+    match (&t.usl, &t.usl_refused) {
+        (Some(f), _) => {
+            let peak = match (f.peak_concurrency, f.peak_throughput) {
+                (Some(n), Some(x)) => format!(
+                    "throughput peaks at {n:.0} connections ({} req/s)",
+                    grouped(x.round() as u64)
+                ),
+                (None, Some(x)) => format!(
+                    "no peak; throughput approaches {} req/s",
+                    grouped(x.round() as u64)
+                ),
+                _ => "throughput grows linearly".into(),
+            };
+            writeln!(
+                out,
+                "  USL        σ = {:.4} (contention), κ = {:.6} (coherency), λ = {} req/s per connection; {peak}; R² = {:.3}",
+                f.sigma,
+                f.kappa,
+                grouped(f.lambda.round() as u64),
+                f.r_squared
+            )
+        }
+        (None, Some(why)) => writeln!(out, "  USL        {why}"),
+        (None, None) => Ok(()),
     }
 }
 

@@ -121,106 +121,11 @@ fn write_server(
 
 impl Report<RunResult> for TextReport {
     fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
-        let p = &r.plan;
-        let t = &r.totals;
-        writeln!(
-            out,
-            "archbench {}  {} {}",
-            r.environment.archbench_version, p.method, p.url
-        )?;
-        writeln!(
-            out,
-            "  {} connections, {} threads, {}, {}, {}{}{}",
-            p.connections,
-            p.threads,
-            pacing(r),
-            stop(r),
-            if p.keepalive {
-                "keep-alive"
-            } else {
-                "new connection per request"
-            },
-            if p.insecure && p.url.starts_with("https") {
-                ", TLS NOT VERIFIED (--insecure)"
-            } else {
-                ""
-            },
-            if r.interrupted { "  [INTERRUPTED]" } else { "" },
-        )?;
+        write_header(r, out)?;
         writeln!(out)?;
-        writeln!(
-            out,
-            "  Requests   {} answered in {:.2}s  {:.2} req/s",
-            grouped(t.requests),
-            t.elapsed_s,
-            t.requests_per_sec
-        )?;
-        writeln!(
-            out,
-            "  Transfer   {} read ({}/s), {} written, {} connections opened",
-            bytes_iec(t.bytes_read as f64),
-            bytes_iec(t.bytes_read_per_sec),
-            bytes_iec(t.bytes_written as f64),
-            grouped(t.connections_opened)
-        )?;
-        let kinds: Vec<String> = ErrorKind::ALL
-            .iter()
-            .filter(|k| r.errors.get(**k) > 0)
-            .map(|k| format!("{} {}", k.name(), grouped(r.errors.get(*k))))
-            .collect();
-        if kinds.is_empty() {
-            writeln!(out, "  Errors     0")?;
-        } else {
-            writeln!(
-                out,
-                "  Errors     {} ({})",
-                grouped(t.errors),
-                kinds.join(", ")
-            )?;
-        }
-        if let Some(note) = ports_note(r) {
-            writeln!(out, "             {note}")?;
-        }
-        let statuses: Vec<String> = r
-            .status_codes
-            .iter()
-            .map(|(c, n)| format!("{c}: {}", grouped(*n)))
-            .collect();
-        writeln!(
-            out,
-            "  Status     {}",
-            if statuses.is_empty() {
-                "-".to_string()
-            } else {
-                statuses.join(", ")
-            }
-        )?;
-        if let Some(answers) = r.error_answers() {
-            writeln!(out, "  WARNING    {answers}")?;
-        }
-        let c = &r.client;
-        writeln!(
-            out,
-            "  Client     {:.2} CPU s (user {:.2}, sys {:.2}), busiest worker {:.0}% of a core, {} req per CPU-s",
-            c.cpu_s,
-            c.cpu_user_s,
-            c.cpu_system_s,
-            c.busiest_worker_percent,
-            grouped(c.requests_per_cpu_s.round() as u64)
-        )?;
-        if let Some(pc) = &r.pacing {
-            let l = &pc.lateness;
-            writeln!(
-                out,
-                "  Pacing     target {} req/s, achieved {:.1}; send lateness p50 {} µs, p99 {} µs, max {} µs; {} requests held by a busy connection",
-                pc.target_rate,
-                pc.achieved_rate,
-                l.p50_us,
-                l.p99_us,
-                l.max_us,
-                grouped(pc.held_by_busy_connection)
-            )?;
-        }
+        write_totals(r, out)?;
+        write_errors(r, out)?;
+        write_client(r, out)?;
         for s in &r.servers {
             write_server(r, s, out)?;
         }
@@ -230,47 +135,181 @@ impl Report<RunResult> for TextReport {
         if let Some(slo) = &r.slo {
             super::write_slo("SLO", slo, out)?;
         }
-        if !r.sources.is_empty() {
-            let skew = r
-                .start_skew_s
-                .map(|d| format!(", first sends {:.3} ms apart", d * 1000.0))
-                .unwrap_or_default();
-            writeln!(out, "  Sources    {} merged{skew}", r.sources.len())?;
-            for src in &r.sources {
-                writeln!(
-                    out,
-                    "             {}: {} on {}, started {} (+{:.3} s), {} requests, limiter {}",
-                    src.file,
-                    src.plan.url,
-                    src.environment.hostname,
-                    src.started_at,
-                    src.start_offset_s,
-                    grouped(src.totals.requests),
-                    serde_json::to_value(src.limiter.side)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                )?;
-            }
-        }
+        write_sources(r, out)?;
         writeln!(out)?;
+        write_latency(r, out)
+    }
+}
+
+/// The first two lines: version, method and URL, then the load (connections, threads,
+/// pacing, stop rule, connection reuse) and whether the run was interrupted.
+fn write_header(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let p = &r.plan;
+    writeln!(
+        out,
+        "archbench {}  {} {}",
+        r.environment.archbench_version, p.method, p.url
+    )?;
+    writeln!(
+        out,
+        "  {} connections, {} threads, {}, {}, {}{}{}",
+        p.connections,
+        p.threads,
+        pacing(r),
+        stop(r),
+        if p.keepalive {
+            "keep-alive"
+        } else {
+            "new connection per request"
+        },
+        if p.insecure && p.url.starts_with("https") {
+            ", TLS NOT VERIFIED (--insecure)"
+        } else {
+            ""
+        },
+        if r.interrupted { "  [INTERRUPTED]" } else { "" },
+    )
+}
+
+/// The Requests and Transfer lines: answers, time, rate, bytes both ways, connections.
+fn write_totals(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let t = &r.totals;
+    writeln!(
+        out,
+        "  Requests   {} answered in {:.2}s  {:.2} req/s",
+        grouped(t.requests),
+        t.elapsed_s,
+        t.requests_per_sec
+    )?;
+    writeln!(
+        out,
+        "  Transfer   {} read ({}/s), {} written, {} connections opened",
+        bytes_iec(t.bytes_read as f64),
+        bytes_iec(t.bytes_read_per_sec),
+        bytes_iec(t.bytes_written as f64),
+        grouped(t.connections_opened)
+    )
+}
+
+/// The Errors line (by kind) with the note on exhausted local ports, the Status line, and
+/// a warning when the answers were errors.
+fn write_errors(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let kinds: Vec<String> = ErrorKind::ALL
+        .iter()
+        .filter(|k| r.errors.get(**k) > 0)
+        .map(|k| format!("{} {}", k.name(), grouped(r.errors.get(*k))))
+        .collect();
+    if kinds.is_empty() {
+        writeln!(out, "  Errors     0")?;
+    } else {
         writeln!(
             out,
-            "  Latency µs       min      p50      p75      p90      p99    p99.9   p99.99      max     mean    stdev"
+            "  Errors     {} ({})",
+            grouped(r.totals.errors),
+            kinds.join(", ")
         )?;
-        let l = &r.latency;
-        latency_row(out, "total", &l.total)?;
-        if p.rate.is_some() {
-            latency_row(out, "service", &l.service)?;
-        }
-        latency_row(out, "connect", &l.connect)?;
-        latency_row(out, "first byte", &l.first_byte)?;
-        if p.rate.is_some() {
-            writeln!(
-                out,
-                "  (total runs from each request's intended send time; service from its actual send)"
-            )?;
-        }
-        Ok(())
     }
+    if let Some(note) = ports_note(r) {
+        writeln!(out, "             {note}")?;
+    }
+    let statuses: Vec<String> = r
+        .status_codes
+        .iter()
+        .map(|(c, n)| format!("{c}: {}", grouped(*n)))
+        .collect();
+    writeln!(
+        out,
+        "  Status     {}",
+        if statuses.is_empty() {
+            "-".to_string()
+        } else {
+            statuses.join(", ")
+        }
+    )?;
+    if let Some(answers) = r.error_answers() {
+        writeln!(out, "  WARNING    {answers}")?;
+    }
+    Ok(())
+}
+
+/// The Client line (archbench's own CPU) and, in open loop, the Pacing line.
+fn write_client(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let c = &r.client;
+    writeln!(
+        out,
+        "  Client     {:.2} CPU s (user {:.2}, sys {:.2}), busiest worker {:.0}% of a core, {} req per CPU-s",
+        c.cpu_s,
+        c.cpu_user_s,
+        c.cpu_system_s,
+        c.busiest_worker_percent,
+        grouped(c.requests_per_cpu_s.round() as u64)
+    )?;
+    if let Some(pc) = &r.pacing {
+        let l = &pc.lateness;
+        writeln!(
+            out,
+            "  Pacing     target {} req/s, achieved {:.1}; send lateness p50 {} µs, p99 {} µs, max {} µs; {} requests held by a busy connection",
+            pc.target_rate,
+            pc.achieved_rate,
+            l.p50_us,
+            l.p99_us,
+            l.max_us,
+            grouped(pc.held_by_busy_connection)
+        )?;
+    }
+    Ok(())
+}
+
+/// For a merged result, the Sources lines: how many, how far apart they started, and one
+/// line per source.
+fn write_sources(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    if r.sources.is_empty() {
+        return Ok(());
+    }
+    let skew = r
+        .start_skew_s
+        .map(|d| format!(", first sends {:.3} ms apart", d * 1000.0))
+        .unwrap_or_default();
+    writeln!(out, "  Sources    {} merged{skew}", r.sources.len())?;
+    for src in &r.sources {
+        writeln!(
+            out,
+            "             {}: {} on {}, started {} (+{:.3} s), {} requests, limiter {}",
+            src.file,
+            src.plan.url,
+            src.environment.hostname,
+            src.started_at,
+            src.start_offset_s,
+            grouped(src.totals.requests),
+            serde_json::to_value(src.limiter.side)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
+
+/// The latency table: total, service (open loop), connect and first byte, with the note on
+/// what open-loop latency runs from.
+fn write_latency(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let open_loop = r.plan.rate.is_some();
+    writeln!(
+        out,
+        "  Latency µs       min      p50      p75      p90      p99    p99.9   p99.99      max     mean    stdev"
+    )?;
+    let l = &r.latency;
+    latency_row(out, "total", &l.total)?;
+    if open_loop {
+        latency_row(out, "service", &l.service)?;
+    }
+    latency_row(out, "connect", &l.connect)?;
+    latency_row(out, "first byte", &l.first_byte)?;
+    if open_loop {
+        writeln!(
+            out,
+            "  (total runs from each request's intended send time; service from its actual send)"
+        )?;
+    }
+    Ok(())
 }
