@@ -122,6 +122,11 @@ pub struct LoadArgs {
     /// send times.
     #[arg(short = 'r', long, value_parser = super::values::rate)]
     pub rate: Option<f64>,
+    /// Open loop: a send due within this long after a wake-up goes out in it, early, timed
+    /// from its actual send; at most 50us [default: how late a wake-up comes on this machine,
+    /// measured at the start, at most 50us].
+    #[arg(long, value_parser = super::values::duration)]
+    pub pacing_slack: Option<std::time::Duration>,
     #[command(flatten)]
     pub request: RequestArgs,
     /// Count these events on the watched servers with perf_event_open (comma-separated:
@@ -404,6 +409,11 @@ pub struct SweepArgs {
     /// Open loop: the total rates to step through (1k:50k:x2, 1k:10k:+1k or 1000,2000,5000).
     #[arg(short = 'r', long, value_parser = super::values::ladder)]
     pub rates: Option<super::values::Ladder>,
+    /// Open loop: a send due within this long after a wake-up goes out in it, early, timed
+    /// from its actual send; at most 50us [default: a wake-up's measured latency, at most
+    /// 50us].
+    #[arg(long, value_parser = super::values::duration)]
+    pub pacing_slack: Option<std::time::Duration>,
     /// Worker threads [default: one per core].
     #[arg(short = 't', long, value_parser = super::values::count)]
     pub threads: Option<u64>,

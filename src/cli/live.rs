@@ -163,7 +163,7 @@ pub fn close(dashboard: Option<Dashboard>) {
 pub fn plan_line<A>(plan: &Plan<A>) -> String {
     let pacing = match plan.pacing {
         Pacing::Closed => "closed loop".to_string(),
-        Pacing::Open { rate } => format!("{rate} req/s"),
+        Pacing::Open { rate, .. } => format!("{rate} req/s"),
     };
     let mut line = format!(
         "{} {} · {} connections · {pacing}",

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use thiserror::Error;
 
 use super::args::{AbArgs, CompareArgs, LoadArgs, RunArgs, WrkArgs};
-use crate::engine::{Pacing, Part, Plan, StopRule};
+use crate::engine::{wake, Pacing, Part, Plan, StopRule};
 use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError, Unresolved};
 
 /// A command line that cannot become a plan. Always the user's to fix: exit status 2.
@@ -77,6 +77,8 @@ struct PlanInput<'a> {
     duration: Option<Duration>,
     requests: Option<u64>,
     rate: Option<f64>,
+    /// `--pacing-slack`; None: measured.
+    slack: Option<Duration>,
     timeout: Duration,
     insecure: bool,
     part: Part,
@@ -193,6 +195,9 @@ fn check_part(input: &PlanInput<'_>) -> Result<(), PlanError> {
 /// Closed loop without `--rate`; open at a rate this process's share of which it can keep.
 fn pacing(input: &PlanInput<'_>) -> Result<Pacing, PlanError> {
     match input.rate {
+        None if input.slack.is_some() => Err(invalid(
+            "--pacing-slack applies to an open loop only: give --rate too".to_string(),
+        )),
         None => Ok(Pacing::Closed),
         Some(r) if r.is_finite() && r >= MIN_RATE => {
             let local = r * input.part.share(input.connections) as f64 / input.connections as f64;
@@ -201,12 +206,34 @@ fn pacing(input: &PlanInput<'_>) -> Result<Pacing, PlanError> {
                     "--rate {r}: more than {MAX_LOCAL_RATE} requests per second from one process is beyond one machine; split the load with --part"
                 )));
             }
-            Ok(Pacing::Open { rate: r })
+            Ok(Pacing::Open {
+                rate: r,
+                slack: slack(input.slack)?,
+            })
         }
         Some(r) => Err(invalid(format!(
             "--rate {r} is below {MIN_RATE} requests per second (one per 1,000 s); omit it for a closed loop"
         ))),
     }
+}
+
+/// `--pacing-slack`, or a wake-up's latency measured here (in whole µs); never above the bound, so no send
+/// goes out earlier than the schedule allows.
+fn slack(given: Option<Duration>) -> Result<Duration, PlanError> {
+    match given {
+        Some(d) if d > wake::MAX_SLACK => Err(invalid(format!(
+            "--pacing-slack {}: at most {}us (a send earlier than that is off its schedule)",
+            duration_arg(d),
+            wake::MAX_SLACK.as_micros()
+        ))),
+        // Whole microseconds, as results and reproduce lines state it.
+        Some(d) => Ok(whole_micros(d)),
+        None => Ok(whole_micros(wake::default_slack())),
+    }
+}
+
+fn whole_micros(d: Duration) -> Duration {
+    Duration::from_micros(d.as_micros() as u64)
 }
 
 /// `--start-at`: at most a day ahead.
@@ -289,6 +316,7 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         duration: l.duration,
         requests: None,
         rate: l.rate,
+        slack: l.pacing_slack,
         timeout: l.request.timeout,
         insecure: l.request.insecure,
         part: Part::WHOLE,
@@ -331,6 +359,7 @@ pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
         duration: Some(a.duration),
         requests: None,
         rate: None,
+        slack: None,
         timeout: a.timeout,
         insecure: true,
         part: Part::WHOLE,
@@ -402,6 +431,7 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         duration: a.timelimit,
         requests: Some(requests),
         rate: None,
+        slack: None,
         timeout: a.timeout,
         insecure: true,
         part: Part::WHOLE,
@@ -502,6 +532,7 @@ pub fn service_plan(
         duration: Some(duration),
         requests: None,
         rate,
+        slack: None,
         timeout,
         insecure: false,
         part: Part::WHOLE,
@@ -554,8 +585,9 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     if let Some(n) = plan.stop.requests {
         w.extend(["-n".into(), n.to_string()]);
     }
-    if let Pacing::Open { rate } = plan.pacing {
+    if let Pacing::Open { rate, slack } = plan.pacing {
         w.extend(["--rate".into(), rate.to_string()]);
+        w.extend(["--pacing-slack".into(), duration_arg(slack)]);
     }
     w.extend(["--timeout".into(), duration_arg(plan.timeout)]);
     if plan.request.method != "GET" {

@@ -8,6 +8,7 @@
 
 mod conn;
 pub mod live;
+pub mod wake;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,7 +36,8 @@ pub enum Pacing {
     Closed,
     /// `rate` requests per second in total, evenly spaced over the connections; latency is
     /// measured from each request's intended send time (coordinated-omission correction).
-    Open { rate: f64 },
+    /// A send due within `slack` after a wake-up goes out in it, early, timed from its send.
+    Open { rate: f64, slack: Duration },
 }
 
 /// A validated, typed description of one run. Only a plan whose target was resolved
@@ -136,7 +138,7 @@ impl<A> Plan<A> {
     pub fn local_rate(&self) -> Option<f64> {
         match self.pacing {
             Pacing::Closed => None,
-            Pacing::Open { rate } => {
+            Pacing::Open { rate, .. } => {
                 Some(rate * self.local_connections() as f64 / self.connections as f64)
             }
         }
@@ -384,6 +386,10 @@ fn worker_specs(
             }),
             deadline: plan.stop.duration.map(|d| start + d),
             pacing: plan.pacing,
+            slack: match plan.pacing {
+                Pacing::Closed => Duration::ZERO,
+                Pacing::Open { slack, .. } => slack,
+            },
             timeout: plan.timeout,
             start,
             expected: plan.stop.duration,
@@ -635,10 +641,14 @@ impl<A> Plan<A> {
                 requests: self.stop.requests,
                 rate: match self.pacing {
                     Pacing::Closed => None,
-                    Pacing::Open { rate } => Some(rate),
+                    Pacing::Open { rate, .. } => Some(rate),
                 },
             }),
             start_at: self.start_at.map(crate::timefmt::rfc3339_micros),
+            pacing_slack_us: match self.pacing {
+                Pacing::Closed => None,
+                Pacing::Open { slack, .. } => Some(slack.as_micros() as u64),
+            },
         }
     }
 }

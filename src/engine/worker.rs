@@ -35,8 +35,8 @@ const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
 const RATE_SAMPLE: Duration = Duration::from_millis(100);
 /// The poll token of the open-loop send timer; connections use their index.
 const TIMER: Token = Token(usize::MAX);
-/// Open loop over plain TCP: when the next send is at most this far off, the worker sleeps on
-/// the send timer alone and reads the responses that arrived meanwhile when it wakes, timed
+/// Open loop over plain TCP: when the next send is at most this far off, the worker sleeps to
+/// it (a plain sleep, no socket watched) and reads the responses that arrived meanwhile when it wakes, timed
 /// by the kernel's receive timestamps. One wake-up then serves a send and the responses
 /// before it, where reacting to each response would cost a second one.
 const DEFER_READS_UP_TO: Duration = Duration::from_millis(5);
@@ -48,6 +48,9 @@ pub struct TlsSetup {
 }
 
 pub struct WorkerSpec {
+    /// Open loop: a send due within this much after a wake-up goes out in it, early (and is
+    /// timed from its actual send).
+    pub slack: Duration,
     pub addr: SocketAddr,
     pub request: Arc<[u8]>,
     pub head_request: bool,
@@ -111,25 +114,23 @@ pub struct Worker<'a> {
     /// Open loop: wakes the poll at the next send time, to the nanosecond.
     timer: Option<SendTimer>,
     /// Open loop over plain TCP: responses carry kernel receive timestamps, and a poll holding
-    /// only the timer lets the worker sleep through their arrival (see DEFER_READS_UP_TO).
+    /// a plain sleep lets the worker sleep through their arrival (see DEFER_READS_UP_TO).
     deferred: Option<DeferredReads>,
     /// Connections waiting for a writable edge (connecting, or a request partly written):
-    /// while any does, the worker cannot sleep on the timer alone.
+    /// while any does, the worker cannot sleep without watching its sockets.
     awaiting_writable: usize,
     /// Connections with a response partly read: its next segments must be read as they come
-    /// (the sender may be waiting for room), so the worker does not sleep on the timer alone.
+    /// (the sender may be waiting for room), so the worker does not sleep without watching them.
     partly_read: usize,
     first_send: Option<Instant>,
     stop: &'a AtomicBool,
     progress: &'a WorkerProgress,
 }
 
-/// Reading responses late but timing them exactly: the timer-only poll, and where the
-/// monotonic and the wall clocks stood together when the last poll returned (kernel receive
-/// timestamps are wall-clock times).
+/// Reading responses late but timing them exactly: where the monotonic and the wall clocks
+/// stood together when the last poll returned (kernel receive timestamps are wall-clock
+/// times).
 struct DeferredReads {
-    timer_poll: Poll,
-    events: Events,
     anchor: (Instant, libc::timespec),
     /// A read has come with a timestamp: the kernel stamps segments now (it turns stamping
     /// on asynchronously after the first socket asks), so reads may be deferred.
@@ -185,7 +186,7 @@ struct SendTimer {
 }
 
 impl SendTimer {
-    fn new(polls: &[&Poll]) -> io::Result<SendTimer> {
+    fn new(poll: &Poll) -> io::Result<SendTimer> {
         // SAFETY: timerfd_create returns a new descriptor we own, or -1.
         let raw = unsafe {
             libc::timerfd_create(
@@ -198,10 +199,8 @@ impl SendTimer {
         }
         // SAFETY: `raw` is a valid descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        for poll in polls {
-            poll.registry()
-                .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
-        }
+        poll.registry()
+            .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
         Ok(SendTimer { fd, armed: None })
     }
 
@@ -234,6 +233,15 @@ impl SendTimer {
         self.armed = Some(at);
         Ok(())
     }
+}
+
+/// How an open-loop request went out against its due time, in µs.
+#[derive(Debug, Clone, Copy)]
+enum Sent {
+    /// At or after it (by this much); latency counts from the due time.
+    Late(u64),
+    /// Before it, within the slack; latency counts from the send.
+    Early(u64),
 }
 
 /// The worker's housekeeping beside the requests: the timeout scan and the per-second rate
@@ -291,21 +299,17 @@ impl<'a> Worker<'a> {
         let now = spec.start;
         let (interval, timer, deferred) = match spec.pacing {
             Pacing::Closed => (Duration::ZERO, None, None),
-            Pacing::Open { rate } => {
+            Pacing::Open { rate, .. } => {
                 // TLS reads through rustls, without the kernel's timestamps: no deferring.
                 let deferred = match spec.tls {
                     Some(_) => None,
                     None => Some(DeferredReads {
-                        timer_poll: Poll::new().map_err(EngineError::Poll)?,
-                        events: Events::with_capacity(4),
                         anchor: (Instant::now(), wall_clock_now()),
                         stamping: false,
                         large_responses: false,
                     }),
                 };
-                let mut polls = vec![&poll];
-                polls.extend(deferred.as_ref().map(|d| &d.timer_poll));
-                let timer = SendTimer::new(&polls).map_err(EngineError::Poll)?;
+                let timer = SendTimer::new(&poll).map_err(EngineError::Poll)?;
                 (
                     super::seconds(spec.total_connections as f64 / rate),
                     Some(timer),
@@ -344,6 +348,7 @@ impl<'a> Worker<'a> {
             .tid
             .store(crate::os::this_thread_id(), Ordering::Relaxed);
         let mut events = Events::with_capacity(1024);
+        super::wake::precise_sleeps();
         if !self.wait_for_start() {
             return Ok(self.outcome(true, Instant::now()));
         }
@@ -399,7 +404,7 @@ impl<'a> Worker<'a> {
                     let now = Instant::now();
                     self.start_request(i, now, now, None)
                 }
-                Pacing::Open { rate } => {
+                Pacing::Open { rate, .. } => {
                     let g = self.spec.schedule.first + self.spec.schedule.stride * i;
                     let due = super::after(start, g as f64 / rate);
                     self.conns[i].next_due = due;
@@ -425,29 +430,34 @@ impl<'a> Worker<'a> {
         }
         let mut wait = wake.saturating_duration_since(now);
         let next_due = self.timers.peek().map(|Reverse((due, _))| *due);
-        if let (Some(due), Some(timer)) = (next_due, &mut self.timer) {
-            // The next send time wakes the poll through the timer even when a housekeeping
-            // wake comes first: epoll's own timeout is rounded up to a whole millisecond,
-            // which would make sends just after it late.
-            if due <= now {
-                wait = Duration::ZERO;
-            } else {
-                timer.arm(due, now).map_err(EngineError::Poll)?;
-            }
-        }
-        if !self.ready.is_empty() {
+        // A send within the slack goes out now rather than after another wake-up.
+        if next_due.is_some_and(|d| d <= now + self.spec.slack) || !self.ready.is_empty() {
             wait = Duration::ZERO;
         }
-        let sleep_on_timer = self.awaiting_writable == 0
+        let sleep_alone = self.awaiting_writable == 0
             && self.partly_read == 0
             && !wait.is_zero()
-            && next_due.is_some_and(|d| d.saturating_duration_since(now) <= DEFER_READS_UP_TO);
-        let polled = match self.deferred.as_mut() {
-            Some(d) if sleep_on_timer && d.stamping && !d.large_responses => d
-                .timer_poll
-                .poll(&mut d.events, Some(wait))
-                .and_then(|()| self.poll.poll(events, Some(Duration::ZERO))),
-            _ => self.poll.poll(events, Some(wait)),
+            && next_due.is_some_and(|d| d.saturating_duration_since(now) <= DEFER_READS_UP_TO)
+            && self
+                .deferred
+                .as_ref()
+                .is_some_and(|d| d.stamping && !d.large_responses);
+        let polled = if sleep_alone {
+            // Nothing to watch but the clock: a plain sleep to the send time, then the
+            // readiness that came meanwhile, without waiting.
+            let until = next_due.map_or(wake, |d| d.min(wake));
+            std::thread::sleep(until.saturating_duration_since(now));
+            self.poll.poll(events, Some(Duration::ZERO))
+        } else {
+            if let (Some(due), Some(timer)) = (next_due, &mut self.timer) {
+                // The next send time wakes the poll through the timer even when a housekeeping
+                // wake comes first: epoll's own timeout is rounded up to a whole millisecond,
+                // which would make sends just after it late.
+                if due > now {
+                    timer.arm(due, now).map_err(EngineError::Poll)?;
+                }
+            }
+            self.poll.poll(events, Some(wait))
         };
         if let Err(e) = polled {
             if e.kind() != io::ErrorKind::Interrupted {
@@ -460,10 +470,12 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// Open loop: sends every request due by `now`, each measured from its due time.
+    /// Open loop: sends every request due by `now` (timed from its due time) and those due
+    /// within the slack after it (early, timed from now: never a latency from before the send).
     fn send_due(&mut self, now: Instant) {
+        let horizon = now + self.spec.slack;
         while let Some(&Reverse((due, i))) = self.timers.peek() {
-            if due > now {
+            if due > horizon {
                 break;
             }
             self.timers.pop();
@@ -471,7 +483,12 @@ impl<'a> Worker<'a> {
             // only the one for the connection's current due time sends.
             let c = &self.conns[i];
             if c.phase == Phase::Waiting && c.next_due == due {
-                self.start_request(i, due, now, Some(micros(now.duration_since(due))));
+                let sent = if due <= now {
+                    Sent::Late(micros(now.duration_since(due)))
+                } else {
+                    Sent::Early(micros(due.duration_since(now)))
+                };
+                self.start_request(i, due.min(now), now, Some(sent));
             }
         }
     }
@@ -559,15 +576,9 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Begins connection `i`'s next request, due at `intended`. Open loop: `lateness_us` is
-    /// how long after it could have gone out it goes out now.
-    fn start_request(
-        &mut self,
-        i: usize,
-        intended: Instant,
-        now: Instant,
-        lateness_us: Option<u64>,
-    ) {
+    /// Begins connection `i`'s next request, timed from `intended`. Open loop: `sent` is how
+    /// it went out against its schedule.
+    fn start_request(&mut self, i: usize, intended: Instant, now: Instant, sent: Option<Sent>) {
         if let Some(t) = self.tickets.as_mut() {
             if *t == 0 {
                 self.park(i);
@@ -575,12 +586,16 @@ impl<'a> Worker<'a> {
             }
             *t -= 1;
         }
-        if let Some(late) = lateness_us {
-            self.rec.sent_late(late);
+        if let Some(sent) = sent {
+            match sent {
+                Sent::Late(us) => self.rec.sent_late(us),
+                Sent::Early(us) => self.rec.sent_early(us),
+            }
             if self.deferred.is_some() {
                 // The connection's next send time, known now: the timer is never armed past
                 // it, so a response read late never makes its own next request late.
-                self.timers.push(Reverse((intended + self.interval, i)));
+                let next = self.conns[i].next_due + self.interval;
+                self.timers.push(Reverse((next, i)));
             }
         }
         self.first_send.get_or_insert(now);
@@ -839,7 +854,7 @@ impl<'a> Worker<'a> {
                     self.rec.sends_held_by_busy_connection += 1;
                     let sent = Instant::now();
                     let late = micros(sent.saturating_duration_since(now));
-                    self.start_request(i, due, sent, Some(late));
+                    self.start_request(i, due, sent, Some(Sent::Late(late)));
                 } else {
                     self.set_phase(i, Phase::Waiting);
                     self.timers.push(Reverse((due, i)));
@@ -885,11 +900,8 @@ mod tests {
 
     #[test]
     fn a_receive_timestamp_becomes_the_instant_it_stands_for() {
-        let poll = Poll::new().unwrap();
         let at = Instant::now();
         let d = DeferredReads {
-            timer_poll: poll,
-            events: Events::with_capacity(1),
             anchor: (at, ts(1_000, 500_000_000)),
             stamping: true,
             large_responses: false,

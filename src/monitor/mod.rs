@@ -647,6 +647,8 @@ mod tests {
             target_rate: 100.0,
             achieved_rate: 100.0,
             lateness: Default::default(),
+            early_sends: 0,
+            earliness: Default::default(),
             held_by_busy_connection: 0,
         };
         pacing.lateness.p99_us = 4_000;

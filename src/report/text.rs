@@ -256,6 +256,18 @@ fn write_client(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             l.max_us,
             grouped(pc.held_by_busy_connection)
         )?;
+        if pc.early_sends > 0 {
+            let e = &pc.earliness;
+            writeln!(
+                out,
+                "  Early      {} requests sent before their time (the slack is {} µs) to share a wake-up: earliness p50 {} µs, p99 {} µs, max {} µs; timed from their actual send",
+                grouped(pc.early_sends),
+                r.plan.pacing_slack_us.unwrap_or(0),
+                e.p50_us,
+                e.p99_us,
+                e.max_us
+            )?;
+        }
     }
     Ok(())
 }

@@ -108,6 +108,10 @@ pub struct Recorder {
     /// time, or the moment its connection came free if that was later), in microseconds.
     /// Made on the first open-loop send: a closed loop never pays its 140 KB.
     pub send_lateness: Option<Histogram<u64>>,
+    /// Open loop: how early each request sent before its due time went out (within the
+    /// pacing slack, so that sends due close together share a wake-up), in microseconds.
+    /// Made on the first early send.
+    pub send_earliness: Option<Histogram<u64>>,
     /// Open loop: requests whose connection was still busy with the previous response at
     /// their intended send time (the server held them up; they went out on its response).
     pub sends_held_by_busy_connection: u64,
@@ -149,6 +153,7 @@ impl Recorder {
             worker_rate: Histogram::new_with_bounds(1, 1_000_000_000, 3)
                 .expect("constant histogram bounds are valid"),
             send_lateness: None,
+            send_earliness: None,
             sends_held_by_busy_connection: 0,
             completed: 0,
             errors: [0; ErrorKind::COUNT],
@@ -261,6 +266,16 @@ impl Recorder {
             .saturating_record(lateness_us);
     }
 
+    /// Open loop: one request went out `earliness_us` before it was due (so it was not
+    /// late: its lateness is 0).
+    #[inline]
+    pub fn sent_early(&mut self, earliness_us: u64) {
+        self.sent_late(0);
+        self.send_earliness
+            .get_or_insert_with(latency_histogram)
+            .saturating_record(earliness_us);
+    }
+
     /// Adds another recording into this one: another worker's, or another process's
     /// (`offset_s` seconds later on the wall clock; 0 for workers of one run). Histograms
     /// of equal bounds merge exactly: counts add and every percentile equals that of one
@@ -294,28 +309,46 @@ impl Recorder {
                 return Err(IncompatibleHistograms { which });
             }
         }
-        if let Some(theirs) = &other.send_lateness {
-            let fits = match &self.send_lateness {
-                Some(mine) => mergeable(mine, theirs),
-                None => mergeable(&latency_histogram(), theirs),
-            };
-            if !fits {
-                return Err(IncompatibleHistograms {
-                    which: "send_lateness",
-                });
+        let optional = [
+            ("send_lateness", &other.send_lateness, &self.send_lateness),
+            (
+                "send_earliness",
+                &other.send_earliness,
+                &self.send_earliness,
+            ),
+        ];
+        for (which, theirs, mine) in optional {
+            if let Some(theirs) = theirs {
+                let fits = match mine {
+                    Some(mine) => mergeable(mine, theirs),
+                    None => mergeable(&latency_histogram(), theirs),
+                };
+                if !fits {
+                    return Err(IncompatibleHistograms { which });
+                }
             }
         }
         for (which, mine, theirs) in pairs.iter_mut() {
             mine.add(&**theirs)
                 .map_err(|_| IncompatibleHistograms { which })?;
         }
-        if let Some(theirs) = &other.send_lateness {
-            self.send_lateness
-                .get_or_insert_with(latency_histogram)
-                .add(theirs)
-                .map_err(|_| IncompatibleHistograms {
-                    which: "send_lateness",
-                })?;
+        for (which, mine, theirs) in [
+            (
+                "send_lateness",
+                &mut self.send_lateness,
+                &other.send_lateness,
+            ),
+            (
+                "send_earliness",
+                &mut self.send_earliness,
+                &other.send_earliness,
+            ),
+        ] {
+            if let Some(theirs) = theirs {
+                mine.get_or_insert_with(latency_histogram)
+                    .add(theirs)
+                    .map_err(|_| IncompatibleHistograms { which })?;
+            }
         }
         Ok(())
     }

@@ -133,6 +133,13 @@ pub struct PacingSummary {
     /// moment its connection came free if that was later (µs). Large values mean the client
     /// could not keep the schedule.
     pub lateness: LatencySummary,
+    /// Requests sent before their due time, within the pacing slack (so that sends due close
+    /// together share one wake-up); their latency counts from the actual send.
+    #[serde(default)]
+    pub early_sends: u64,
+    /// How early those requests went out (µs); all zero when none did.
+    #[serde(default)]
+    pub earliness: LatencySummary,
     /// Requests whose connection was still waiting for the previous response at their
     /// intended send time: the server held them up (their latency counts from the intended
     /// time). Many mean too few connections for the rate.
@@ -270,6 +277,10 @@ pub struct PlanSummary {
     /// The wall-clock start asked for (`--start-at`), RFC 3339 UTC.
     #[serde(default)]
     pub start_at: Option<String>,
+    /// Open loop: sends due within this many µs after a wake-up went out in it, early
+    /// (`--pacing-slack`); absent for a closed loop and in documents of older builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_slack_us: Option<u64>,
 }
 
 /// One part of a load run by several processes together.
@@ -389,6 +400,10 @@ pub struct Histograms {
     /// Open loop: send lateness (see `pacing.lateness`), µs.
     #[serde(default)]
     pub send_lateness: Option<SerializedHistogram>,
+    /// Open loop: how early the early sends went out (see `pacing.earliness`), µs; absent
+    /// when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_earliness: Option<SerializedHistogram>,
 }
 
 /// Above this share of a run's answers outside 2xx/3xx, its figures are said to describe
@@ -537,6 +552,7 @@ impl RunResult {
         rec.first_byte = self.histograms.first_byte.0.clone();
         rec.worker_rate = self.histograms.worker_rate.0.clone();
         rec.send_lateness = self.histograms.send_lateness.as_ref().map(|h| h.0.clone());
+        rec.send_earliness = self.histograms.send_earliness.as_ref().map(|h| h.0.clone());
         rec.sends_held_by_busy_connection = self
             .pacing
             .as_ref()
@@ -608,6 +624,12 @@ fn recorded_pacing(rec: &Recorder, target_rate: f64, totals: &Totals) -> PacingS
             .as_ref()
             .map(LatencySummary::of)
             .unwrap_or_default(),
+        early_sends: rec.send_earliness.as_ref().map_or(0, |h| h.len()),
+        earliness: rec
+            .send_earliness
+            .as_ref()
+            .map(LatencySummary::of)
+            .unwrap_or_default(),
         held_by_busy_connection: rec.sends_held_by_busy_connection,
     }
 }
@@ -635,6 +657,7 @@ fn recorded_histograms(rec: Recorder, open_loop: bool) -> Histograms {
         worker_rate: SerializedHistogram(rec.worker_rate),
         send_lateness: open_loop
             .then(|| SerializedHistogram(rec.send_lateness.unwrap_or_else(latency_histogram))),
+        send_earliness: rec.send_earliness.map(SerializedHistogram),
     }
 }
 

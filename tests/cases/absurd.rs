@@ -19,6 +19,22 @@ fn absurd_values_are_usage_errors_with_one_line() {
         (vec!["run", u, "--rate", "inf"], "invalid rate"),
         (vec!["run", u, "--rate", "NaN"], "invalid rate"),
         (vec!["run", u, "--rate=-5"], "invalid rate"),
+        (
+            vec!["run", u, "--rate", "100", "--pacing-slack", "51us"],
+            "--pacing-slack 51us: at most 50us",
+        ),
+        (
+            vec!["run", u, "--rate", "100", "--pacing-slack", "1h"],
+            "at most 50us",
+        ),
+        (
+            vec!["run", u, "--pacing-slack", "10us"],
+            "--pacing-slack applies to an open loop only",
+        ),
+        (
+            vec!["run", u, "--rate", "100", "--pacing-slack=-1us"],
+            "invalid duration",
+        ),
         (vec!["run", u, "-d", "99999999999h"], "out of range"),
         (vec!["run", u, "-d", "1e9"], "invalid duration"),
         (

@@ -53,6 +53,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             insecure: false,
             part: None,
             start_at: None,
+            pacing_slack_us: None,
         },
         Environment {
             archbench_version: "0.1.0".into(),

@@ -60,6 +60,76 @@ fn open_loop_reports_its_pacing_and_counts_match_nginx() {
     assert!(line.contains(&format!("max {max} µs")), "{line}");
 }
 
+/// A bounded open-loop run against nginx with this slack: the document and nginx's log.
+fn open_loop_with_slack(slack: &str) -> (serde_json::Value, usize) {
+    let ng = Nginx::start(NginxConfig::default()).expect("nginx is installed");
+    let o = archbench(&[
+        "run",
+        &ng.url("/"),
+        "--rate",
+        "20000",
+        "-c",
+        "20",
+        "-t",
+        "1",
+        "-n",
+        "6000",
+        "--pacing-slack",
+        slack,
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_valid(&doc);
+    (doc, ng.stop_and_read_log().len())
+}
+
+#[test]
+fn sends_due_within_the_slack_share_a_wake_up_early_and_are_reported() {
+    if Nginx::start(NginxConfig::default()).is_none() {
+        return;
+    }
+    // 20k req/s: a send every 50 µs, so with a 50 µs slack the one after each due send is
+    // always within it and goes out in the same wake-up, early.
+    let (doc, logged) = open_loop_with_slack("50us");
+    assert_eq!(doc["totals"]["requests"], 6000);
+    assert_eq!(logged, 6000);
+    assert_eq!(doc["plan"]["pacing_slack_us"], 50);
+    let pacing = &doc["pacing"];
+    let early = pacing["early_sends"].as_u64().unwrap();
+    assert!(early > 0 && early < 6000, "{pacing}");
+    assert_eq!(pacing["earliness"]["count"], early);
+    assert!(
+        pacing["earliness"]["max_us"].as_u64().unwrap() <= 50,
+        "{pacing}"
+    );
+    // Every send has a lateness (0 for the early ones).
+    assert_eq!(pacing["lateness"]["count"], 6000);
+    assert!(doc["histograms"]["send_earliness"].is_string());
+    // The text report of the same document says it beside the lateness.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let o = archbench(&["report", file.to_str().unwrap()]);
+    let text = stdout(&o);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Early"))
+        .unwrap_or_else(|| panic!("no Early line in:\n{text}"));
+    let max = pacing["earliness"]["max_us"].as_u64().unwrap();
+    assert!(
+        line.contains("the slack is 50 µs") && line.contains(&format!("max {max} µs")),
+        "{line}"
+    );
+
+    let (doc, logged) = open_loop_with_slack("0");
+    assert_eq!(logged, 6000);
+    assert_eq!(doc["plan"]["pacing_slack_us"], 0);
+    assert_eq!(doc["pacing"]["early_sends"], 0, "{}", doc["pacing"]);
+    assert!(doc["histograms"].get("send_earliness").is_none());
+}
+
 #[test]
 fn too_few_connections_for_the_rate_are_named() {
     // 50 ms per response: two connections carry at most 40 req/s of the 200 asked for.
@@ -146,6 +216,10 @@ fn coordinated_omission_is_corrected_to_the_analytic_percentiles() {
         "1",
         "-d",
         "5s",
+        // The largest slack: sends that go out early are timed from their send, so the
+        // correction holds with it.
+        "--pacing-slack",
+        "50us",
         "-o",
         "json",
     ]);

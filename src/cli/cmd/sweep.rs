@@ -31,6 +31,7 @@ fn load_args(a: &SweepArgs, kind: LadderKind, rate_connections: u64, load: f64) 
         threads: a.threads,
         duration: Some(a.duration),
         rate: (kind == LadderKind::Rates).then_some(load),
+        pacing_slack: a.pacing_slack,
         request: a.request.clone(),
         perf: Vec::new(),
         slo: a.slo.clone(),
