@@ -159,8 +159,20 @@ type ServerGauge = (
 /// The OpenMetrics exposition of every target.
 pub fn render(targets: &[TargetLive]) -> String {
     let mut out = String::new();
+    render_requests(&mut out, targets);
+    render_errors(&mut out, targets);
+    render_latency(&mut out, targets);
+    render_target_gauges(&mut out, targets);
+    render_worker_busy(&mut out, targets);
+    render_server_gauges(&mut out, targets);
+    out.push_str("# EOF\n");
+    out
+}
+
+/// `archbench_requests_total`: each target's answered requests.
+fn render_requests(out: &mut String, targets: &[TargetLive]) {
     header(
-        &mut out,
+        out,
         "archbench_requests",
         "counter",
         "",
@@ -174,8 +186,13 @@ pub fn render(targets: &[TargetLive]) -> String {
             t.answered_total
         );
     }
+}
+
+/// `archbench_errors_total`: each target's failed requests, by kind (every kind, zeros
+/// included).
+fn render_errors(out: &mut String, targets: &[TargetLive]) {
     header(
-        &mut out,
+        out,
         "archbench_errors",
         "counter",
         "",
@@ -192,8 +209,12 @@ pub fn render(targets: &[TargetLive]) -> String {
             );
         }
     }
+}
+
+/// `archbench_latency_seconds`: each target's latency histogram (buckets, count, sum).
+fn render_latency(out: &mut String, targets: &[TargetLive]) {
     header(
-        &mut out,
+        out,
         "archbench_latency_seconds",
         "histogram",
         "seconds",
@@ -224,6 +245,11 @@ pub fn render(targets: &[TargetLive]) -> String {
             t.latency_sum_us as f64 / 1e6
         );
     }
+}
+
+/// The per-target gauges: throughput now, p99 over the last second, time into the run,
+/// and whether it still runs.
+fn render_target_gauges(out: &mut String, targets: &[TargetLive]) {
     let gauges: [Gauge; 4] = [
         (
             "archbench_throughput",
@@ -256,13 +282,17 @@ pub fn render(targets: &[TargetLive]) -> String {
         } else {
             format!("{name}_{unit}")
         };
-        header(&mut out, &full, "gauge", unit, help);
+        header(out, &full, "gauge", unit, help);
         for t in targets {
             let _ = writeln!(out, "{full}{{target=\"{}\"}} {}", label(&t.name), value(t));
         }
     }
+}
+
+/// `archbench_client_worker_busy_ratio`: each load worker's demand, where it is known.
+fn render_worker_busy(out: &mut String, targets: &[TargetLive]) {
     header(
-        &mut out,
+        out,
         "archbench_client_worker_busy_ratio",
         "gauge",
         "",
@@ -279,6 +309,10 @@ pub fn render(targets: &[TargetLive]) -> String {
             }
         }
     }
+}
+
+/// The per-server gauges: each watched server's cores and resident memory.
+fn render_server_gauges(out: &mut String, targets: &[TargetLive]) {
     let server_gauges: [ServerGauge; 2] = [
         (
             "archbench_server_cpu_cores",
@@ -294,7 +328,7 @@ pub fn render(targets: &[TargetLive]) -> String {
         ),
     ];
     for (name, unit, help, value) in server_gauges {
-        header(&mut out, name, "gauge", unit, help);
+        header(out, name, "gauge", unit, help);
         for t in targets {
             for s in &t.servers {
                 let _ = writeln!(
@@ -307,6 +341,4 @@ pub fn render(targets: &[TargetLive]) -> String {
             }
         }
     }
-    out.push_str("# EOF\n");
-    out
 }

@@ -22,7 +22,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Sparkline, Wrap};
 use ratatui::{Frame, Terminal};
 
-use super::{Board, TargetLive};
+use super::{Board, ServerLive, TargetLive};
 use crate::engine::live::TICK;
 use crate::stats::ErrorKind;
 use crate::stats::LatencySummary;
@@ -99,21 +99,40 @@ fn latency(us: u64) -> String {
 /// Three percentiles of a summary, in the order of their names.
 type PickPercentiles = fn(&LatencySummary) -> [u64; 3];
 
+/// The styles a column draws with.
+struct Styles {
+    bold: Style,
+    dim: Style,
+    /// Errors: red and bold with colours, bold alone without.
+    warn: Style,
+}
+
+impl Styles {
+    fn of(view: &View) -> Styles {
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let warn = if view.colour {
+            Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
+        } else {
+            bold
+        };
+        Styles {
+            bold,
+            dim: Style::default().add_modifier(Modifier::DIM),
+            warn,
+        }
+    }
+}
+
+/// One target's column: its frame and title, then its blocks top to bottom.
 fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
-    let bold = Style::default().add_modifier(Modifier::BOLD);
-    let dim = Style::default().add_modifier(Modifier::DIM);
-    let warn = if view.colour {
-        Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
-    } else {
-        bold
-    };
+    let st = Styles::of(view);
     let mut title = format!(" {} ", t.name);
     if !t.run_label.is_empty() {
         title.push_str(&format!("· {} ", t.run_label));
     }
     let block = Block::default()
         .borders(Borders::ALL)
-        .title(Span::styled(title, bold));
+        .title(Span::styled(title, st.bold));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let servers = t.servers.len() as u16;
@@ -127,6 +146,17 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
             Constraint::Min(0),
         ])
         .areas(inner);
+    draw_head(frame, head, t, &st);
+    draw_throughput(frame, spark, t);
+    let mut lines = latency_lines(view, t, &st);
+    lines.push(errors_line(t, &st));
+    frame.render_widget(Paragraph::new(lines), figures);
+    draw_servers(frame, server_area, t, &st);
+    draw_tail(frame, tail, t, &st);
+}
+
+/// The head: the plan, the time (of the planned, and left) and throughput now.
+fn draw_head(frame: &mut Frame, area: Rect, t: &TargetLive, st: &Styles) {
     let time = match t.planned_s {
         Some(p) => format!(
             "{:.1}s of {p:.0}s · {:.1}s left",
@@ -138,18 +168,21 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
     let state = if t.finished { " · done" } else { "" };
     frame.render_widget(
         Paragraph::new(vec![
-            Line::styled(t.plan.clone(), dim),
+            Line::styled(t.plan.clone(), st.dim),
             Line::raw(format!("{time}{state}")),
             Line::from(vec![
                 Span::raw("req/s "),
-                Span::styled(grouped(t.rps_now()), bold),
+                Span::styled(grouped(t.rps_now()), st.bold),
                 Span::raw(format!("  ({} answered)", grouped(t.completed as f64))),
             ]),
         ]),
-        head,
+        area,
     );
-    // The last minute, one bar per quarter second (the newest on the right).
-    let width = spark.width as usize;
+}
+
+/// Throughput over the last minute, one bar per quarter second (the newest on the right).
+fn draw_throughput(frame: &mut Frame, area: Rect, t: &TargetLive) {
+    let width = area.width as usize;
     let bars: Vec<u64> = t
         .rps_history
         .iter()
@@ -158,7 +191,12 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
         .rev()
         .map(|r| r.round() as u64)
         .collect();
-    frame.render_widget(Sparkline::default().data(&bars), spark);
+    frame.render_widget(Sparkline::default().data(&bars), area);
+}
+
+/// The latency table: three percentiles (the view's choice) over the last second and since
+/// the start.
+fn latency_lines(view: &View, t: &TargetLive, st: &Styles) -> Vec<Line<'static>> {
     let (names, pick): ([&str; 3], PickPercentiles) = if view.tail {
         (["p90", "p99.99", "max"], |p| {
             [p.p90_us, p.p99_99_us, p.max_us]
@@ -171,7 +209,7 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
     let (now, all) = (pick(&t.last_second), pick(&t.since_start));
     let mut lines = vec![Line::styled(
         format!("{:<8}{:>11}{:>13}", "latency", "last 1s", "since start"),
-        dim,
+        st.dim,
     )];
     for k in 0..3 {
         lines.push(Line::raw(format!(
@@ -181,7 +219,11 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
             latency(all[k])
         )));
     }
-    // This run's errors by kind (the complete intervals), beside its total so far.
+    lines
+}
+
+/// This run's errors by kind (the complete intervals), beside its total so far.
+fn errors_line(t: &TargetLive, st: &Styles) -> Line<'static> {
     let failed: Vec<String> = ErrorKind::ALL
         .iter()
         .filter(|k| t.run_errors_by_kind[**k as usize] > 0)
@@ -193,56 +235,74 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
             )
         })
         .collect();
-    lines.push(if t.errors == 0 && failed.is_empty() {
+    if t.errors == 0 && failed.is_empty() {
         Line::raw("errors 0")
     } else {
         Line::styled(
             format!("errors {}: {}", grouped(t.errors as f64), failed.join(", ")),
-            warn,
+            st.warn,
         )
-    });
-    frame.render_widget(Paragraph::new(lines), figures);
-    // As many servers as the column has room for (three rows each); never beyond it.
-    let fitting = usize::from(server_area.height / 3);
-    for (k, s) in t.servers.iter().take(fitting).enumerate() {
-        let row = |n: u16| Rect {
-            y: server_area.y + 3 * k as u16 + n,
-            height: 1,
-            ..server_area
-        };
-        let of_limit = s
-            .now
-            .limit_cores
-            .map(|l| format!(" ({:.0}% of {l:.2})", s.now.cores * 100.0 / l))
-            .unwrap_or_default();
-        frame.render_widget(
-            Paragraph::new(Line::from(vec![
-                Span::styled(format!("{} ", s.now.target), dim),
-                Span::styled(format!("{:.2} cores", s.now.cores), bold),
-                Span::raw(format!(
-                    "{of_limit} · {}",
-                    crate::units::bytes_iec(s.now.memory_bytes as f64)
-                )),
-            ])),
-            row(0),
-        );
-        // A minute of samples each: CPU and memory, labelled (no colour needed).
-        let cpu: Vec<u64> = s
-            .cpu_history
-            .iter()
-            .map(|c| (c * 100.0).round() as u64)
-            .collect();
-        let memory: Vec<u64> = s.memory_history.iter().copied().collect();
-        for (n, label, data) in [(1, "cpu ", cpu), (2, "mem ", memory)] {
-            let [name, chart] = Layout::default()
-                .direction(Direction::Horizontal)
-                .constraints([Constraint::Length(4), Constraint::Min(0)])
-                .areas(row(n));
-            frame.render_widget(Paragraph::new(Span::styled(label, dim)), name);
-            let shown = &data[data.len().saturating_sub(chart.width as usize)..];
-            frame.render_widget(Sparkline::default().data(shown), chart);
-        }
     }
+}
+
+/// The watched servers, as many as the area has room for (three rows each); never beyond
+/// it.
+fn draw_servers(frame: &mut Frame, area: Rect, t: &TargetLive, st: &Styles) {
+    let fitting = usize::from(area.height / 3);
+    for (k, s) in t.servers.iter().take(fitting).enumerate() {
+        let rows = Rect {
+            y: area.y + 3 * k as u16,
+            height: 3,
+            ..area
+        };
+        draw_server(frame, rows, s, st);
+    }
+}
+
+/// One server in three rows: its cores (of its limit) and memory now, then a minute of
+/// samples each of CPU and memory.
+fn draw_server(frame: &mut Frame, area: Rect, s: &ServerLive, st: &Styles) {
+    let row = |n: u16| Rect {
+        y: area.y + n,
+        height: 1,
+        ..area
+    };
+    let of_limit = s
+        .now
+        .limit_cores
+        .map(|l| format!(" ({:.0}% of {l:.2})", s.now.cores * 100.0 / l))
+        .unwrap_or_default();
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(format!("{} ", s.now.target), st.dim),
+            Span::styled(format!("{:.2} cores", s.now.cores), st.bold),
+            Span::raw(format!(
+                "{of_limit} · {}",
+                crate::units::bytes_iec(s.now.memory_bytes as f64)
+            )),
+        ])),
+        row(0),
+    );
+    // A minute of samples each: CPU and memory, labelled (no colour needed).
+    let cpu: Vec<u64> = s
+        .cpu_history
+        .iter()
+        .map(|c| (c * 100.0).round() as u64)
+        .collect();
+    let memory: Vec<u64> = s.memory_history.iter().copied().collect();
+    for (n, label, data) in [(1, "cpu ", cpu), (2, "mem ", memory)] {
+        let [name, chart] = Layout::default()
+            .direction(Direction::Horizontal)
+            .constraints([Constraint::Length(4), Constraint::Min(0)])
+            .areas(row(n));
+        frame.render_widget(Paragraph::new(Span::styled(label, st.dim)), name);
+        let shown = &data[data.len().saturating_sub(chart.width as usize)..];
+        frame.render_widget(Sparkline::default().data(shown), chart);
+    }
+}
+
+/// The tail: each load worker's demand now and who limits the load.
+fn draw_tail(frame: &mut Frame, area: Rect, t: &TargetLive, st: &Styles) {
     let workers: Vec<String> = t
         .worker_busy
         .iter()
@@ -251,10 +311,10 @@ fn column(frame: &mut Frame, area: Rect, view: &View, t: &TargetLive) {
     frame.render_widget(
         Paragraph::new(vec![
             Line::raw(format!("client workers {}", workers.join(" "))),
-            Line::styled(format!("limiter: {}", t.limiter()), bold),
+            Line::styled(format!("limiter: {}", t.limiter()), st.bold),
         ])
         .wrap(Wrap { trim: true }),
-        tail,
+        area,
     );
 }
 
