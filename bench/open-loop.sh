@@ -4,13 +4,20 @@
 #
 #   bench/open-loop.sh                  # 3 interleaved rounds of 5 s per setting
 #   ROUNDS=5 DURATION=10s bench/open-loop.sh
-#   WRK2=/path/to/wrk2/wrk bench/open-loop.sh   # also wrk2 (not packaged; build it yourself)
+#   WRK2=/path/to/wrk2/wrk bench/open-loop.sh   # also wrk2, and archbench's ratio to it
+#   SLACK=0 bench/open-loop.sh          # archbench with --pacing-slack 0 (default: measured)
+#   AB=/path/to/archbench bench/open-loop.sh     # another build of archbench
+#
+# wrk2 is not packaged: build it outside this repository (nothing of it is committed), e.g.
+#   apt-get install -y build-essential libssl-dev zlib1g-dev git
+#   git clone https://github.com/giltene/wrk2 /tmp/wrk2 && make -C /tmp/wrk2   # -> /tmp/wrk2/wrk
 #
 # Needs: nginx, python3, taskset, GNU time (Debian: nginx python3 util-linux time). Loopback
 # only. nginx (`archbench serve --nginx bench --workers 1`) runs on CPU 0, the client on the
 # last CPU. Prints per setting: achieved req/s, client CPU (% of a core, µs per request, and
-# the ratio to the closed loop's µs per request), requests per sleep, and send lateness
-# p50/p99/max from the result's `pacing` (wrk2 reports none).
+# the ratio to the closed loop's µs per request), requests per sleep, send lateness
+# p50/p99/max and earliness (early sends, p99/max) from the result's `pacing` (wrk2 reports
+# none), and with wrk2 archbench's µs per request as a ratio of wrk2's at each rate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,8 +29,10 @@ for tool in nginx python3 taskset /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "open-loop: $tool is not installed" >&2; exit 2; }
 done
 
-cargo build --release --quiet
-AB=./target/release/archbench
+if [ -z "${AB:-}" ]; then  # AB=/path/to/another/archbench measures that build instead
+  cargo build --release --quiet
+  AB=./target/release/archbench
+fi
 WORK=$(mktemp -d)
 LAST_CPU=$(( $(nproc) - 1 ))
 taskset -c 0 "$AB" serve --nginx bench --workers 1 > "$WORK/serve.out" &
@@ -46,6 +55,8 @@ if out.lstrip().startswith("{"):
     if p:
         l = p["lateness"]
         m["late"] = [l["p50_us"], l["p99_us"], l["max_us"]]
+        e = p.get("earliness", {})
+        m["early"] = [p.get("early_sends", 0), e.get("p99_us", 0), e.get("max_us", 0)]
 else:  # wrk2 layout
     m["requests"] = int(re.search(r"(\d+) requests in", out).group(1))
 m["label"] = os.environ["LABEL"]
@@ -57,7 +68,7 @@ RESULTS=$WORK/results.jsonl
 for round in $(seq 1 "$ROUNDS"); do
   run closed "$AB" run "$URL" -c"$CONNS" -t1 -d"$DURATION" -q -o json >> "$RESULTS"
   for r in $RATES; do
-    run "open $r" "$AB" run "$URL" -c"$CONNS" -t1 -d"$DURATION" --rate "$r" -q -o json >> "$RESULTS"
+    run "open $r" "$AB" run "$URL" -c"$CONNS" -t1 -d"$DURATION" --rate "$r" ${SLACK:+--pacing-slack "$SLACK"} -q -o json >> "$RESULTS"
     if [ -n "${WRK2:-}" ]; then
       run "wrk2 $r" "$WRK2" -t1 -c"$CONNS" -d"$DURATION" -R"$r" "$URL" >> "$RESULTS"
     fi
@@ -65,7 +76,25 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "  round $round done"
 done
 
-python3 - "$RESULTS" "$DURATION" <<'PY'
+# How each tool spaces its sends (one more run of each, under perf's syscall tracepoints, so
+# the CPU figures above stay unperturbed): an even schedule sends one request per 1/rate;
+# a tool that sends in bursts pays one wake-up (its own and the server's) per burst, not per
+# request. Skipped where perf cannot trace syscalls.
+PATTERN=$WORK/pattern.txt
+if perf record -q -e syscalls:sys_enter_sendto -o "$WORK/probe.data" -- true 2>/dev/null; then
+  for r in $RATES; do
+    taskset -c "$LAST_CPU" perf record -q -e syscalls:sys_enter_sendto -o "$WORK/ab.data" -- \
+      "$AB" run "$URL" -c"$CONNS" -t1 -d3s --rate "$r" ${SLACK:+--pacing-slack "$SLACK"} -q >/dev/null 2>&1
+    echo "archbench $r $(perf script -i "$WORK/ab.data" -F time 2>/dev/null | tr -d ' :' | paste -sd,)" >> "$PATTERN"
+    if [ -n "${WRK2:-}" ]; then
+      taskset -c "$LAST_CPU" perf record -q -e syscalls:sys_enter_write -o "$WORK/w2.data" -- \
+        "$WRK2" -t1 -c"$CONNS" -d3s -R"$r" "$URL" >/dev/null 2>&1
+      echo "wrk2 $r $(perf script -i "$WORK/w2.data" -F time 2>/dev/null | tr -d ' :' | paste -sd,)" >> "$PATTERN"
+    fi
+  done
+fi
+
+python3 - "$RESULTS" "$DURATION" "$PATTERN" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 secs = float(sys.argv[2].rstrip("s"))
@@ -73,16 +102,49 @@ labels = list(dict.fromkeys(r["label"] for r in rows))
 def us_per_req(r): return (r["user_s"] + r["sys_s"]) * 1e6 / max(r["requests"], 1)
 closed = statistics.median(us_per_req(r) for r in rows if r["label"] == "closed")
 print()
-print(f"{'':12} {'req/s':>9} {'client CPU':>11} {'µs/req':>8} {'vs closed':>10} {'req/sleep':>10} {'lateness p50/p99/max µs':>26}")
+print(f"{'':12} {'req/s':>9} {'client CPU':>11} {'µs/req':>8} {'vs closed':>10} {'req/sleep':>10} {'lateness p50/p99/max µs':>26} {'early n p99/max µs':>20}")
 for label in labels:
     rs = [r for r in rows if r["label"] == label]
     med = lambda f: statistics.median(f(r) for r in rs)
-    late = ""
+    late = early = ""
     if all("late" in r for r in rs):
         late = "/".join(str(int(statistics.median(r["late"][i] for r in rs))) for i in range(3))
+        n, p99, mx = (int(statistics.median(r["early"][i] for r in rs)) for i in range(3))
+        early = f"{n} {p99}/{mx}"
     print(f"{label:12} {med(lambda r: r['requests'] / secs):9.0f} "
           f"{med(lambda r: (r['user_s'] + r['sys_s']) * 100 / secs):10.1f}% "
           f"{med(us_per_req):8.2f} {med(us_per_req) / closed:9.2f}x "
-          f"{med(lambda r: r['requests'] / max(r['sleeps'], 1)):10.1f} {late:>26}")
-print("targets: open 1000 <= 3% of a core; CPU per request <= 1.3x closed; p99 lateness <= 200 µs at 10000")
+          f"{med(lambda r: r['requests'] / max(r['sleeps'], 1)):10.1f} {late:>26} {early:>20}")
+ratios = []
+for label in labels:
+    if label.startswith("open ") and ("wrk2 " + label[5:]) in labels:
+        ours = statistics.median(us_per_req(r) for r in rows if r["label"] == label)
+        theirs = statistics.median(us_per_req(r) for r in rows if r["label"] == "wrk2 " + label[5:])
+        ratios.append(f"{label[5:]} req/s {ours / theirs:.2f}x")
+if ratios:
+    print("archbench µs/req as a ratio of wrk2's: " + ", ".join(ratios))
+print("goal: µs/req <= 1.0x wrk2's at every rate; p99 lateness <= 200 µs at 10000")
+import os
+if os.path.exists(sys.argv[3]):
+    print()
+    print("send pattern (3 s each, the first second skipped): requests per burst (sends closer than a")
+    print("third of the even spacing), and the gap between sends p50/p99 against the even 1/rate")
+    for line in open(sys.argv[3]):
+        tool, rate, times = line.split()[0], int(line.split()[1]), line.split()[2:]
+        t = [float(x) for x in (times[0].split(",") if times else []) if x]
+        t = [x for x in t if x >= (t[0] + 1 if t else 0)]
+        if len(t) < 3:
+            continue
+        gaps = [(b - a) * 1e6 for a, b in zip(t, t[1:])]
+        even = 1e6 / rate
+        bursts, cur = [], 1
+        for g in gaps:
+            if g < even / 3:
+                cur += 1
+            else:
+                bursts.append(cur)
+                cur = 1
+        gaps.sort()
+        print(f"  {tool:10} {rate:>6} req/s: {statistics.mean(bursts or [cur]):5.1f} per burst, "
+              f"gap p50 {gaps[len(gaps) // 2]:7.0f} µs, p99 {gaps[len(gaps) * 99 // 100]:7.0f} µs (even: {even:.0f} µs)")
 PY

@@ -452,8 +452,9 @@ impl<'a> Worker<'a> {
             if let (Some(due), Some(timer)) = (next_due, &mut self.timer) {
                 // The next send time wakes the poll through the timer even when a housekeeping
                 // wake comes first: epoll's own timeout is rounded up to a whole millisecond,
-                // which would make sends just after it late.
-                if due > now {
+                // which would make sends just after it late. A poll that does not wait needs
+                // no timer.
+                if !wait.is_zero() {
                     timer.arm(due, now).map_err(EngineError::Poll)?;
                 }
             }
