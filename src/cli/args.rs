@@ -323,6 +323,8 @@ pub enum ReportFormat {
     Text,
     Markdown,
     Json,
+    /// One self-contained HTML page per document (`--html FILE` puts several on one page).
+    Html,
 }
 
 #[derive(Debug, Args)]

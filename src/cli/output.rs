@@ -9,7 +9,9 @@ use anyhow::Context as _;
 use super::args::ReportFormat;
 use super::signals::StopSignals;
 use super::PlanError;
-use crate::report::{ports_note, save_json, JsonReport, MarkdownReport, Report, TextReport};
+use crate::report::{
+    ports_note, save_json, HtmlPage, JsonReport, MarkdownReport, Report, TextReport,
+};
 use crate::stats::{LimiterSide, RunResult};
 
 pub fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<()> {
@@ -158,11 +160,13 @@ where
     TextReport: Report<D>,
     MarkdownReport: Report<D>,
     JsonReport: Report<D>,
+    HtmlPage: Report<D>,
 {
     match fmt {
         ReportFormat::Text => TextReport.write(doc, out),
         ReportFormat::Markdown => MarkdownReport.write(doc, out),
         ReportFormat::Json => JsonReport.write(doc, out),
+        ReportFormat::Html => HtmlPage.write(doc, out),
     }
 }
 

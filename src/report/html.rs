@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use hdrhistogram::Histogram;
 
 use super::charts::{self, Axis, Line, LineChart, Mark};
+use super::Report;
 use crate::compare::{ComparisonResult, TargetRuns};
 use crate::stats::{step_covered, RunResult};
 use crate::sweep::{LadderKind, StepFigures, SweepResult};
@@ -35,6 +36,29 @@ struct Section {
     table: String,
     charts: Vec<Chart>,
     about: String,
+}
+
+/// One document's HTML page, as a format of the one seam: what `report --html` writes for that
+/// document alone (a run is named by its URL, there being no file name).
+pub struct HtmlPage;
+
+impl Report<RunResult> for HtmlPage {
+    fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        let doc = HtmlDoc::Run(r.plan.url.clone(), Box::new(r.clone()));
+        HtmlReport::new(&[doc])?.write(out)
+    }
+}
+
+impl Report<ComparisonResult> for HtmlPage {
+    fn write(&self, c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+        HtmlReport::new(&[HtmlDoc::Comparison(Box::new(c.clone()))])?.write(out)
+    }
+}
+
+impl Report<SweepResult> for HtmlPage {
+    fn write(&self, s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
+        HtmlReport::new(&[HtmlDoc::Sweep(Box::new(s.clone()))])?.write(out)
+    }
 }
 
 /// The report of some documents, its charts drawn once for the page and `--svg` alike.

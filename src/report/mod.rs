@@ -2,8 +2,8 @@
 //! comparison, a sweep). Reporters write to any `Write`; they never print on their own and
 //! never reach into the engine. A format that writes all three kinds writes any stored
 //! [`Document`] through the blanket impl, so `archbench report` is one call whatever it reads;
-//! a new format or kind of document is one impl. The HTML page is the exception: one page of
-//! several documents with its charts (`HtmlReport`).
+//! a new format or kind of document is one impl. HTML is such a format too (`HtmlPage`: one
+//! document's page); `HtmlReport` draws several documents on one page with their charts.
 
 mod ab;
 mod charts;
@@ -17,7 +17,7 @@ mod wrk;
 use std::io::{self, Write};
 
 pub use ab::AbReport;
-pub use html::{Chart, HtmlDoc, HtmlReport};
+pub use html::{Chart, HtmlDoc, HtmlPage, HtmlReport};
 pub use text::{ports_note, TextReport};
 pub use wrk::WrkReport;
 

@@ -199,6 +199,25 @@ fn an_slo_met_at_no_load_exits_1_and_bad_ladders_exit_2() {
     );
     let back: serde_json::Value = serde_json::from_str(&stdout(&as_json)).unwrap();
     assert_eq!(back, doc);
+    // HTML too: the page --html writes for this document alone, on stdout.
+    let page = dir.path().join("sweep.html");
+    let html = archbench_within(
+        &["report", json.to_str().unwrap(), "--format", "html"],
+        PROMPTLY,
+    );
+    let o = archbench_within(
+        &[
+            "report",
+            json.to_str().unwrap(),
+            "--html",
+            page.to_str().unwrap(),
+        ],
+        PROMPTLY,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let written = std::fs::read_to_string(&page).unwrap();
+    assert!(written.contains("<svg"), "a page with its charts");
+    assert_eq!(stdout(&html), written);
     for (args, says) in [
         (&[url.as_str()][..], "give the ladder"),
         (
