@@ -98,6 +98,10 @@ pub struct RequestArgs {
     /// Do not verify TLS certificates.
     #[arg(short = 'k', long)]
     pub insecure: bool,
+    /// Over https: resume earlier TLS sessions on new connections (tickets or ids), or make
+    /// every handshake a full one (what ab and wrk do); the result counts both.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    pub tls_resume: Switch,
     /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
     /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable; for compare and sweep, NAME is a
     /// target's name).
@@ -316,6 +320,13 @@ pub struct CompareArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub live: LiveArgs,
+}
+
+/// A setting that is on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use thiserror::Error;
 
-use super::args::{AbArgs, CompareArgs, LoadArgs, RunArgs, WrkArgs};
+use super::args::{AbArgs, CompareArgs, LoadArgs, RunArgs, Switch, WrkArgs};
 use crate::engine::{wake, Pacing, Part, Plan, StopRule};
 use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError, Unresolved};
 
@@ -81,6 +81,8 @@ struct PlanInput<'a> {
     slack: Option<Duration>,
     timeout: Duration,
     insecure: bool,
+    /// Over https: resume TLS sessions (off: a full handshake per connection).
+    tls_resume: bool,
     part: Part,
     start_at: Option<SystemTime>,
 }
@@ -123,6 +125,7 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         pacing,
         timeout: input.timeout,
         insecure: input.insecure,
+        tls_resume: input.tls_resume,
         part: input.part,
         start_at: input.start_at,
     })
@@ -319,6 +322,7 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         slack: l.pacing_slack,
         timeout: l.request.timeout,
         insecure: l.request.insecure,
+        tls_resume: l.request.tls_resume == Switch::On,
         part: Part::WHOLE,
         start_at: None,
     }
@@ -362,6 +366,8 @@ pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
         slack: None,
         timeout: a.timeout,
         insecure: true,
+        // ab and wrk make a full handshake per connection; so do their front ends.
+        tls_resume: false,
         part: Part::WHOLE,
         start_at: None,
     })
@@ -434,6 +440,8 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         slack: None,
         timeout: a.timeout,
         insecure: true,
+        // ab and wrk make a full handshake per connection; so do their front ends.
+        tls_resume: false,
         part: Part::WHOLE,
         start_at: None,
     })
@@ -535,6 +543,7 @@ pub fn service_plan(
         slack: None,
         timeout,
         insecure: false,
+        tls_resume: true,
         part: Part::WHOLE,
         start_at: None,
     })?;
@@ -584,6 +593,9 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     }
     if let Some(n) = plan.stop.requests {
         w.extend(["-n".into(), n.to_string()]);
+    }
+    if plan.target.scheme == crate::http::Scheme::Https && !plan.tls_resume {
+        w.extend(["--tls-resume".into(), "off".into()]);
     }
     if let Pacing::Open { rate, slack } = plan.pacing {
         w.extend(["--rate".into(), rate.to_string()]);

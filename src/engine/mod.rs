@@ -60,6 +60,8 @@ pub struct Plan<A = Addresses> {
     /// Per-request timeout, from the request's start to its last byte.
     pub timeout: Duration,
     pub insecure: bool,
+    /// Over https: new connections resume earlier TLS sessions (off: every handshake full).
+    pub tls_resume: bool,
     /// Which share of the load this process runs.
     pub part: Part,
     /// Start at this wall-clock instant rather than at once (so several processes start
@@ -108,6 +110,7 @@ impl Plan<Unresolved> {
             pacing: self.pacing,
             timeout: self.timeout,
             insecure: self.insecure,
+            tls_resume: self.tls_resume,
             part: self.part,
             start_at: self.start_at,
         }
@@ -351,7 +354,7 @@ fn worker_specs(
         .into();
     let tls = match plan.target.scheme {
         Scheme::Https => Some(worker::TlsSetup {
-            config: tls::client_config(plan.insecure)?,
+            config: tls::client_config(plan.insecure, plan.tls_resume)?,
             name: tls::server_name(&plan.target.host)?,
         }),
         Scheme::Http => None,
@@ -645,6 +648,7 @@ impl<A> Plan<A> {
                 },
             }),
             start_at: self.start_at.map(crate::timefmt::rfc3339_micros),
+            tls_resume: (self.target.scheme == Scheme::Https).then_some(self.tls_resume),
             pacing_slack_us: match self.pacing {
                 Pacing::Closed => None,
                 Pacing::Open { slack, .. } => Some(slack.as_micros() as u64),

@@ -24,9 +24,9 @@ use rustls::ClientConfig;
 
 use super::conn::{Conn, Phase, Transport};
 use super::{EngineError, Pacing, WorkerProgress};
-use crate::http::tls::{is_tls_error, TlsStream};
+use crate::http::tls::{tls_error, TlsStream};
 use crate::http::Feed;
-use crate::stats::{ErrorKind, Recorder};
+use crate::stats::{ErrorKind, Recorder, TlsFailure};
 
 const READ_BUFFER: usize = 64 * 1024;
 /// Longest sleep in epoll_wait, so a stop signal is seen promptly.
@@ -35,8 +35,8 @@ const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
 const RATE_SAMPLE: Duration = Duration::from_millis(100);
 /// The poll token of the open-loop send timer; connections use their index.
 const TIMER: Token = Token(usize::MAX);
-/// Open loop over plain TCP: when the next send is at most this far off, the worker sleeps to
-/// it (a plain sleep, no socket watched) and reads the responses that arrived meanwhile when it wakes, timed
+/// Open loop over plain TCP: when the next send is at most this far off, the worker sleeps on
+/// the send timer alone (no socket watched) and reads the responses that arrived meanwhile when it wakes, timed
 /// by the kernel's receive timestamps. One wake-up then serves a send and the responses
 /// before it, where reacting to each response would cost a second one.
 const DEFER_READS_UP_TO: Duration = Duration::from_millis(5);
@@ -114,7 +114,7 @@ pub struct Worker<'a> {
     /// Open loop: wakes the poll at the next send time, to the nanosecond.
     timer: Option<SendTimer>,
     /// Open loop over plain TCP: responses carry kernel receive timestamps, and a poll holding
-    /// a plain sleep lets the worker sleep through their arrival (see DEFER_READS_UP_TO).
+    /// a poll holding only the timer lets the worker sleep through their arrival (see DEFER_READS_UP_TO).
     deferred: Option<DeferredReads>,
     /// Connections waiting for a writable edge (connecting, or a request partly written):
     /// while any does, the worker cannot sleep without watching its sockets.
@@ -127,10 +127,12 @@ pub struct Worker<'a> {
     progress: &'a WorkerProgress,
 }
 
-/// Reading responses late but timing them exactly: where the monotonic and the wall clocks
-/// stood together when the last poll returned (kernel receive timestamps are wall-clock
-/// times).
+/// Reading responses late but timing them exactly: the timer-only poll, and where the
+/// monotonic and the wall clocks stood together when the last poll returned (kernel receive
+/// timestamps are wall-clock times).
 struct DeferredReads {
+    timer_poll: Poll,
+    events: Events,
     anchor: (Instant, libc::timespec),
     /// A read has come with a timestamp: the kernel stamps segments now (it turns stamping
     /// on asynchronously after the first socket asks), so reads may be deferred.
@@ -186,7 +188,7 @@ struct SendTimer {
 }
 
 impl SendTimer {
-    fn new(poll: &Poll) -> io::Result<SendTimer> {
+    fn new(polls: &[&Poll]) -> io::Result<SendTimer> {
         // SAFETY: timerfd_create returns a new descriptor we own, or -1.
         let raw = unsafe {
             libc::timerfd_create(
@@ -199,8 +201,10 @@ impl SendTimer {
         }
         // SAFETY: `raw` is a valid descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        poll.registry()
-            .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
+        for poll in polls {
+            poll.registry()
+                .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
+        }
         Ok(SendTimer { fd, armed: None })
     }
 
@@ -304,12 +308,16 @@ impl<'a> Worker<'a> {
                 let deferred = match spec.tls {
                     Some(_) => None,
                     None => Some(DeferredReads {
+                        timer_poll: Poll::new().map_err(EngineError::Poll)?,
+                        events: Events::with_capacity(4),
                         anchor: (Instant::now(), wall_clock_now()),
                         stamping: false,
                         large_responses: false,
                     }),
                 };
-                let timer = SendTimer::new(&poll).map_err(EngineError::Poll)?;
+                let mut polls = vec![&poll];
+                polls.extend(deferred.as_ref().map(|d| &d.timer_poll));
+                let timer = SendTimer::new(&polls).map_err(EngineError::Poll)?;
                 (
                     super::seconds(spec.total_connections as f64 / rate),
                     Some(timer),
@@ -442,23 +450,25 @@ impl<'a> Worker<'a> {
                 .deferred
                 .as_ref()
                 .is_some_and(|d| d.stamping && !d.large_responses);
-        let polled = if sleep_alone {
-            // Nothing to watch but the clock: a plain sleep to the send time, then the
-            // readiness that came meanwhile, without waiting.
-            let until = next_due.map_or(wake, |d| d.min(wake));
-            std::thread::sleep(until.saturating_duration_since(now));
-            self.poll.poll(events, Some(Duration::ZERO))
-        } else {
-            if let (Some(due), Some(timer)) = (next_due, &mut self.timer) {
-                // The next send time wakes the poll through the timer even when a housekeeping
-                // wake comes first: epoll's own timeout is rounded up to a whole millisecond,
-                // which would make sends just after it late. A poll that does not wait needs
-                // no timer.
-                if !wait.is_zero() {
-                    timer.arm(due, now).map_err(EngineError::Poll)?;
-                }
+        if let (Some(due), Some(timer)) = (next_due, &mut self.timer) {
+            // The next send time wakes the poll through the timer even when a housekeeping
+            // wake comes first: epoll's own timeout is rounded up to a whole millisecond,
+            // which would make sends just after it late. A poll that does not wait needs no
+            // timer.
+            if !wait.is_zero() {
+                timer.arm(due, now).map_err(EngineError::Poll)?;
             }
-            self.poll.poll(events, Some(wait))
+        }
+        // Nothing to watch but the clock: sleep on the poll that holds only the timer, then
+        // take the readiness that came meanwhile without waiting. (A plain nanosleep to the
+        // send time instead made sends late by milliseconds while the test suite loaded the
+        // machine, which this timer's poll does not.)
+        let polled = match self.deferred.as_mut() {
+            Some(d) if sleep_alone => d
+                .timer_poll
+                .poll(&mut d.events, Some(wait))
+                .and_then(|()| self.poll.poll(events, Some(Duration::ZERO))),
+            _ => self.poll.poll(events, Some(wait)),
         };
         if let Err(e) = polled {
             if e.kind() != io::ErrorKind::Interrupted {
@@ -535,6 +545,33 @@ impl<'a> Worker<'a> {
         self.sending.clear();
     }
 
+    /// The kind of a failed read or write (`doing`), unless TLS refused: then a TLS error,
+    /// counted by its reason.
+    fn classify(&mut self, e: &io::Error, doing: ErrorKind) -> ErrorKind {
+        let Some(tls) = tls_error(e) else {
+            return doing;
+        };
+        self.rec.tls().failed(tls_failure(tls), || tls.to_string());
+        ErrorKind::Tls
+    }
+
+    /// Over TLS, once the handshake of connection `i` is done: whether it was resumed, and
+    /// what the run's first handshake negotiated.
+    fn note_handshake(&mut self, i: usize) {
+        let Some(Transport::Tls(t)) = self.conns[i].io.as_mut() else {
+            return;
+        };
+        let Some(resumed) = t.handshake_done() else {
+            return;
+        };
+        let figures = self.rec.tls();
+        figures.handshake(resumed);
+        if figures.version.is_none() {
+            let n = t.negotiated();
+            (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
+        }
+    }
+
     /// Moves connection `i` to `phase`, keeping count of those that wait for a writable edge.
     fn set_phase(&mut self, i: usize, phase: Phase) {
         let needs_writable = |p: Phase| matches!(p, Phase::Connecting | Phase::Writing);
@@ -557,7 +594,7 @@ impl<'a> Worker<'a> {
         if writable {
             if let Some(io) = conn.io.as_mut() {
                 if let Err(e) = io.flush_pending() {
-                    let kind = classify(&e, ErrorKind::Write);
+                    let kind = self.classify(&e, ErrorKind::Write);
                     return self.fail(i, kind, Instant::now());
                 }
             }
@@ -703,7 +740,7 @@ impl<'a> Worker<'a> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    let kind = classify(&e, ErrorKind::Write);
+                    let kind = self.classify(&e, ErrorKind::Write);
                     return self.fail(i, kind, Instant::now());
                 }
             }
@@ -743,6 +780,9 @@ impl<'a> Worker<'a> {
                     };
                 }
                 Ok(n) => {
+                    if tls {
+                        self.note_handshake(i);
+                    }
                     let second = self.second(now);
                     self.rec.bytes_in(second, n as u64);
                     let conn = &mut self.conns[i];
@@ -767,7 +807,7 @@ impl<'a> Worker<'a> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    let kind = classify(&e, ErrorKind::Read);
+                    let kind = self.classify(&e, ErrorKind::Read);
                     return self.fail(i, kind, now);
                 }
             }
@@ -880,11 +920,23 @@ fn micros(d: Duration) -> u64 {
 }
 
 /// TLS failures are their own kind; everything else is what the caller was doing.
-fn classify(e: &io::Error, doing: ErrorKind) -> ErrorKind {
-    if is_tls_error(e) {
-        ErrorKind::Tls
-    } else {
-        doing
+/// Why TLS refused, by what the user can do about it.
+fn tls_failure(e: &rustls::Error) -> TlsFailure {
+    use rustls::{CertificateError as C, Error as E};
+    match e {
+        E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+            TlsFailure::UntrustedCertificate
+        }
+        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            TlsFailure::NameMismatch
+        }
+        E::InvalidCertificate(
+            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
+        ) => TlsFailure::CertificateDates,
+        E::InvalidCertificate(_) | E::NoCertificatesPresented => TlsFailure::BadCertificate,
+        E::AlertReceived(_) => TlsFailure::ServerAlert,
+        E::PeerIncompatible(_) => TlsFailure::NothingInCommon,
+        _ => TlsFailure::Other,
     }
 }
 
@@ -903,6 +955,8 @@ mod tests {
     fn a_receive_timestamp_becomes_the_instant_it_stands_for() {
         let at = Instant::now();
         let d = DeferredReads {
+            timer_poll: Poll::new().unwrap(),
+            events: Events::with_capacity(1),
             anchor: (at, ts(1_000, 500_000_000)),
             stamping: true,
             large_responses: false,

@@ -17,8 +17,9 @@ pub enum TlsSetupError {
     ServerName(String),
 }
 
-/// Builds the client configuration once per run. `insecure` accepts any certificate.
-pub fn client_config(insecure: bool) -> Result<Arc<ClientConfig>, TlsSetupError> {
+/// Builds the client configuration once per run. `insecure` accepts any certificate; without
+/// `resume`, no session is kept, so every connection makes a full handshake.
+pub fn client_config(insecure: bool, resume: bool) -> Result<Arc<ClientConfig>, TlsSetupError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -40,6 +41,9 @@ pub fn client_config(insecure: bool) -> Result<Arc<ClientConfig>, TlsSetupError>
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    if !resume {
+        config.resumption = rustls::client::Resumption::disabled();
+    }
     Ok(Arc::new(config))
 }
 
@@ -49,13 +53,28 @@ pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsSetupError> {
 
 /// True when an I/O error came from TLS (handshake, certificate, alert), not from the socket.
 pub fn is_tls_error(e: &io::Error) -> bool {
-    e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+    tls_error(e).is_some()
+}
+
+/// The TLS error an I/O error carries, if it came from TLS.
+pub fn tls_error(e: &io::Error) -> Option<&rustls::Error> {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
 }
 
 /// A rustls client session driven over a non-blocking socket.
 pub struct TlsStream {
     pub sock: TcpStream,
     conn: ClientConnection,
+    /// The handshake's outcome was handed over (see [`TlsStream::handshake_done`]).
+    noted: bool,
+}
+
+/// What a handshake negotiated, as rustls names it.
+pub struct Negotiated {
+    pub version: Option<String>,
+    pub cipher: Option<String>,
+    pub group: Option<String>,
 }
 
 impl TlsStream {
@@ -65,7 +84,38 @@ impl TlsStream {
         name: ServerName<'static>,
     ) -> io::Result<TlsStream> {
         let conn = ClientConnection::new(config, name).map_err(io::Error::other)?;
-        Ok(TlsStream { sock, conn })
+        Ok(TlsStream {
+            sock,
+            conn,
+            noted: false,
+        })
+    }
+
+    /// Once per connection, when its handshake has completed: whether it resumed a session.
+    pub fn handshake_done(&mut self) -> Option<bool> {
+        if self.noted || self.conn.is_handshaking() {
+            return None;
+        }
+        self.noted = true;
+        Some(self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed))
+    }
+
+    pub fn negotiated(&self) -> Negotiated {
+        Negotiated {
+            // rustls spells TLSv1_3; users read TLSv1.3.
+            version: self
+                .conn
+                .protocol_version()
+                .map(|v| format!("{v:?}").replace('_', ".")),
+            cipher: self
+                .conn
+                .negotiated_cipher_suite()
+                .map(|c| format!("{:?}", c.suite())),
+            group: self
+                .conn
+                .negotiated_key_exchange_group()
+                .map(|g| format!("{:?}", g.name())),
+        }
     }
 
     /// Sends whatever TLS records are pending; stops quietly at WouldBlock (the socket's next

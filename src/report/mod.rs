@@ -18,7 +18,7 @@ use std::io::{self, Write};
 
 pub use ab::AbReport;
 pub use html::{Chart, HtmlDoc, HtmlPage, HtmlReport};
-pub use text::{ports_note, TextReport};
+pub use text::{ports_note, tls_failure_note, TextReport};
 pub use wrk::WrkReport;
 
 use crate::compare::ComparisonResult;

@@ -125,6 +125,7 @@ impl Report<RunResult> for TextReport {
         writeln!(out)?;
         write_totals(r, out)?;
         write_errors(r, out)?;
+        write_tls(r, out)?;
         write_client(r, out)?;
         for s in &r.servers {
             write_server(r, s, out)?;
@@ -230,6 +231,49 @@ fn write_errors(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "  WARNING    {answers}")?;
     }
     Ok(())
+}
+
+/// Over https, the TLS line: what was negotiated, handshakes full and resumed; and why
+/// handshakes failed, with what to do.
+fn write_tls(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let Some(t) = &r.tls else { return Ok(()) };
+    if t.full_handshakes + t.resumed_handshakes > 0 {
+        let negotiated: Vec<&str> = [&t.version, &t.cipher, &t.group]
+            .into_iter()
+            .filter_map(|x| x.as_deref())
+            .collect();
+        let resumed = if t.resumed_handshakes > 0 {
+            " (--tls-resume off makes every one full)"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "  TLS        {}; handshakes {} full, {} resumed{resumed}",
+            negotiated.join(" "),
+            grouped(t.full_handshakes),
+            grouped(t.resumed_handshakes)
+        )?;
+    }
+    if let Some(line) = tls_failure_note(t) {
+        writeln!(out, "  TLS errors {line}")?;
+    }
+    Ok(())
+}
+
+/// Why TLS failed, in one line: how many, the main reason with what to do, the first message.
+pub fn tls_failure_note(t: &crate::stats::TlsFigures) -> Option<String> {
+    let main = t.main_failure()?;
+    let total: u64 = t.failures.iter().map(|f| f.count).sum();
+    Some(format!(
+        "{}: {}{}",
+        grouped(total),
+        main.reason.advice(),
+        t.first_failure
+            .as_deref()
+            .map(|m| format!(" (first: {m})"))
+            .unwrap_or_default()
+    ))
 }
 
 /// The Client line (archbench's own CPU) and, in open loop, the Pacing line.

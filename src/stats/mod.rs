@@ -10,6 +10,7 @@ mod merge;
 mod recorder;
 mod result;
 mod server;
+mod tls;
 
 pub use histogram::{
     latency_histogram, within_one_stdev as histogram_within_stdev, LatencySummary,
@@ -34,3 +35,4 @@ pub use server::{
     requests_per_cpu_s, CounterValue, SamplingStopped, ServerFingerprint, ServerNow, ServerUsage,
     MEASURABLE_CPU_S,
 };
+pub use tls::{TlsFailure, TlsFailureCount, TlsFigures};

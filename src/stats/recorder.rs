@@ -132,6 +132,8 @@ pub struct Recorder {
     /// Responses whose body length differed from the first one.
     pub body_len_mismatches: u64,
     pub server_header: Option<String>,
+    /// Over https: handshakes, what they negotiated, why they failed (None over plain HTTP).
+    pub tls: Option<Box<super::TlsFigures>>,
     pub series: Vec<SecondSample>,
     /// Seconds each series sample covers: 1, doubled each time the series outgrows
     /// [`MAX_SERIES`].
@@ -167,6 +169,7 @@ impl Recorder {
             first_body_len: None,
             body_len_mismatches: 0,
             server_header: None,
+            tls: None,
             // Room for the expected run, grown once a second beyond it; never sized by
             // what a user typed alone (-d 100000h would ask for gigabytes).
             series: Vec::with_capacity(seconds.min(4096)),
@@ -258,6 +261,11 @@ impl Recorder {
             .map(|(code, &n)| (code as u16, n))
     }
 
+    /// Over https: the TLS figures, made on first use.
+    pub fn tls(&mut self) -> &mut super::TlsFigures {
+        self.tls.get_or_insert_with(Default::default)
+    }
+
     /// Open loop: one request went out `lateness_us` after it could have.
     #[inline]
     pub fn sent_late(&mut self, lateness_us: u64) {
@@ -287,6 +295,9 @@ impl Recorder {
         self.add_counts(other);
         if self.server_header.is_none() {
             self.server_header.clone_from(&other.server_header);
+        }
+        if let Some(theirs) = &other.tls {
+            self.tls.get_or_insert_with(Default::default).add(theirs);
         }
         self.merge_series(other, offset_s);
         Ok(())

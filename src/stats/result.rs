@@ -62,6 +62,9 @@ pub struct RunResult {
     /// Open loop only: how well the client kept its send schedule.
     #[serde(default)]
     pub pacing: Option<PacingSummary>,
+    /// Over https: handshakes full and resumed, what was negotiated, failures by reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<super::TlsFigures>,
     /// The full distributions, to merge or re-analyse later.
     pub histograms: Histograms,
     /// What archbench itself used (its worker threads).
@@ -277,6 +280,9 @@ pub struct PlanSummary {
     /// The wall-clock start asked for (`--start-at`), RFC 3339 UTC.
     #[serde(default)]
     pub start_at: Option<String>,
+    /// Over https: whether new connections resumed earlier TLS sessions (`--tls-resume`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_resume: Option<bool>,
     /// Open loop: sends due within this many µs after a wake-up went out in it, early
     /// (`--pacing-slack`); absent for a closed loop and in documents of older builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -483,6 +489,7 @@ impl RunResult {
             latency_series: rec.latency.to_steps().unwrap_or_default(),
             latency_step_s: rec.latency.step_s,
             pacing,
+            tls: rec.tls.as_deref().cloned(),
             histograms: recorded_histograms(rec, open_loop),
             client: ClientUsage::default(),
             servers: Vec::new(),
@@ -573,6 +580,7 @@ impl RunResult {
         rec.first_body_len = self.response.first_body_bytes;
         rec.body_len_mismatches = self.response.body_length_mismatches;
         rec.server_header.clone_from(&self.response.server);
+        rec.tls = self.tls.clone().map(Box::new);
         rec.series.clone_from(&self.series);
         rec.series_step_s = self.series_step_s;
         rec.latency = latency;

@@ -53,6 +53,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             insecure: false,
             part: None,
             start_at: None,
+            tls_resume: None,
             pacing_slack_us: None,
         },
         Environment {

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use crate::util::nginx::{Nginx, NginxConfig};
-use crate::util::{archbench, assert_consistent, read_json, run, stdout};
+use crate::util::{archbench, assert_consistent, read_json, run, stderr, stdout};
 
 #[test]
 fn exact_count_matches_the_access_log() {
@@ -211,9 +211,115 @@ fn tls_verified_by_default_and_skipped_with_insecure() {
     let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(doc["errors"]["tls"], 10);
     assert_eq!(doc["totals"]["requests"], 0);
+    // Why, and what to do: counted by reason, said once on stderr.
+    assert_eq!(
+        doc["tls"]["failures"][0]["reason"], "untrusted_certificate",
+        "{}",
+        doc["tls"]
+    );
+    assert_eq!(doc["tls"]["failures"][0]["count"], 10);
+    let said = stderr(&o);
+    assert!(
+        said.contains("TLS errors 10: the server's certificate is not signed by a trusted root")
+            && said.contains("-k/--insecure skips verification"),
+        "{said}"
+    );
 
     let log = ng.stop_and_read_log();
     assert_eq!(log.len(), 100, "only the --insecure run reached nginx");
+}
+
+#[test]
+fn tls_sessions_resumed_are_counted_and_off_or_under_ab_none_is() {
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (cert, key) = (ck.cert.pem(), ck.key_pair.serialize_pem());
+    let Some(ng) = Nginx::start(NginxConfig {
+        tls: Some((&cert, &key)),
+        http: "ssl_session_cache shared:SSL:1m; ssl_session_tickets on;",
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let url = ng.https_url("/");
+    let doc = |args: &[&str]| -> serde_json::Value {
+        let o = archbench(args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    // A new connection per request: 100 handshakes, resumed by default (and said so).
+    let on = doc(&[
+        "run",
+        &url,
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "-k",
+        "--no-keepalive",
+        "-q",
+        "-o",
+        "json",
+    ]);
+    let off = doc(&[
+        "run",
+        &url,
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "-k",
+        "--no-keepalive",
+        "--tls-resume",
+        "off",
+        "-q",
+        "-o",
+        "json",
+    ]);
+    let o = archbench(&["ab", "-n", "100", "-c", "2", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log = ng.stop_and_read_log();
+    assert_eq!(log.len(), 300);
+    let reused = |part: &[crate::util::nginx::LogLine]| {
+        part.iter().filter(|l| l.session_reused).count() as u64
+    };
+    let (log_on, rest) = log.split_at(100);
+    let (log_off, log_ab) = rest.split_at(100);
+    let t = &on["tls"];
+    assert_eq!(
+        t["full_handshakes"].as_u64().unwrap() + t["resumed_handshakes"].as_u64().unwrap(),
+        100,
+        "{t}"
+    );
+    assert!(t["resumed_handshakes"].as_u64().unwrap() > 0, "{t}");
+    assert_eq!(
+        t["resumed_handshakes"].as_u64().unwrap(),
+        reused(log_on),
+        "nginx agrees"
+    );
+    assert!(t["version"].as_str().unwrap().starts_with("TLSv1."), "{t}");
+    // The text report says it beside the errors.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("on.json");
+    std::fs::write(&file, on.to_string()).unwrap();
+    let text = stdout(&archbench(&["report", file.to_str().unwrap()]));
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("TLS "))
+        .unwrap_or_else(|| panic!("no TLS line in:\n{text}"));
+    assert!(
+        line.contains(&format!(
+            "{} resumed (--tls-resume off",
+            t["resumed_handshakes"]
+        )),
+        "{line}"
+    );
+    assert_eq!(on["plan"]["tls_resume"], true);
+    // Off, and ab's front end: a full handshake every time, as nginx saw.
+    assert_eq!(off["tls"]["resumed_handshakes"], 0, "{}", off["tls"]);
+    assert_eq!(off["tls"]["full_handshakes"], 100);
+    assert_eq!(off["plan"]["tls_resume"], false);
+    assert_eq!(reused(log_off), 0);
+    assert_eq!(reused(log_ab), 0);
 }
 
 #[test]

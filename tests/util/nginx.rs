@@ -9,6 +9,8 @@ pub struct LogLine {
     pub status: u16,
     pub request: String,
     pub msec: f64,
+    /// Over TLS: nginx's `$ssl_session_reused` said `r` (a resumed session).
+    pub session_reused: bool,
 }
 
 pub struct Nginx {
@@ -57,7 +59,7 @@ master_process off;
 worker_processes 1;
 events {{ worker_connections 4096; }}
 http {{
-  log_format counted '$connection $connection_requests $status $msec "$request"';
+  log_format counted '$connection $connection_requests $status $msec $ssl_session_reused "$request"';
   access_log {{dir}}/access.log counted;
   types {{ text/html html; }}
   {http}
@@ -110,14 +112,17 @@ pub fn read_log(path: &std::path::Path) -> Vec<LogLine> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .map(|l| {
-            let mut parts = l.splitn(5, ' ');
-            let mut next = || parts.next().expect("log field").to_string();
+            // `$ssl_session_reused` is empty (or "-") over plain HTTP: fields before the quoted
+            // request, split on whitespace.
+            let (fields, request) = l.split_once('"').expect("a quoted request");
+            let f: Vec<&str> = fields.split_whitespace().collect();
             LogLine {
-                connection: next().parse().unwrap(),
-                connection_requests: next().parse().unwrap(),
-                status: next().parse().unwrap(),
-                msec: next().parse().unwrap(),
-                request: next().trim_matches('"').to_string(),
+                connection: f[0].parse().unwrap(),
+                connection_requests: f[1].parse().unwrap(),
+                status: f[2].parse().unwrap(),
+                msec: f[3].parse().unwrap(),
+                session_reused: f.get(4) == Some(&"r"),
+                request: request.trim_end_matches('"').to_string(),
             }
         })
         .collect()

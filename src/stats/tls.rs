@@ -1,0 +1,154 @@
+//! What the TLS of a run did: handshakes full and resumed, what was negotiated, and why
+//! handshakes failed — the figures a user measuring TLS cost needs to read the rest.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a TLS handshake failed, by what the user can do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TlsFailure {
+    /// The certificate chains to no trusted root (self-signed, a private CA).
+    UntrustedCertificate,
+    /// The certificate is not issued for the host name asked for.
+    NameMismatch,
+    /// Expired or not yet valid.
+    CertificateDates,
+    /// Any other problem with the certificate (revoked, bad encoding, bad signature).
+    BadCertificate,
+    /// The server ended the handshake with an alert.
+    ServerAlert,
+    /// No protocol version, cipher suite or key-exchange group in common.
+    NothingInCommon,
+    /// Anything else TLS refused.
+    Other,
+}
+
+impl TlsFailure {
+    /// What to do about it, said once after the first such failure.
+    pub fn advice(self) -> &'static str {
+        match self {
+            TlsFailure::UntrustedCertificate => {
+                "the server's certificate is not signed by a trusted root (self-signed?); -k/--insecure skips verification"
+            }
+            TlsFailure::NameMismatch => {
+                "the server's certificate is not issued for this host name; use the name it names, or -k/--insecure"
+            }
+            TlsFailure::CertificateDates => {
+                "the server's certificate has expired or is not valid yet (is the clock right?); -k/--insecure skips verification"
+            }
+            TlsFailure::BadCertificate => {
+                "the server's certificate was refused; -k/--insecure skips verification"
+            }
+            TlsFailure::ServerAlert => {
+                "the server refused the handshake with an alert (see its error log)"
+            }
+            TlsFailure::NothingInCommon => {
+                "the server offers no TLS version, cipher suite or group this client speaks"
+            }
+            TlsFailure::Other => "the TLS handshake or a record failed",
+        }
+    }
+}
+
+/// Failed handshakes of one reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsFailureCount {
+    pub reason: TlsFailure,
+    pub count: u64,
+}
+
+/// A run's TLS, counted as it goes (in the recorder) and as stored (in the result).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsFigures {
+    /// Handshakes that exchanged keys in full.
+    pub full_handshakes: u64,
+    /// Handshakes that resumed an earlier session (tickets or ids): far cheaper for both sides.
+    pub resumed_handshakes: u64,
+    /// What the first handshake negotiated (later ones of a run negotiate the same).
+    pub version: Option<String>,
+    pub cipher: Option<String>,
+    /// The key-exchange group (X25519, secp256r1, …), when the version names one.
+    pub group: Option<String>,
+    /// Failed handshakes (and records) by reason.
+    #[serde(default)]
+    pub failures: Vec<TlsFailureCount>,
+    /// The first failure as the TLS library put it.
+    #[serde(default)]
+    pub first_failure: Option<String>,
+}
+
+impl TlsFigures {
+    /// One completed handshake.
+    pub fn handshake(&mut self, resumed: bool) {
+        if resumed {
+            self.resumed_handshakes += 1;
+        } else {
+            self.full_handshakes += 1;
+        }
+    }
+
+    /// One failure, and its message when it is the first.
+    pub fn failed(&mut self, reason: TlsFailure, message: impl FnOnce() -> String) {
+        match self.failures.iter_mut().find(|f| f.reason == reason) {
+            Some(f) => f.count += 1,
+            None => self.failures.push(TlsFailureCount { reason, count: 1 }),
+        }
+        if self.first_failure.is_none() {
+            self.first_failure = Some(message());
+        }
+    }
+
+    /// Another recording's TLS added to this one.
+    pub fn add(&mut self, other: &TlsFigures) {
+        self.full_handshakes += other.full_handshakes;
+        self.resumed_handshakes += other.resumed_handshakes;
+        if self.version.is_none() {
+            self.version.clone_from(&other.version);
+            self.cipher.clone_from(&other.cipher);
+            self.group.clone_from(&other.group);
+        }
+        for f in &other.failures {
+            match self.failures.iter_mut().find(|m| m.reason == f.reason) {
+                Some(m) => m.count += f.count,
+                None => self.failures.push(f.clone()),
+            }
+        }
+        if self.first_failure.is_none() {
+            self.first_failure.clone_from(&other.first_failure);
+        }
+    }
+
+    /// The most frequent reason of failure, if any failed.
+    pub fn main_failure(&self) -> Option<&TlsFailureCount> {
+        self.failures.iter().max_by_key(|f| f.count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_add_up_and_keep_the_first_of_each() {
+        let mut a = TlsFigures::default();
+        a.handshake(false);
+        a.handshake(true);
+        a.failed(TlsFailure::UntrustedCertificate, || "first".into());
+        a.failed(TlsFailure::UntrustedCertificate, || "second".into());
+        let mut b = TlsFigures {
+            version: Some("TLSv1_3".into()),
+            ..TlsFigures::default()
+        };
+        b.handshake(true);
+        b.failed(TlsFailure::ServerAlert, || "alert".into());
+        a.add(&b);
+        assert_eq!((a.full_handshakes, a.resumed_handshakes), (1, 2));
+        assert_eq!(a.version.as_deref(), Some("TLSv1_3"));
+        assert_eq!(a.first_failure.as_deref(), Some("first"));
+        assert_eq!(
+            a.main_failure().map(|f| (f.reason, f.count)),
+            Some((TlsFailure::UntrustedCertificate, 2))
+        );
+        assert_eq!(a.failures.len(), 2);
+    }
+}
