@@ -102,6 +102,9 @@ pub struct RequestArgs {
     /// every handshake a full one (what ab and wrk do); the result counts both.
     #[arg(long, value_enum, default_value_t = Switch::On)]
     pub tls_resume: Switch,
+    /// Over https: speak only this TLS version (1.2 or 1.3) [default: what the server prefers].
+    #[arg(long, value_parser = super::values::tls_version)]
+    pub tls_version: Option<crate::http::tls::TlsVersion>,
     /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
     /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable; for compare and sweep, NAME is a
     /// target's name).

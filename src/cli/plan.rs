@@ -83,6 +83,7 @@ struct PlanInput<'a> {
     insecure: bool,
     /// Over https: resume TLS sessions (off: a full handshake per connection).
     tls_resume: bool,
+    tls_version: Option<crate::http::tls::TlsVersion>,
     part: Part,
     start_at: Option<SystemTime>,
 }
@@ -126,6 +127,7 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         timeout: input.timeout,
         insecure: input.insecure,
         tls_resume: input.tls_resume,
+        tls_version: input.tls_version,
         part: input.part,
         start_at: input.start_at,
     })
@@ -323,6 +325,7 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         timeout: l.request.timeout,
         insecure: l.request.insecure,
         tls_resume: l.request.tls_resume == Switch::On,
+        tls_version: l.request.tls_version,
         part: Part::WHOLE,
         start_at: None,
     }
@@ -368,6 +371,7 @@ pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
         insecure: true,
         // ab and wrk make a full handshake per connection; so do their front ends.
         tls_resume: false,
+        tls_version: None,
         part: Part::WHOLE,
         start_at: None,
     })
@@ -442,6 +446,7 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         insecure: true,
         // ab and wrk make a full handshake per connection; so do their front ends.
         tls_resume: false,
+        tls_version: None,
         part: Part::WHOLE,
         start_at: None,
     })
@@ -544,6 +549,7 @@ pub fn service_plan(
         timeout,
         insecure: false,
         tls_resume: true,
+        tls_version: None,
         part: Part::WHOLE,
         start_at: None,
     })?;
@@ -596,6 +602,15 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     }
     if plan.target.scheme == crate::http::Scheme::Https && !plan.tls_resume {
         w.extend(["--tls-resume".into(), "off".into()]);
+    }
+    match plan.tls_version {
+        Some(crate::http::tls::TlsVersion::V1_2) => {
+            w.extend(["--tls-version".into(), "1.2".into()])
+        }
+        Some(crate::http::tls::TlsVersion::V1_3) => {
+            w.extend(["--tls-version".into(), "1.3".into()])
+        }
+        None => {}
     }
     if let Pacing::Open { rate, slack } = plan.pacing {
         w.extend(["--rate".into(), rate.to_string()]);

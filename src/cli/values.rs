@@ -46,6 +46,22 @@ pub fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     })
 }
 
+/// `--tls-version`: 1.2 or 1.3.
+pub fn tls_version(text: &str) -> Result<crate::http::tls::TlsVersion, String> {
+    use crate::http::tls::TlsVersion;
+    match text
+        .trim()
+        .trim_start_matches("TLSv")
+        .trim_start_matches("tls")
+    {
+        "1.2" => Ok(TlsVersion::V1_2),
+        "1.3" => Ok(TlsVersion::V1_3),
+        _ => Err(format!(
+            "invalid TLS version {text:?}; use 1.2 or 1.3 (older ones are not spoken)"
+        )),
+    }
+}
+
 /// Parses `I/N`: part I (from 0) of N.
 pub fn part(text: &str) -> Result<crate::engine::Part, String> {
     let bad = || format!("invalid part {text:?}; use I/N with 0 <= I < N, e.g. 0/3");

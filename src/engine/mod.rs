@@ -62,6 +62,8 @@ pub struct Plan<A = Addresses> {
     pub insecure: bool,
     /// Over https: new connections resume earlier TLS sessions (off: every handshake full).
     pub tls_resume: bool,
+    /// Over https: only this TLS version (`--tls-version`); None: what the server prefers.
+    pub tls_version: Option<tls::TlsVersion>,
     /// Which share of the load this process runs.
     pub part: Part,
     /// Start at this wall-clock instant rather than at once (so several processes start
@@ -111,6 +113,7 @@ impl Plan<Unresolved> {
             timeout: self.timeout,
             insecure: self.insecure,
             tls_resume: self.tls_resume,
+            tls_version: self.tls_version,
             part: self.part,
             start_at: self.start_at,
         }
@@ -354,7 +357,11 @@ fn worker_specs(
         .into();
     let tls = match plan.target.scheme {
         Scheme::Https => Some(worker::TlsSetup {
-            config: tls::client_config(plan.insecure, plan.tls_resume)?,
+            config: tls::client_config(tls::TlsSettings {
+                insecure: plan.insecure,
+                resume: plan.tls_resume,
+                version: plan.tls_version,
+            })?,
             name: tls::server_name(&plan.target.host)?,
         }),
         Scheme::Http => None,
@@ -649,6 +656,13 @@ impl<A> Plan<A> {
             }),
             start_at: self.start_at.map(crate::timefmt::rfc3339_micros),
             tls_resume: (self.target.scheme == Scheme::Https).then_some(self.tls_resume),
+            tls_version: self.tls_version.map(|v| {
+                match v {
+                    tls::TlsVersion::V1_2 => "1.2",
+                    tls::TlsVersion::V1_3 => "1.3",
+                }
+                .to_string()
+            }),
             pacing_slack_us: match self.pacing {
                 Pacing::Closed => None,
                 Pacing::Open { slack, .. } => Some(slack.as_micros() as u64),

@@ -561,11 +561,17 @@ impl<'a> Worker<'a> {
         let Some(Transport::Tls(t)) = self.conns[i].io.as_mut() else {
             return;
         };
-        let Some(resumed) = t.handshake_done() else {
+        let Some((resumed, established)) = t.handshake_done() else {
+            return;
+        };
+        // `sent` still holds when the TCP connection was made: the first request's write
+        // starts there.
+        let took = micros(established.saturating_duration_since(self.conns[i].sent));
+        self.rec.tls_handshake(resumed, took);
+        let Some(Transport::Tls(t)) = self.conns[i].io.as_ref() else {
             return;
         };
         let figures = self.rec.tls();
-        figures.handshake(resumed);
         if figures.version.is_none() {
             let n = t.negotiated();
             (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
@@ -934,6 +940,12 @@ fn tls_failure(e: &rustls::Error) -> TlsFailure {
             C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
         ) => TlsFailure::CertificateDates,
         E::InvalidCertificate(_) | E::NoCertificatesPresented => TlsFailure::BadCertificate,
+        // The alerts a server sends when nothing offered is acceptable to it.
+        E::AlertReceived(
+            rustls::AlertDescription::ProtocolVersion
+            | rustls::AlertDescription::HandshakeFailure
+            | rustls::AlertDescription::InsufficientSecurity,
+        ) => TlsFailure::NothingInCommon,
         E::AlertReceived(_) => TlsFailure::ServerAlert,
         E::PeerIncompatible(_) => TlsFailure::NothingInCommon,
         _ => TlsFailure::Other,

@@ -17,12 +17,39 @@ pub enum TlsSetupError {
     ServerName(String),
 }
 
-/// Builds the client configuration once per run. `insecure` accepts any certificate; without
-/// `resume`, no session is kept, so every connection makes a full handshake.
-pub fn client_config(insecure: bool, resume: bool) -> Result<Arc<ClientConfig>, TlsSetupError> {
+/// A TLS protocol version a run may be held to (`--tls-version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsVersion {
+    V1_2,
+    V1_3,
+}
+
+/// How a run speaks TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// Accept any certificate (handshake signatures are still checked).
+    pub insecure: bool,
+    /// Keep sessions and resume them on new connections; off: every handshake is full.
+    pub resume: bool,
+    /// Only this version; None: 1.2 or 1.3, as the server prefers.
+    pub version: Option<TlsVersion>,
+}
+
+/// Builds the client configuration once per run.
+pub fn client_config(settings: TlsSettings) -> Result<Arc<ClientConfig>, TlsSetupError> {
+    let TlsSettings {
+        insecure,
+        resume,
+        version,
+    } = settings;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions: &[&'static rustls::SupportedProtocolVersion] = match version {
+        None => rustls::DEFAULT_VERSIONS,
+        Some(TlsVersion::V1_2) => &[&rustls::version::TLS12],
+        Some(TlsVersion::V1_3) => &[&rustls::version::TLS13],
+    };
     let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .map_err(|_| TlsSetupError::NoRoots)?;
     let mut config = if insecure {
         builder
@@ -68,6 +95,8 @@ pub struct TlsStream {
     conn: ClientConnection,
     /// The handshake's outcome was handed over (see [`TlsStream::handshake_done`]).
     noted: bool,
+    /// When the handshake was seen complete (after the records that completed it).
+    established: Option<std::time::Instant>,
 }
 
 /// What a handshake negotiated, as rustls names it.
@@ -88,16 +117,22 @@ impl TlsStream {
             sock,
             conn,
             noted: false,
+            established: None,
         })
     }
 
-    /// Once per connection, when its handshake has completed: whether it resumed a session.
-    pub fn handshake_done(&mut self) -> Option<bool> {
+    /// Once per connection, when its handshake has completed: whether it resumed a session,
+    /// and when it was established.
+    pub fn handshake_done(&mut self) -> Option<(bool, std::time::Instant)> {
         if self.noted || self.conn.is_handshaking() {
             return None;
         }
         self.noted = true;
-        Some(self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed))
+        let at = self.established.unwrap_or_else(std::time::Instant::now);
+        Some((
+            self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+            at,
+        ))
     }
 
     pub fn negotiated(&self) -> Negotiated {
@@ -151,9 +186,13 @@ impl TlsStream {
             match self.conn.read_tls(&mut self.sock) {
                 Ok(0) => return Ok(0),
                 Ok(_) => {
+                    let handshaking = self.conn.is_handshaking();
                     self.conn
                         .process_new_packets()
                         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                    if handshaking && !self.conn.is_handshaking() {
+                        self.established = Some(std::time::Instant::now());
+                    }
                     self.flush_pending()?;
                 }
                 Err(e) => return Err(e),

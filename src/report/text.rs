@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::Report;
 use crate::stats::{ErrorKind, LatencySummary, RunResult};
-use crate::units::{bytes_iec, grouped};
+use crate::units::{bytes_iec, grouped, wrk_time_us};
 
 pub struct TextReport;
 
@@ -247,9 +247,18 @@ fn write_tls(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         } else {
             ""
         };
+        let timing = match (&t.handshake, t.handshakes_per_s) {
+            (Some(h), Some(rate)) => format!(
+                "; {} per s, p50 {}, p99 {}",
+                grouped(rate.round() as u64),
+                wrk_time_us(h.p50_us as f64),
+                wrk_time_us(h.p99_us as f64)
+            ),
+            _ => String::new(),
+        };
         writeln!(
             out,
-            "  TLS        {}; handshakes {} full, {} resumed{resumed}",
+            "  TLS        {}; handshakes {} full, {} resumed{resumed}{timing}",
             negotiated.join(" "),
             grouped(t.full_handshakes),
             grouped(t.resumed_handshakes)

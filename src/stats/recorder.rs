@@ -112,6 +112,9 @@ pub struct Recorder {
     /// pacing slack, so that sends due close together share a wake-up), in microseconds.
     /// Made on the first early send.
     pub send_earliness: Option<Histogram<u64>>,
+    /// Over https: each handshake's time from TCP connected to TLS established, in
+    /// microseconds. Made on the first handshake.
+    pub tls_handshake: Option<Histogram<u64>>,
     /// Open loop: requests whose connection was still busy with the previous response at
     /// their intended send time (the server held them up; they went out on its response).
     pub sends_held_by_busy_connection: u64,
@@ -156,6 +159,7 @@ impl Recorder {
                 .expect("constant histogram bounds are valid"),
             send_lateness: None,
             send_earliness: None,
+            tls_handshake: None,
             sends_held_by_busy_connection: 0,
             completed: 0,
             errors: [0; ErrorKind::COUNT],
@@ -261,6 +265,14 @@ impl Recorder {
             .map(|(code, &n)| (code as u16, n))
     }
 
+    /// Over https: one handshake done, `took_us` after the TCP connection was.
+    pub fn tls_handshake(&mut self, resumed: bool, took_us: u64) {
+        self.tls().handshake(resumed);
+        self.tls_handshake
+            .get_or_insert_with(latency_histogram)
+            .saturating_record(took_us);
+    }
+
     /// Over https: the TLS figures, made on first use.
     pub fn tls(&mut self) -> &mut super::TlsFigures {
         self.tls.get_or_insert_with(Default::default)
@@ -327,6 +339,7 @@ impl Recorder {
                 &other.send_earliness,
                 &self.send_earliness,
             ),
+            ("tls_handshake", &other.tls_handshake, &self.tls_handshake),
         ];
         for (which, theirs, mine) in optional {
             if let Some(theirs) = theirs {
@@ -353,6 +366,11 @@ impl Recorder {
                 "send_earliness",
                 &mut self.send_earliness,
                 &other.send_earliness,
+            ),
+            (
+                "tls_handshake",
+                &mut self.tls_handshake,
+                &other.tls_handshake,
             ),
         ] {
             if let Some(theirs) = theirs {

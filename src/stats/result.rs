@@ -283,6 +283,9 @@ pub struct PlanSummary {
     /// Over https: whether new connections resumed earlier TLS sessions (`--tls-resume`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_resume: Option<bool>,
+    /// Over https: the one TLS version asked for (`--tls-version`: "1.2" or "1.3").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_version: Option<String>,
     /// Open loop: sends due within this many µs after a wake-up went out in it, early
     /// (`--pacing-slack`); absent for a closed loop and in documents of older builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -410,6 +413,9 @@ pub struct Histograms {
     /// when none did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_earliness: Option<SerializedHistogram>,
+    /// Over https: handshake times (see `tls.handshake`), µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake: Option<SerializedHistogram>,
 }
 
 /// Above this share of a run's answers outside 2xx/3xx, its figures are said to describe
@@ -489,7 +495,7 @@ impl RunResult {
             latency_series: rec.latency.to_steps().unwrap_or_default(),
             latency_step_s: rec.latency.step_s,
             pacing,
-            tls: rec.tls.as_deref().cloned(),
+            tls: recorded_tls(&rec, elapsed_s),
             histograms: recorded_histograms(rec, open_loop),
             client: ClientUsage::default(),
             servers: Vec::new(),
@@ -518,31 +524,7 @@ impl RunResult {
                 _ => Err(format!("status code {code:?} is not a number below 600")),
             })
             .collect::<Result<_, _>>()?;
-        let checks = [
-            (
-                t.requests + t.errors == t.attempted,
-                "requests + errors != attempted",
-            ),
-            (
-                errors.iter().sum::<u64>() == t.errors,
-                "errors by kind do not add up to errors",
-            ),
-            (
-                status.iter().map(|s| s.1).sum::<u64>() == t.requests,
-                "status codes do not add up to requests",
-            ),
-            (
-                self.histograms.total.0.len() == t.requests,
-                "the total-latency histogram does not hold one value per request",
-            ),
-            (
-                self.series_step_s.is_power_of_two(),
-                "series_step_s is not a power of two",
-            ),
-        ];
-        if let Some((_, why)) = checks.iter().find(|(ok, _)| !ok) {
-            return Err(format!("its figures disagree: {why}"));
-        }
+        self.check_figures(&errors, &status)?;
         let latency = LatencySeries::from_steps(self.latency_step_s, &self.latency_series)
             .map_err(|why| format!("its figures disagree: {why}"))?;
         if !latency.is_empty() && latency.count() != t.requests {
@@ -560,6 +542,7 @@ impl RunResult {
         rec.worker_rate = self.histograms.worker_rate.0.clone();
         rec.send_lateness = self.histograms.send_lateness.as_ref().map(|h| h.0.clone());
         rec.send_earliness = self.histograms.send_earliness.as_ref().map(|h| h.0.clone());
+        rec.tls_handshake = self.histograms.tls_handshake.as_ref().map(|h| h.0.clone());
         rec.sends_held_by_busy_connection = self
             .pacing
             .as_ref()
@@ -585,6 +568,38 @@ impl RunResult {
         rec.series_step_s = self.series_step_s;
         rec.latency = latency;
         Ok(rec)
+    }
+
+    /// Whether the document's counts add up: requests and errors to attempts, errors by kind,
+    /// status codes, one latency per request, a series step that nests.
+    fn check_figures(&self, errors: &[u64], status: &[(usize, u64)]) -> Result<(), String> {
+        let t = &self.totals;
+        let checks = [
+            (
+                t.requests + t.errors == t.attempted,
+                "requests + errors != attempted",
+            ),
+            (
+                errors.iter().sum::<u64>() == t.errors,
+                "errors by kind do not add up to errors",
+            ),
+            (
+                status.iter().map(|s| s.1).sum::<u64>() == t.requests,
+                "status codes do not add up to requests",
+            ),
+            (
+                self.histograms.total.0.len() == t.requests,
+                "the total-latency histogram does not hold one value per request",
+            ),
+            (
+                self.series_step_s.is_power_of_two(),
+                "series_step_s is not a power of two",
+            ),
+        ];
+        match checks.iter().find(|(ok, _)| !ok) {
+            Some((_, why)) => Err(format!("its figures disagree: {why}")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -666,7 +681,17 @@ fn recorded_histograms(rec: Recorder, open_loop: bool) -> Histograms {
         send_lateness: open_loop
             .then(|| SerializedHistogram(rec.send_lateness.unwrap_or_else(latency_histogram))),
         send_earliness: rec.send_earliness.map(SerializedHistogram),
+        tls_handshake: rec.tls_handshake.map(SerializedHistogram),
     }
+}
+
+/// A recording's TLS figures, with the handshake times summarised and their rate.
+fn recorded_tls(rec: &Recorder, elapsed_s: f64) -> Option<super::TlsFigures> {
+    let mut t = rec.tls.as_deref().cloned()?;
+    t.handshake = rec.tls_handshake.as_ref().map(LatencySummary::of);
+    let handshakes = t.full_handshakes + t.resumed_handshakes;
+    t.handshakes_per_s = (handshakes > 0).then(|| per_second(handshakes, elapsed_s));
+    Some(t)
 }
 
 /// Always "archbench-result".

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::LatencySummary;
+
 /// Why a TLS handshake failed, by what the user can do about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -43,7 +45,7 @@ impl TlsFailure {
                 "the server refused the handshake with an alert (see its error log)"
             }
             TlsFailure::NothingInCommon => {
-                "the server offers no TLS version, cipher suite or group this client speaks"
+                "the server accepts no TLS version, cipher suite or group this client offered (see --tls-version)"
             }
             TlsFailure::Other => "the TLS handshake or a record failed",
         }
@@ -69,6 +71,13 @@ pub struct TlsFigures {
     pub cipher: Option<String>,
     /// The key-exchange group (X25519, secp256r1, …), when the version names one.
     pub group: Option<String>,
+    /// Each handshake's time from TCP connected to TLS established (µs); absent in a
+    /// recording, filled in the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<LatencySummary>,
+    /// Handshakes per second of the run (full and resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshakes_per_s: Option<f64>,
     /// Failed handshakes (and records) by reason.
     #[serde(default)]
     pub failures: Vec<TlsFailureCount>,

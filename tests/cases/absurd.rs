@@ -28,6 +28,10 @@ fn absurd_values_are_usage_errors_with_one_line() {
             "at most 50us",
         ),
         (
+            vec!["run", u, "--tls-version", "1.1"],
+            "invalid TLS version \"1.1\"; use 1.2 or 1.3",
+        ),
+        (
             vec!["run", u, "--pacing-slack", "10us"],
             "--pacing-slack applies to an open loop only",
         ),

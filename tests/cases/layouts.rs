@@ -54,6 +54,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             part: None,
             start_at: None,
             tls_resume: None,
+            tls_version: None,
             pacing_slack_us: None,
         },
         Environment {

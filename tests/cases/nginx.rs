@@ -297,6 +297,13 @@ fn tls_sessions_resumed_are_counted_and_off_or_under_ab_none_is() {
         "nginx agrees"
     );
     assert!(t["version"].as_str().unwrap().starts_with("TLSv1."), "{t}");
+    // Every handshake timed (TCP connected to TLS established), merged exactly, and its rate.
+    assert_eq!(t["handshake"]["count"], 100, "{t}");
+    assert!(t["handshake"]["p50_us"].as_u64().unwrap() > 0, "{t}");
+    assert!(t["handshakes_per_s"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(on["histograms"]["tls_handshake"].is_string());
+    crate::util::schema::assert_valid(&on);
+    crate::util::schema::assert_valid(&off);
     // The text report says it beside the errors.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("on.json");
@@ -320,6 +327,67 @@ fn tls_sessions_resumed_are_counted_and_off_or_under_ab_none_is() {
     assert_eq!(off["plan"]["tls_resume"], false);
     assert_eq!(reused(log_off), 0);
     assert_eq!(reused(log_ab), 0);
+}
+
+#[test]
+fn a_tls_version_is_held_to_and_one_the_server_lacks_says_why() {
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (cert, key) = (ck.cert.pem(), ck.key_pair.serialize_pem());
+    let Some(ng) = Nginx::start(NginxConfig {
+        tls: Some((&cert, &key)),
+        server: "ssl_protocols TLSv1.2;",
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let url = ng.https_url("/");
+    let o = archbench(&[
+        "run",
+        &url,
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "-k",
+        "--tls-version",
+        "1.2",
+        "-q",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["tls"]["version"], "TLSv1.2", "{}", doc["tls"]);
+    assert_eq!(doc["plan"]["tls_version"], "1.2");
+    let o = archbench(&[
+        "run",
+        &url,
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "-k",
+        "--tls-version",
+        "1.3",
+        "-q",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["errors"]["tls"], 20);
+    // nginx answers a version it does not speak with a protocol_version alert.
+    assert_eq!(
+        doc["tls"]["failures"][0]["reason"], "nothing_in_common",
+        "{}",
+        doc["tls"]
+    );
+    assert!(stderr(&o).contains("TLS errors 20: "), "{}", stderr(&o));
+    assert_eq!(
+        ng.stop_and_read_log().len(),
+        20,
+        "only the 1.2 run was answered"
+    );
 }
 
 #[test]
