@@ -148,6 +148,92 @@ impl Report<RunResult> for AbReport {
     }
 }
 
+/// ab's lines for an https target: the protocol, cipher (OpenSSL's names) and its bits, the
+/// key exchange, and the name sent for SNI (ab sends none to an IP address).
+fn write_tls_lines(
+    t: &crate::stats::TlsFigures,
+    host: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if let (Some(version), Some(cipher)) = (&t.version, &t.cipher) {
+        let (name, bits) = openssl_cipher(cipher);
+        writeln!(
+            out,
+            "SSL/TLS Protocol:       {version},{name},{bits},{bits}"
+        )?;
+    }
+    if let Some(key) = t.group.as_deref().and_then(openssl_temp_key) {
+        writeln!(out, "Server Temp Key:        {key}")?;
+    }
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if bare.parse::<std::net::IpAddr>().is_err() {
+        writeln!(out, "TLS Server Name:        {host}")?;
+    }
+    Ok(())
+}
+
+/// A cipher suite as OpenSSL (and so ab) names it, with its key bits; rustls's own name for
+/// a suite it has no OpenSSL name for here.
+fn openssl_cipher(rustls_name: &str) -> (String, u32) {
+    let known = [
+        ("TLS13_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384", 256),
+        ("TLS13_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256", 128),
+        (
+            "TLS13_CHACHA20_POLY1305_SHA256",
+            "TLS_CHACHA20_POLY1305_SHA256",
+            256,
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+            256,
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+            "ECDHE-ECDSA-AES128-GCM-SHA256",
+            128,
+        ),
+        (
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+            "ECDHE-ECDSA-CHACHA20-POLY1305",
+            256,
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            "ECDHE-RSA-AES256-GCM-SHA384",
+            256,
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "ECDHE-RSA-AES128-GCM-SHA256",
+            128,
+        ),
+        (
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+            "ECDHE-RSA-CHACHA20-POLY1305",
+            256,
+        ),
+    ];
+    known
+        .iter()
+        .find(|(ours, _, _)| *ours == rustls_name)
+        .map_or((rustls_name.to_string(), 0), |(_, name, bits)| {
+            (name.to_string(), *bits)
+        })
+}
+
+/// The key exchange as ab prints it from OpenSSL: "X25519 253 bits", "ECDH P-256 256 bits".
+fn openssl_temp_key(group: &str) -> Option<&'static str> {
+    Some(match group {
+        "X25519" => "X25519 253 bits",
+        "X448" => "X448 448 bits",
+        "secp256r1" => "ECDH P-256 256 bits",
+        "secp384r1" => "ECDH P-384 384 bits",
+        "secp521r1" => "ECDH P-521 521 bits",
+        _ => return None,
+    })
+}
+
 impl AbReport {
     /// The server (software, host, port) and the document (path, length) asked for.
     fn write_document(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
@@ -159,6 +245,9 @@ impl AbReport {
         )?;
         writeln!(out, "Server Hostname:        {host}")?;
         writeln!(out, "Server Port:            {port}")?;
+        if let Some(t) = &r.tls {
+            write_tls_lines(t, &host, out)?;
+        }
         writeln!(out)?;
         writeln!(out, "Document Path:          {path}")?;
         if self.variable_length {

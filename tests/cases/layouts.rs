@@ -202,6 +202,35 @@ fn ab_output_has_real_abs_shape() {
     }
 }
 
+#[test]
+fn ab_output_over_https_has_real_abs_shape() {
+    let Some(ab) = require_tool("ab") else { return };
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (cert, key) = (ck.cert.pem(), ck.key_pair.serialize_pem());
+    let Some(ng) = Nginx::start(NginxConfig {
+        tls: Some((&cert, &key)),
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let url = ng.https_url("/");
+    let args = ["-n", "50", "-c", "2", url.as_str()];
+    let real = std::process::Command::new(&ab).args(args).output().unwrap();
+    let mut ours_args = vec!["ab"];
+    ours_args.extend_from_slice(&args);
+    let ours = archbench(&ours_args);
+    assert!(ours.status.success(), "{}", stderr(&ours));
+    // The SSL/TLS Protocol line (version, OpenSSL's cipher name, bits) word for word, the
+    // Server Temp Key line with its bits masked, and the rest in shape.
+    let (ours, real) = (shape(&stdout(&ours)), shape(&stdout(&real)));
+    assert!(
+        real.iter()
+            .any(|l| l.starts_with("SSL/TLS Protocol: TLSv1.")),
+        "{real:?}"
+    );
+    assert_eq!(ours[1..], real[1..]);
+}
+
 /// The drop-in promise reaches the wire: a server sees from `archbench wrk` the request it sees
 /// from wrk (Host alone, no User-Agent), so both cost it the same work.
 #[test]
