@@ -134,6 +134,9 @@ pub struct LoadArgs {
     /// measured at the start, at most 50us].
     #[arg(long, value_parser = super::values::duration)]
     pub pacing_slack: Option<std::time::Duration>,
+    /// Open a new connection for every request (over https: a handshake per request).
+    #[arg(long)]
+    pub no_keepalive: bool,
     #[command(flatten)]
     pub request: RequestArgs,
     /// Count these events on the watched servers with perf_event_open (comma-separated:
@@ -166,9 +169,6 @@ pub struct RunArgs {
     /// Request body from a file.
     #[arg(long)]
     pub body_file: Option<PathBuf>,
-    /// Open a new connection for every request.
-    #[arg(long)]
-    pub no_keepalive: bool,
     /// Speak HTTP/1.0 instead of HTTP/1.1.
     #[arg(long = "http1.0")]
     pub http10: bool,

@@ -297,7 +297,6 @@ pub fn run_draft(a: &RunArgs) -> Result<Plan<Unresolved>, PlanError> {
         } else {
             HttpVersion::Http11
         },
-        keepalive: !a.no_keepalive,
         duration,
         requests: a.requests,
         part: a.part.unwrap_or(Part::WHOLE),
@@ -314,7 +313,7 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         headers: l.request.headers.clone(),
         body: Vec::new(),
         version: HttpVersion::Http11,
-        keepalive: true,
+        keepalive: !l.no_keepalive,
         defaults: archbench_defaults(),
         connections: l.connections,
         threads: l.threads.unwrap_or_else(default_threads),

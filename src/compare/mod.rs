@@ -249,7 +249,7 @@ fn server_sum(r: &RunResult, f: fn(&crate::stats::ServerUsage) -> f64) -> Option
     (!r.servers.is_empty()).then(|| r.servers.iter().map(f).sum())
 }
 
-const METRICS: [Metric; 11] = [
+const METRICS: [Metric; 14] = [
     Metric {
         name: "req/s",
         unit: "req/s",
@@ -319,6 +319,29 @@ const METRICS: [Metric; 11] = [
         unit: "B",
         higher_is_better: false,
         read: |r| server_sum(r, |s| s.peak_memory_bytes as f64),
+    },
+    // Over https: what a handshake-bound load (--no-keepalive) measures.
+    Metric {
+        name: "TLS handshakes/s",
+        unit: "req/s",
+        higher_is_better: true,
+        read: |r| r.tls.as_ref()?.handshakes_per_s,
+    },
+    Metric {
+        name: "TLS handshake p50",
+        unit: "µs",
+        higher_is_better: false,
+        read: |r| Some(r.tls.as_ref()?.handshake.as_ref()?.p50_us as f64),
+    },
+    Metric {
+        name: "handshakes/server CPU-s",
+        unit: "req/CPU-s",
+        higher_is_better: true,
+        read: |r| {
+            let t = r.tls.as_ref()?;
+            let cpu = server_sum(r, |s| s.cpu_s)?;
+            crate::stats::requests_per_cpu_s(t.full_handshakes + t.resumed_handshakes, cpu)
+        },
     },
 ];
 

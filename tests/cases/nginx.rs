@@ -391,6 +391,86 @@ fn a_tls_version_is_held_to_and_one_the_server_lacks_says_why() {
 }
 
 #[test]
+fn a_handshake_bound_comparison_reports_handshakes_per_second_and_per_server_cpu_second() {
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (cert, key) = (ck.cert.pem(), ck.key_pair.serialize_pem());
+    let start = || {
+        Nginx::start(NginxConfig {
+            tls: Some((&cert, &key)),
+            ..NginxConfig::default()
+        })
+    };
+    let (Some(a), Some(b)) = (start(), start()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cmp.json");
+    let (ta, tb) = (
+        format!("a={}", a.https_url("/")),
+        format!("b={}", b.https_url("/")),
+    );
+    let (wa, wb) = (format!("a=pid:{}", a.pid()), format!("b=pid:{}", b.pid()));
+    let o = archbench(&[
+        "compare",
+        &ta,
+        &tb,
+        "-k",
+        "--no-keepalive",
+        "--tls-resume",
+        "off",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "-d",
+        "500ms",
+        "--runs",
+        "2",
+        "--no-warmup",
+        "-q",
+        "--watch",
+        &wa,
+        "--watch",
+        &wb,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = read_json(&json);
+    let metric = |name: &str| {
+        doc["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {}", doc["metrics"]))
+            .clone()
+    };
+    for name in [
+        "TLS handshakes/s",
+        "TLS handshake p50",
+        "handshakes/server CPU-s",
+    ] {
+        let m = metric(name);
+        for t in m["targets"].as_array().unwrap() {
+            assert!(t["median"].as_f64().unwrap() > 0.0, "{name}: {t}");
+        }
+    }
+    // One full handshake per request: the rate is the request rate (a connection or two may
+    // have shaken hands for a response the deadline cut off).
+    let run = &doc["targets"][0]["runs"][0];
+    assert_eq!(run["tls"]["resumed_handshakes"], 0);
+    let full = run["tls"]["full_handshakes"].as_u64().unwrap();
+    let answered = run["totals"]["requests"].as_u64().unwrap();
+    assert!(
+        (answered..=answered + 2).contains(&full),
+        "{full} handshakes, {answered} answered"
+    );
+    let table = stdout(&o);
+    assert!(table.contains("TLS handshakes/s"), "{table}");
+}
+
+#[test]
 fn ab_front_end_speaks_http10_without_keepalive_unless_k() {
     let Some(ng) = Nginx::start(NginxConfig::default()) else {
         return;

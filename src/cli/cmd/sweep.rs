@@ -32,6 +32,7 @@ fn load_args(a: &SweepArgs, kind: LadderKind, rate_connections: u64, load: f64) 
         duration: Some(a.duration),
         rate: (kind == LadderKind::Rates).then_some(load),
         pacing_slack: a.pacing_slack,
+        no_keepalive: false,
         request: a.request.clone(),
         perf: Vec::new(),
         slo: a.slo.clone(),
