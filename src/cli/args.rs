@@ -105,6 +105,13 @@ pub struct RequestArgs {
     /// Over https: speak only this TLS version (1.2 or 1.3) [default: what the server prefers].
     #[arg(long, value_parser = super::values::tls_version)]
     pub tls_version: Option<crate::http::tls::TlsVersion>,
+    /// Over https: offer only these cipher suites, in this order (OpenSSL's names, e.g.
+    /// ECDHE-ECDSA-AES128-GCM-SHA256,TLS_AES_128_GCM_SHA256) [default: all the client speaks].
+    #[arg(long, value_parser = super::values::tls_ciphers)]
+    pub tls_ciphers: Option<super::values::TlsNames>,
+    /// Over https: offer only these key-exchange groups, in this order (x25519, p-256, p-384).
+    #[arg(long, value_parser = super::values::tls_groups)]
+    pub tls_groups: Option<super::values::TlsNames>,
     /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
     /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable; for compare and sweep, NAME is a
     /// target's name).

@@ -84,6 +84,8 @@ struct PlanInput<'a> {
     /// Over https: resume TLS sessions (off: a full handshake per connection).
     tls_resume: bool,
     tls_version: Option<crate::http::tls::TlsVersion>,
+    tls_ciphers: Vec<String>,
+    tls_groups: Vec<String>,
     part: Part,
     start_at: Option<SystemTime>,
 }
@@ -128,6 +130,8 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         insecure: input.insecure,
         tls_resume: input.tls_resume,
         tls_version: input.tls_version,
+        tls_ciphers: input.tls_ciphers,
+        tls_groups: input.tls_groups,
         part: input.part,
         start_at: input.start_at,
     })
@@ -325,6 +329,18 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         insecure: l.request.insecure,
         tls_resume: l.request.tls_resume == Switch::On,
         tls_version: l.request.tls_version,
+        tls_ciphers: l
+            .request
+            .tls_ciphers
+            .clone()
+            .map(|n| n.0)
+            .unwrap_or_default(),
+        tls_groups: l
+            .request
+            .tls_groups
+            .clone()
+            .map(|n| n.0)
+            .unwrap_or_default(),
         part: Part::WHOLE,
         start_at: None,
     }
@@ -371,6 +387,8 @@ pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
         // ab and wrk make a full handshake per connection; so do their front ends.
         tls_resume: false,
         tls_version: None,
+        tls_ciphers: Vec::new(),
+        tls_groups: Vec::new(),
         part: Part::WHOLE,
         start_at: None,
     })
@@ -446,6 +464,8 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         // ab and wrk make a full handshake per connection; so do their front ends.
         tls_resume: false,
         tls_version: None,
+        tls_ciphers: Vec::new(),
+        tls_groups: Vec::new(),
         part: Part::WHOLE,
         start_at: None,
     })
@@ -549,6 +569,8 @@ pub fn service_plan(
         insecure: false,
         tls_resume: true,
         tls_version: None,
+        tls_ciphers: Vec::new(),
+        tls_groups: Vec::new(),
         part: Part::WHOLE,
         start_at: None,
     })?;
@@ -601,6 +623,12 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     }
     if plan.target.scheme == crate::http::Scheme::Https && !plan.tls_resume {
         w.extend(["--tls-resume".into(), "off".into()]);
+    }
+    if !plan.tls_ciphers.is_empty() {
+        w.extend(["--tls-ciphers".into(), plan.tls_ciphers.join(",")]);
+    }
+    if !plan.tls_groups.is_empty() {
+        w.extend(["--tls-groups".into(), plan.tls_groups.join(",")]);
     }
     match plan.tls_version {
         Some(crate::http::tls::TlsVersion::V1_2) => {

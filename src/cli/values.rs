@@ -46,6 +46,75 @@ pub fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     })
 }
 
+/// `--tls-ciphers`: cipher suites by OpenSSL's names (ECDHE-ECDSA-AES128-GCM-SHA256,
+/// TLS_AES_128_GCM_SHA256) or rustls's, comma-separated, in the order to offer them; as
+/// rustls names them.
+pub fn tls_ciphers(text: &str) -> Result<TlsNames, String> {
+    names(
+        text,
+        "cipher suite",
+        |w| {
+            crate::stats::CIPHER_SUITES
+                .iter()
+                .find(|(ours, openssl, _)| {
+                    w.eq_ignore_ascii_case(ours) || w.eq_ignore_ascii_case(openssl)
+                })
+                .map(|(ours, _, _)| ours.to_string())
+        },
+        || crate::stats::CIPHER_SUITES.iter().map(|c| c.1).collect(),
+    )
+}
+
+/// `--tls-groups`: key-exchange groups (x25519, p-256, p-384), comma-separated, in the order
+/// to offer them; as rustls names them.
+pub fn tls_groups(text: &str) -> Result<TlsNames, String> {
+    names(
+        text,
+        "key-exchange group",
+        |w| {
+            crate::stats::KX_GROUPS
+                .iter()
+                .find(|(ours, aliases, _)| {
+                    w.eq_ignore_ascii_case(ours)
+                        || aliases.iter().any(|a| w.eq_ignore_ascii_case(a))
+                })
+                .map(|(ours, _, _)| ours.to_string())
+        },
+        || crate::stats::KX_GROUPS.iter().map(|g| g.1[0]).collect(),
+    )
+}
+
+/// TLS names as rustls spells them, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsNames(pub Vec<String>);
+
+/// A comma-separated list of names, each known to `lookup`; an unknown one is named with the
+/// known ones.
+fn names(
+    text: &str,
+    what: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+    known: impl Fn() -> Vec<&'static str>,
+) -> Result<TlsNames, String> {
+    let mut out = Vec::new();
+    for w in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        match lookup(w) {
+            Some(n) if !out.contains(&n) => out.push(n),
+            Some(_) => {}
+            None => {
+                return Err(format!(
+                    "unknown {what} {w:?}; this client speaks {}",
+                    known().join(", ")
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("no {what} given"));
+    }
+    Ok(TlsNames(out))
+}
+
 /// `--tls-version`: 1.2 or 1.3.
 pub fn tls_version(text: &str) -> Result<crate::http::tls::TlsVersion, String> {
     use crate::http::tls::TlsVersion;

@@ -64,6 +64,9 @@ pub struct Plan<A = Addresses> {
     pub tls_resume: bool,
     /// Over https: only this TLS version (`--tls-version`); None: what the server prefers.
     pub tls_version: Option<tls::TlsVersion>,
+    /// Over https: offer only these cipher suites and groups (rustls's names); empty: all.
+    pub tls_ciphers: Vec<String>,
+    pub tls_groups: Vec<String>,
     /// Which share of the load this process runs.
     pub part: Part,
     /// Start at this wall-clock instant rather than at once (so several processes start
@@ -114,6 +117,8 @@ impl Plan<Unresolved> {
             insecure: self.insecure,
             tls_resume: self.tls_resume,
             tls_version: self.tls_version,
+            tls_ciphers: self.tls_ciphers,
+            tls_groups: self.tls_groups,
             part: self.part,
             start_at: self.start_at,
         }
@@ -361,6 +366,8 @@ fn worker_specs(
                 insecure: plan.insecure,
                 resume: plan.tls_resume,
                 version: plan.tls_version,
+                ciphers: &plan.tls_ciphers,
+                groups: &plan.tls_groups,
             })?,
             name: tls::server_name(&plan.target.host)?,
         }),
@@ -656,6 +663,8 @@ impl<A> Plan<A> {
             }),
             start_at: self.start_at.map(crate::timefmt::rfc3339_micros),
             tls_resume: (self.target.scheme == Scheme::Https).then_some(self.tls_resume),
+            tls_ciphers: (!self.tls_ciphers.is_empty()).then(|| self.tls_ciphers.clone()),
+            tls_groups: (!self.tls_groups.is_empty()).then(|| self.tls_groups.clone()),
             tls_version: self.tls_version.map(|v| {
                 match v {
                     tls::TlsVersion::V1_2 => "1.2",

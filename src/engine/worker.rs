@@ -572,9 +572,12 @@ impl<'a> Worker<'a> {
             return;
         };
         let figures = self.rec.tls();
-        if figures.version.is_none() {
+        // A resumed TLS 1.2 handshake exchanges no key: a full one names the group too.
+        if figures.version.is_none() || figures.group.is_none() {
             let n = t.negotiated();
-            (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
+            if figures.version.is_none() || n.group.is_some() {
+                (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
+            }
         }
     }
 

@@ -15,6 +15,8 @@ pub enum TlsSetupError {
     NoRoots,
     #[error("invalid TLS server name {0:?}")]
     ServerName(String),
+    #[error("these TLS settings leave nothing to offer: {0} (see --tls-version, --tls-ciphers)")]
+    Settings(String),
 }
 
 /// A TLS protocol version a run may be held to (`--tls-version`).
@@ -26,23 +28,45 @@ pub enum TlsVersion {
 
 /// How a run speaks TLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TlsSettings {
+pub struct TlsSettings<'a> {
     /// Accept any certificate (handshake signatures are still checked).
     pub insecure: bool,
     /// Keep sessions and resume them on new connections; off: every handshake is full.
     pub resume: bool,
     /// Only this version; None: 1.2 or 1.3, as the server prefers.
     pub version: Option<TlsVersion>,
+    /// Only these cipher suites (rustls's names), in this order; empty: all.
+    pub ciphers: &'a [String],
+    /// Only these key-exchange groups (rustls's names), in this order; empty: all.
+    pub groups: &'a [String],
+}
+
+/// The provider's items named in `names`, in that order; all of them when none is named.
+fn chosen<T: Copy>(all: &[T], names: &[String], name: impl Fn(&T) -> String) -> Vec<T> {
+    if names.is_empty() {
+        return all.to_vec();
+    }
+    names
+        .iter()
+        .filter_map(|n| all.iter().find(|x| name(x) == *n).copied())
+        .collect()
 }
 
 /// Builds the client configuration once per run.
-pub fn client_config(settings: TlsSettings) -> Result<Arc<ClientConfig>, TlsSetupError> {
+pub fn client_config(settings: TlsSettings<'_>) -> Result<Arc<ClientConfig>, TlsSetupError> {
     let TlsSettings {
         insecure,
         resume,
         version,
+        ciphers,
+        groups,
     } = settings;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites = chosen(&provider.cipher_suites, ciphers, |c| {
+        format!("{:?}", c.suite())
+    });
+    provider.kx_groups = chosen(&provider.kx_groups, groups, |g| format!("{:?}", g.name()));
+    let provider = Arc::new(provider);
     let versions: &[&'static rustls::SupportedProtocolVersion] = match version {
         None => rustls::DEFAULT_VERSIONS,
         Some(TlsVersion::V1_2) => &[&rustls::version::TLS12],
@@ -50,7 +74,7 @@ pub fn client_config(settings: TlsSettings) -> Result<Arc<ClientConfig>, TlsSetu
     };
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
-        .map_err(|_| TlsSetupError::NoRoots)?;
+        .map_err(|e| TlsSetupError::Settings(e.to_string()))?;
     let mut config = if insecure {
         builder
             .dangerous()

@@ -175,46 +175,7 @@ fn write_tls_lines(
 /// A cipher suite as OpenSSL (and so ab) names it, with its key bits; rustls's own name for
 /// a suite it has no OpenSSL name for here.
 fn openssl_cipher(rustls_name: &str) -> (String, u32) {
-    let known = [
-        ("TLS13_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384", 256),
-        ("TLS13_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256", 128),
-        (
-            "TLS13_CHACHA20_POLY1305_SHA256",
-            "TLS_CHACHA20_POLY1305_SHA256",
-            256,
-        ),
-        (
-            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-            "ECDHE-ECDSA-AES256-GCM-SHA384",
-            256,
-        ),
-        (
-            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-            "ECDHE-ECDSA-AES128-GCM-SHA256",
-            128,
-        ),
-        (
-            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-            "ECDHE-ECDSA-CHACHA20-POLY1305",
-            256,
-        ),
-        (
-            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-            "ECDHE-RSA-AES256-GCM-SHA384",
-            256,
-        ),
-        (
-            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-            "ECDHE-RSA-AES128-GCM-SHA256",
-            128,
-        ),
-        (
-            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
-            "ECDHE-RSA-CHACHA20-POLY1305",
-            256,
-        ),
-    ];
-    known
+    crate::stats::CIPHER_SUITES
         .iter()
         .find(|(ours, _, _)| *ours == rustls_name)
         .map_or((rustls_name.to_string(), 0), |(_, name, bits)| {
@@ -224,14 +185,10 @@ fn openssl_cipher(rustls_name: &str) -> (String, u32) {
 
 /// The key exchange as ab prints it from OpenSSL: "X25519 253 bits", "ECDH P-256 256 bits".
 fn openssl_temp_key(group: &str) -> Option<&'static str> {
-    Some(match group {
-        "X25519" => "X25519 253 bits",
-        "X448" => "X448 448 bits",
-        "secp256r1" => "ECDH P-256 256 bits",
-        "secp384r1" => "ECDH P-384 384 bits",
-        "secp521r1" => "ECDH P-521 521 bits",
-        _ => return None,
-    })
+    crate::stats::KX_GROUPS
+        .iter()
+        .find(|(ours, _, _)| *ours == group)
+        .map(|(_, _, key)| *key)
 }
 
 impl AbReport {

@@ -35,4 +35,4 @@ pub use server::{
     requests_per_cpu_s, CounterValue, SamplingStopped, ServerFingerprint, ServerNow, ServerUsage,
     MEASURABLE_CPU_S,
 };
-pub use tls::{TlsFailure, TlsFailureCount, TlsFigures};
+pub use tls::{TlsFailure, TlsFailureCount, TlsFigures, CIPHER_SUITES, KX_GROUPS};

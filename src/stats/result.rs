@@ -286,6 +286,12 @@ pub struct PlanSummary {
     /// Over https: the one TLS version asked for (`--tls-version`: "1.2" or "1.3").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_version: Option<String>,
+    /// Over https: the cipher suites and key-exchange groups offered, when narrowed
+    /// (`--tls-ciphers`, `--tls-groups`; rustls's names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ciphers: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_groups: Option<Vec<String>>,
     /// Open loop: sends due within this many µs after a wake-up went out in it, early
     /// (`--pacing-slack`); absent for a closed loop and in documents of older builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,6 +5,64 @@ use serde::{Deserialize, Serialize};
 
 use super::LatencySummary;
 
+/// The cipher suites the client speaks: rustls's name, OpenSSL's (ab prints it; users type
+/// it), and the key bits.
+pub const CIPHER_SUITES: [(&str, &str, u32); 9] = [
+    ("TLS13_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384", 256),
+    ("TLS13_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256", 128),
+    (
+        "TLS13_CHACHA20_POLY1305_SHA256",
+        "TLS_CHACHA20_POLY1305_SHA256",
+        256,
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        256,
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        128,
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        256,
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        256,
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        128,
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        256,
+    ),
+];
+
+/// The key-exchange groups the client speaks: rustls's name, the names users type for it,
+/// and how ab prints the server's temporary key of that group.
+pub const KX_GROUPS: [(&str, &[&str], &str); 3] = [
+    ("X25519", &["x25519"], "X25519 253 bits"),
+    (
+        "secp256r1",
+        &["p-256", "p256", "prime256v1", "secp256r1"],
+        "ECDH P-256 256 bits",
+    ),
+    (
+        "secp384r1",
+        &["p-384", "p384", "secp384r1"],
+        "ECDH P-384 384 bits",
+    ),
+];
+
 /// Why a TLS handshake failed, by what the user can do about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -111,7 +169,8 @@ impl TlsFigures {
     pub fn add(&mut self, other: &TlsFigures) {
         self.full_handshakes += other.full_handshakes;
         self.resumed_handshakes += other.resumed_handshakes;
-        if self.version.is_none() {
+        // What a full handshake negotiated wins over a resumed one's, which names no group.
+        if self.version.is_none() || (self.group.is_none() && other.group.is_some()) {
             self.version.clone_from(&other.version);
             self.cipher.clone_from(&other.cipher);
             self.group.clone_from(&other.group);

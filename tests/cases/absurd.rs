@@ -28,6 +28,14 @@ fn absurd_values_are_usage_errors_with_one_line() {
             "at most 50us",
         ),
         (
+            vec!["run", u, "--tls-ciphers", "RC4-MD5"],
+            "unknown cipher suite \"RC4-MD5\"; this client speaks TLS_AES_256_GCM_SHA384",
+        ),
+        (
+            vec!["run", u, "--tls-groups", "ffdhe2048"],
+            "unknown key-exchange group \"ffdhe2048\"; this client speaks x25519, p-256, p-384",
+        ),
+        (
             vec!["run", u, "--tls-version", "1.1"],
             "invalid TLS version \"1.1\"; use 1.2 or 1.3",
         ),

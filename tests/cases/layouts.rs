@@ -55,6 +55,8 @@ fn fixed_result(keepalive: bool) -> RunResult {
             start_at: None,
             tls_resume: None,
             tls_version: None,
+            tls_ciphers: None,
+            tls_groups: None,
             pacing_slack_us: None,
         },
         Environment {

@@ -359,6 +359,32 @@ fn a_tls_version_is_held_to_and_one_the_server_lacks_says_why() {
     let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(doc["tls"]["version"], "TLSv1.2", "{}", doc["tls"]);
     assert_eq!(doc["plan"]["tls_version"], "1.2");
+    // A cipher and a group asked for are the ones negotiated.
+    let o = archbench(&[
+        "run",
+        &url,
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "-k",
+        "--tls-ciphers",
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "--tls-groups",
+        "p-256",
+        "-q",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        doc["tls"]["cipher"], "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        "{}",
+        doc["tls"]
+    );
+    assert_eq!(doc["tls"]["group"], "secp256r1", "{}", doc["tls"]);
+    assert_eq!(doc["plan"]["tls_groups"][0], "secp256r1");
     let o = archbench(&[
         "run",
         &url,
@@ -385,8 +411,8 @@ fn a_tls_version_is_held_to_and_one_the_server_lacks_says_why() {
     assert!(stderr(&o).contains("TLS errors 20: "), "{}", stderr(&o));
     assert_eq!(
         ng.stop_and_read_log().len(),
-        20,
-        "only the 1.2 run was answered"
+        40,
+        "only the two 1.2 runs were answered"
     );
 }
 
