@@ -146,6 +146,9 @@ pub struct K8sLoadArgs {
     /// Results go to DIR/<timestamp>/ (k8s-load.json, k8s-load.md).
     #[arg(long, default_value = "archbench-results")]
     pub out_dir: PathBuf,
+    /// Also write the comparison (JSON) to this file, as every other command's --json does.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
     /// Load from inside the cluster: an Indexed Job of archbench pods per target, started
     /// together and merged into one run (the services' in-cluster names; nothing crosses
     /// the internet).

@@ -325,9 +325,16 @@ fn the_guides_workflow_end_to_end() {
             "arm=0.154",
             "--out-dir",
             out.to_str().unwrap(),
+            "--json",
+            dir.path().join("also.json").to_str().unwrap(),
         ],
     ));
     assert!(load.contains("archbench compare"), "{load}");
+    // --json FILE as every other command takes it: the same document as the run directory's.
+    assert_eq!(
+        read_json(dir.path().join("also.json")),
+        read_json(the_run_dir(&out).join("k8s-load.json"))
+    );
     // The guide's claim, measured: each architecture's cost of a million requests.
     assert!(load.contains("Cost       arm at 0.1540/h: "), "{load}");
     let doc = read_json(the_run_dir(&out).join("k8s-load.json"));

@@ -471,6 +471,8 @@ struct LoadFiles {
     dir: std::path::PathBuf,
     json: std::path::PathBuf,
     md: std::path::PathBuf,
+    /// `--json FILE`: the comparison there too.
+    also: Option<std::path::PathBuf>,
 }
 
 impl LoadFiles {
@@ -479,12 +481,20 @@ impl LoadFiles {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let (json, md) = (dir.join("k8s-load.json"), dir.join("k8s-load.md"));
-        Ok(LoadFiles { dir, json, md })
+        Ok(LoadFiles {
+            dir,
+            json,
+            md,
+            also: l.json.clone(),
+        })
     }
 
     fn save_json(&self, c: &ComparisonResult) -> anyhow::Result<()> {
-        crate::report::save_json_value(c, &self.json)
-            .with_context(|| format!("cannot write {}", self.json.display()))
+        for path in std::iter::once(&self.json).chain(&self.also) {
+            crate::report::save_json_value(c, path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(())
     }
 
     /// Where the results went, on stderr.
@@ -494,6 +504,9 @@ impl LoadFiles {
             self.json.display(),
             self.md.display()
         );
+        if let Some(also) = &self.also {
+            eprintln!("archbench k8s load: and {}", also.display());
+        }
         if in_cluster {
             eprintln!(
                 "archbench k8s load: each worker's own result is in {}",
