@@ -463,6 +463,7 @@ fn a_handshake_bound_comparison_reports_handshakes_per_second_and_per_server_cpu
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let doc = read_json(&json);
+    crate::util::schema::assert_valid(&doc);
     let metric = |name: &str| {
         doc["metrics"]
             .as_array()
