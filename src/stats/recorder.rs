@@ -147,6 +147,43 @@ pub struct Recorder {
     pub latency: LatencySeries,
 }
 
+/// One of a recording's histograms by name, to read and to write (`H`: a histogram, or one
+/// made on first use).
+type Field<H> = (
+    &'static str,
+    fn(&Recorder) -> &H,
+    fn(&mut Recorder) -> &mut H,
+);
+
+/// The histograms every recording has, as merges check and add them.
+const HISTOGRAMS: [Field<Histogram<u64>>; 5] = [
+    ("total", |r| &r.total, |r| &mut r.total),
+    ("service", |r| &r.service, |r| &mut r.service),
+    ("connect", |r| &r.connect, |r| &mut r.connect),
+    ("first_byte", |r| &r.first_byte, |r| &mut r.first_byte),
+    ("worker_rate", |r| &r.worker_rate, |r| &mut r.worker_rate),
+];
+
+/// The histograms made on first use (so a closed loop over plain HTTP pays none of them):
+/// one list, so a merge checks and adds each of them alike.
+const OPTIONAL_HISTOGRAMS: [Field<Option<Histogram<u64>>>; 3] = [
+    (
+        "send_lateness",
+        |r| &r.send_lateness,
+        |r| &mut r.send_lateness,
+    ),
+    (
+        "send_earliness",
+        |r| &r.send_earliness,
+        |r| &mut r.send_earliness,
+    ),
+    (
+        "tls_handshake",
+        |r| &r.tls_handshake,
+        |r| &mut r.tls_handshake,
+    ),
+];
+
 impl Recorder {
     pub fn new(expected: Option<Duration>) -> Recorder {
         let seconds = expected.map_or(16, |d| d.as_secs().saturating_add(2) as usize);
@@ -318,32 +355,16 @@ impl Recorder {
     /// Adds the other's histograms to ours, or refuses before changing any when one's
     /// configuration differs.
     fn merge_histograms(&mut self, other: &Recorder) -> Result<(), IncompatibleHistograms> {
-        let mut pairs = [
-            ("total", &mut self.total, &other.total),
-            ("service", &mut self.service, &other.service),
-            ("connect", &mut self.connect, &other.connect),
-            ("first_byte", &mut self.first_byte, &other.first_byte),
-            ("worker_rate", &mut self.worker_rate, &other.worker_rate),
-        ];
         // Checked first, so a refused merge changes nothing. Compared by configuration, not
         // contents: a value in the top bucket reads back as the bucket's top, above `high`.
-        for (which, mine, theirs) in pairs.iter() {
-            if !mergeable(mine, theirs) {
+        for (which, field, _) in HISTOGRAMS {
+            if !mergeable(field(self), field(other)) {
                 return Err(IncompatibleHistograms { which });
             }
         }
-        let optional = [
-            ("send_lateness", &other.send_lateness, &self.send_lateness),
-            (
-                "send_earliness",
-                &other.send_earliness,
-                &self.send_earliness,
-            ),
-            ("tls_handshake", &other.tls_handshake, &self.tls_handshake),
-        ];
-        for (which, theirs, mine) in optional {
-            if let Some(theirs) = theirs {
-                let fits = match mine {
+        for (which, field, _) in OPTIONAL_HISTOGRAMS {
+            if let Some(theirs) = field(other) {
+                let fits = match field(self) {
                     Some(mine) => mergeable(mine, theirs),
                     None => mergeable(&latency_histogram(), theirs),
                 };
@@ -352,29 +373,15 @@ impl Recorder {
                 }
             }
         }
-        for (which, mine, theirs) in pairs.iter_mut() {
-            mine.add(&**theirs)
+        for (which, field, field_mut) in HISTOGRAMS {
+            field_mut(self)
+                .add(field(other))
                 .map_err(|_| IncompatibleHistograms { which })?;
         }
-        for (which, mine, theirs) in [
-            (
-                "send_lateness",
-                &mut self.send_lateness,
-                &other.send_lateness,
-            ),
-            (
-                "send_earliness",
-                &mut self.send_earliness,
-                &other.send_earliness,
-            ),
-            (
-                "tls_handshake",
-                &mut self.tls_handshake,
-                &other.tls_handshake,
-            ),
-        ] {
-            if let Some(theirs) = theirs {
-                mine.get_or_insert_with(latency_histogram)
+        for (which, field, field_mut) in OPTIONAL_HISTOGRAMS {
+            if let Some(theirs) = field(other) {
+                field_mut(self)
+                    .get_or_insert_with(latency_histogram)
                     .add(theirs)
                     .map_err(|_| IncompatibleHistograms { which })?;
             }
