@@ -119,6 +119,18 @@ pub struct RequestArgs {
     pub watch: Vec<crate::monitor::WatchSpec>,
 }
 
+impl RequestArgs {
+    /// The `--tls-*` flags as the engine takes them.
+    pub fn tls_options(&self) -> crate::http::tls::TlsOptions {
+        crate::http::tls::TlsOptions {
+            resume: self.tls_resume == Switch::On,
+            version: self.tls_version,
+            ciphers: self.tls_ciphers.clone().map(|n| n.0).unwrap_or_default(),
+            groups: self.tls_groups.clone().map(|n| n.0).unwrap_or_default(),
+        }
+    }
+}
+
 /// The flags that shape a load, shared by `run` and `compare` (one definition, one default).
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {

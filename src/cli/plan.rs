@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use thiserror::Error;
 
-use super::args::{AbArgs, CompareArgs, LoadArgs, RunArgs, Switch, WrkArgs};
+use super::args::{AbArgs, CompareArgs, LoadArgs, RunArgs, WrkArgs};
 use crate::engine::{wake, Pacing, Part, Plan, StopRule};
+use crate::http::tls::TlsOptions;
 use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError, Unresolved};
 
 /// A command line that cannot become a plan. Always the user's to fix: exit status 2.
@@ -81,11 +82,7 @@ struct PlanInput<'a> {
     slack: Option<Duration>,
     timeout: Duration,
     insecure: bool,
-    /// Over https: resume TLS sessions (off: a full handshake per connection).
-    tls_resume: bool,
-    tls_version: Option<crate::http::tls::TlsVersion>,
-    tls_ciphers: Vec<String>,
-    tls_groups: Vec<String>,
+    tls: TlsOptions,
     part: Part,
     start_at: Option<SystemTime>,
 }
@@ -128,10 +125,7 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         pacing,
         timeout: input.timeout,
         insecure: input.insecure,
-        tls_resume: input.tls_resume,
-        tls_version: input.tls_version,
-        tls_ciphers: input.tls_ciphers,
-        tls_groups: input.tls_groups,
+        tls: input.tls,
         part: input.part,
         start_at: input.start_at,
     })
@@ -327,20 +321,7 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         slack: l.pacing_slack,
         timeout: l.request.timeout,
         insecure: l.request.insecure,
-        tls_resume: l.request.tls_resume == Switch::On,
-        tls_version: l.request.tls_version,
-        tls_ciphers: l
-            .request
-            .tls_ciphers
-            .clone()
-            .map(|n| n.0)
-            .unwrap_or_default(),
-        tls_groups: l
-            .request
-            .tls_groups
-            .clone()
-            .map(|n| n.0)
-            .unwrap_or_default(),
+        tls: l.request.tls_options(),
         part: Part::WHOLE,
         start_at: None,
     }
@@ -384,11 +365,7 @@ pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
         slack: None,
         timeout: a.timeout,
         insecure: true,
-        // ab and wrk make a full handshake per connection; so do their front ends.
-        tls_resume: false,
-        tls_version: None,
-        tls_ciphers: Vec::new(),
-        tls_groups: Vec::new(),
+        tls: TlsOptions::full_handshakes(),
         part: Part::WHOLE,
         start_at: None,
     })
@@ -461,11 +438,7 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         slack: None,
         timeout: a.timeout,
         insecure: true,
-        // ab and wrk make a full handshake per connection; so do their front ends.
-        tls_resume: false,
-        tls_version: None,
-        tls_ciphers: Vec::new(),
-        tls_groups: Vec::new(),
+        tls: TlsOptions::full_handshakes(),
         part: Part::WHOLE,
         start_at: None,
     })
@@ -567,10 +540,7 @@ pub fn service_plan(
         slack: None,
         timeout,
         insecure: false,
-        tls_resume: true,
-        tls_version: None,
-        tls_ciphers: Vec::new(),
-        tls_groups: Vec::new(),
+        tls: TlsOptions::default(),
         part: Part::WHOLE,
         start_at: None,
     })?;
@@ -621,23 +591,18 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     if let Some(n) = plan.stop.requests {
         w.extend(["-n".into(), n.to_string()]);
     }
-    if plan.target.scheme == crate::http::Scheme::Https && !plan.tls_resume {
+    let tls = &plan.tls;
+    if plan.target.scheme == crate::http::Scheme::Https && !tls.resume {
         w.extend(["--tls-resume".into(), "off".into()]);
     }
-    if !plan.tls_ciphers.is_empty() {
-        w.extend(["--tls-ciphers".into(), plan.tls_ciphers.join(",")]);
+    if !tls.ciphers.is_empty() {
+        w.extend(["--tls-ciphers".into(), tls.ciphers.join(",")]);
     }
-    if !plan.tls_groups.is_empty() {
-        w.extend(["--tls-groups".into(), plan.tls_groups.join(",")]);
+    if !tls.groups.is_empty() {
+        w.extend(["--tls-groups".into(), tls.groups.join(",")]);
     }
-    match plan.tls_version {
-        Some(crate::http::tls::TlsVersion::V1_2) => {
-            w.extend(["--tls-version".into(), "1.2".into()])
-        }
-        Some(crate::http::tls::TlsVersion::V1_3) => {
-            w.extend(["--tls-version".into(), "1.3".into()])
-        }
-        None => {}
+    if let Some(v) = tls.version {
+        w.extend(["--tls-version".into(), v.number().into()]);
     }
     if let Pacing::Open { rate, slack } = plan.pacing {
         w.extend(["--rate".into(), rate.to_string()]);

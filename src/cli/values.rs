@@ -118,17 +118,16 @@ fn names(
 /// `--tls-version`: 1.2 or 1.3.
 pub fn tls_version(text: &str) -> Result<crate::http::tls::TlsVersion, String> {
     use crate::http::tls::TlsVersion;
-    match text
+    let number = text
         .trim()
         .trim_start_matches("TLSv")
-        .trim_start_matches("tls")
-    {
-        "1.2" => Ok(TlsVersion::V1_2),
-        "1.3" => Ok(TlsVersion::V1_3),
-        _ => Err(format!(
-            "invalid TLS version {text:?}; use 1.2 or 1.3 (older ones are not spoken)"
-        )),
-    }
+        .trim_start_matches("tls");
+    TlsVersion::ALL
+        .into_iter()
+        .find(|v| v.number() == number)
+        .ok_or_else(|| {
+            format!("invalid TLS version {text:?}; use 1.2 or 1.3 (older ones are not spoken)")
+        })
 }
 
 /// Parses `I/N`: part I (from 0) of N.

@@ -60,13 +60,8 @@ pub struct Plan<A = Addresses> {
     /// Per-request timeout, from the request's start to its last byte.
     pub timeout: Duration,
     pub insecure: bool,
-    /// Over https: new connections resume earlier TLS sessions (off: every handshake full).
-    pub tls_resume: bool,
-    /// Over https: only this TLS version (`--tls-version`); None: what the server prefers.
-    pub tls_version: Option<tls::TlsVersion>,
-    /// Over https: offer only these cipher suites and groups (rustls's names); empty: all.
-    pub tls_ciphers: Vec<String>,
-    pub tls_groups: Vec<String>,
+    /// Over https: sessions resumed or not, the versions, suites and groups offered.
+    pub tls: tls::TlsOptions,
     /// Which share of the load this process runs.
     pub part: Part,
     /// Start at this wall-clock instant rather than at once (so several processes start
@@ -115,10 +110,7 @@ impl Plan<Unresolved> {
             pacing: self.pacing,
             timeout: self.timeout,
             insecure: self.insecure,
-            tls_resume: self.tls_resume,
-            tls_version: self.tls_version,
-            tls_ciphers: self.tls_ciphers,
-            tls_groups: self.tls_groups,
+            tls: self.tls,
             part: self.part,
             start_at: self.start_at,
         }
@@ -362,13 +354,7 @@ fn worker_specs(
         .into();
     let tls = match plan.target.scheme {
         Scheme::Https => Some(worker::TlsSetup {
-            config: tls::client_config(tls::TlsSettings {
-                insecure: plan.insecure,
-                resume: plan.tls_resume,
-                version: plan.tls_version,
-                ciphers: &plan.tls_ciphers,
-                groups: &plan.tls_groups,
-            })?,
+            config: tls::client_config(plan.insecure, &plan.tls)?,
             name: tls::server_name(&plan.target.host)?,
         }),
         Scheme::Http => None,
@@ -662,16 +648,10 @@ impl<A> Plan<A> {
                 },
             }),
             start_at: self.start_at.map(crate::timefmt::rfc3339_micros),
-            tls_resume: (self.target.scheme == Scheme::Https).then_some(self.tls_resume),
-            tls_ciphers: (!self.tls_ciphers.is_empty()).then(|| self.tls_ciphers.clone()),
-            tls_groups: (!self.tls_groups.is_empty()).then(|| self.tls_groups.clone()),
-            tls_version: self.tls_version.map(|v| {
-                match v {
-                    tls::TlsVersion::V1_2 => "1.2",
-                    tls::TlsVersion::V1_3 => "1.3",
-                }
-                .to_string()
-            }),
+            tls_resume: (self.target.scheme == Scheme::Https).then_some(self.tls.resume),
+            tls_ciphers: (!self.tls.ciphers.is_empty()).then(|| self.tls.ciphers.clone()),
+            tls_groups: (!self.tls.groups.is_empty()).then(|| self.tls.groups.clone()),
+            tls_version: self.tls.version.map(|v| v.number().to_string()),
             pacing_slack_us: match self.pacing {
                 Pacing::Closed => None,
                 Pacing::Open { slack, .. } => Some(slack.as_micros() as u64),

@@ -36,7 +36,7 @@ const RATE_SAMPLE: Duration = Duration::from_millis(100);
 /// The poll token of the open-loop send timer; connections use their index.
 const TIMER: Token = Token(usize::MAX);
 /// Open loop over plain TCP: when the next send is at most this far off, the worker sleeps on
-/// the send timer alone (no socket watched) and reads the responses that arrived meanwhile when it wakes, timed
+/// the send timer alone and reads the responses that arrived meanwhile when it wakes, timed
 /// by the kernel's receive timestamps. One wake-up then serves a send and the responses
 /// before it, where reacting to each response would cost a second one.
 const DEFER_READS_UP_TO: Duration = Duration::from_millis(5);
@@ -114,13 +114,13 @@ pub struct Worker<'a> {
     /// Open loop: wakes the poll at the next send time, to the nanosecond.
     timer: Option<SendTimer>,
     /// Open loop over plain TCP: responses carry kernel receive timestamps, and a poll holding
-    /// a poll holding only the timer lets the worker sleep through their arrival (see DEFER_READS_UP_TO).
+    /// only the timer lets the worker sleep through their arrival (see DEFER_READS_UP_TO).
     deferred: Option<DeferredReads>,
     /// Connections waiting for a writable edge (connecting, or a request partly written):
-    /// while any does, the worker cannot sleep without watching its sockets.
+    /// while any does, the worker cannot sleep on the timer alone.
     awaiting_writable: usize,
     /// Connections with a response partly read: its next segments must be read as they come
-    /// (the sender may be waiting for room), so the worker does not sleep without watching them.
+    /// (the sender may be waiting for room), so the worker does not sleep on the timer alone.
     partly_read: usize,
     first_send: Option<Instant>,
     stop: &'a AtomicBool,
@@ -356,7 +356,6 @@ impl<'a> Worker<'a> {
             .tid
             .store(crate::os::this_thread_id(), Ordering::Relaxed);
         let mut events = Events::with_capacity(1024);
-        super::wake::precise_sleeps();
         if !self.wait_for_start() {
             return Ok(self.outcome(true, Instant::now()));
         }
@@ -555,10 +554,11 @@ impl<'a> Worker<'a> {
         ErrorKind::Tls
     }
 
-    /// Over TLS, once the handshake of connection `i` is done: whether it was resumed, and
-    /// what the run's first handshake negotiated.
+    /// Over TLS, once the handshake of connection `i` is done: whether it was resumed, how
+    /// long it took, and what the worker's first full handshake negotiated.
     fn note_handshake(&mut self, i: usize) {
-        let Some(Transport::Tls(t)) = self.conns[i].io.as_mut() else {
+        let conn = &mut self.conns[i];
+        let Some(Transport::Tls(t)) = conn.io.as_mut() else {
             return;
         };
         let Some((resumed, established)) = t.handshake_done() else {
@@ -566,18 +566,16 @@ impl<'a> Worker<'a> {
         };
         // `sent` still holds when the TCP connection was made: the first request's write
         // starts there.
-        let took = micros(established.saturating_duration_since(self.conns[i].sent));
-        self.rec.tls_handshake(resumed, took);
-        let Some(Transport::Tls(t)) = self.conns[i].io.as_ref() else {
-            return;
-        };
+        self.rec.tls_handshake(
+            resumed,
+            micros(established.saturating_duration_since(conn.sent)),
+        );
+        // Named once (three strings): by the first handshake, and again by the first full one
+        // if that came later, since a resumed TLS 1.2 handshake exchanges no key.
         let figures = self.rec.tls();
-        // A resumed TLS 1.2 handshake exchanges no key: a full one names the group too.
-        if figures.version.is_none() || figures.group.is_none() {
+        if figures.version.is_none() || (figures.group.is_none() && !resumed) {
             let n = t.negotiated();
-            if figures.version.is_none() || n.group.is_some() {
-                (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
-            }
+            (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
         }
     }
 
@@ -928,7 +926,6 @@ fn micros(d: Duration) -> u64 {
     d.as_micros() as u64
 }
 
-/// TLS failures are their own kind; everything else is what the caller was doing.
 /// Why TLS refused, by what the user can do about it.
 fn tls_failure(e: &rustls::Error) -> TlsFailure {
     use rustls::{CertificateError as C, Error as E};

@@ -26,19 +26,52 @@ pub enum TlsVersion {
     V1_3,
 }
 
-/// How a run speaks TLS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TlsSettings<'a> {
-    /// Accept any certificate (handshake signatures are still checked).
-    pub insecure: bool,
+impl TlsVersion {
+    pub const ALL: [TlsVersion; 2] = [TlsVersion::V1_2, TlsVersion::V1_3];
+
+    /// As users type it and results store it: "1.2", "1.3".
+    pub fn number(self) -> &'static str {
+        match self {
+            TlsVersion::V1_2 => "1.2",
+            TlsVersion::V1_3 => "1.3",
+        }
+    }
+}
+
+/// How a run speaks TLS beyond verifying certificates (`--tls-*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsOptions {
     /// Keep sessions and resume them on new connections; off: every handshake is full.
     pub resume: bool,
     /// Only this version; None: 1.2 or 1.3, as the server prefers.
     pub version: Option<TlsVersion>,
     /// Only these cipher suites (rustls's names), in this order; empty: all.
-    pub ciphers: &'a [String],
+    pub ciphers: Vec<String>,
     /// Only these key-exchange groups (rustls's names), in this order; empty: all.
-    pub groups: &'a [String],
+    pub groups: Vec<String>,
+}
+
+impl Default for TlsOptions {
+    /// What a browser does: sessions resumed, every version, suite and group offered.
+    fn default() -> TlsOptions {
+        TlsOptions {
+            resume: true,
+            version: None,
+            ciphers: Vec::new(),
+            groups: Vec::new(),
+        }
+    }
+}
+
+impl TlsOptions {
+    /// What ab and wrk do, and so their front ends: no session kept, a full handshake per
+    /// connection.
+    pub fn full_handshakes() -> TlsOptions {
+        TlsOptions {
+            resume: false,
+            ..TlsOptions::default()
+        }
+    }
 }
 
 /// The provider's items named in `names`, in that order; all of them when none is named.
@@ -52,22 +85,21 @@ fn chosen<T: Copy>(all: &[T], names: &[String], name: impl Fn(&T) -> String) -> 
         .collect()
 }
 
-/// Builds the client configuration once per run.
-pub fn client_config(settings: TlsSettings<'_>) -> Result<Arc<ClientConfig>, TlsSetupError> {
-    let TlsSettings {
-        insecure,
-        resume,
-        version,
-        ciphers,
-        groups,
-    } = settings;
+/// Builds the client configuration once per run. `insecure` accepts any certificate (handshake
+/// signatures are still checked).
+pub fn client_config(
+    insecure: bool,
+    options: &TlsOptions,
+) -> Result<Arc<ClientConfig>, TlsSetupError> {
     let mut provider = rustls::crypto::ring::default_provider();
-    provider.cipher_suites = chosen(&provider.cipher_suites, ciphers, |c| {
+    provider.cipher_suites = chosen(&provider.cipher_suites, &options.ciphers, |c| {
         format!("{:?}", c.suite())
     });
-    provider.kx_groups = chosen(&provider.kx_groups, groups, |g| format!("{:?}", g.name()));
+    provider.kx_groups = chosen(&provider.kx_groups, &options.groups, |g| {
+        format!("{:?}", g.name())
+    });
     let provider = Arc::new(provider);
-    let versions: &[&'static rustls::SupportedProtocolVersion] = match version {
+    let versions: &[&'static rustls::SupportedProtocolVersion] = match options.version {
         None => rustls::DEFAULT_VERSIONS,
         Some(TlsVersion::V1_2) => &[&rustls::version::TLS12],
         Some(TlsVersion::V1_3) => &[&rustls::version::TLS13],
@@ -92,7 +124,7 @@ pub fn client_config(settings: TlsSettings<'_>) -> Result<Arc<ClientConfig>, Tls
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    if !resume {
+    if !options.resume {
         config.resumption = rustls::client::Resumption::disabled();
     }
     Ok(Arc::new(config))
@@ -102,12 +134,8 @@ pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsSetupError> {
     ServerName::try_from(host.to_string()).map_err(|_| TlsSetupError::ServerName(host.to_string()))
 }
 
-/// True when an I/O error came from TLS (handshake, certificate, alert), not from the socket.
-pub fn is_tls_error(e: &io::Error) -> bool {
-    tls_error(e).is_some()
-}
-
-/// The TLS error an I/O error carries, if it came from TLS.
+/// The TLS error an I/O error carries, if it came from TLS (handshake, certificate, alert)
+/// rather than from the socket.
 pub fn tls_error(e: &io::Error) -> Option<&rustls::Error> {
     e.get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
@@ -117,9 +145,8 @@ pub fn tls_error(e: &io::Error) -> Option<&rustls::Error> {
 pub struct TlsStream {
     pub sock: TcpStream,
     conn: ClientConnection,
-    /// The handshake's outcome was handed over (see [`TlsStream::handshake_done`]).
-    noted: bool,
-    /// When the handshake was seen complete (after the records that completed it).
+    /// When the handshake was seen complete (after the records that completed it), until
+    /// [`TlsStream::handshake_done`] hands it over.
     established: Option<std::time::Instant>,
 }
 
@@ -140,7 +167,6 @@ impl TlsStream {
         Ok(TlsStream {
             sock,
             conn,
-            noted: false,
             established: None,
         })
     }
@@ -148,11 +174,7 @@ impl TlsStream {
     /// Once per connection, when its handshake has completed: whether it resumed a session,
     /// and when it was established.
     pub fn handshake_done(&mut self) -> Option<(bool, std::time::Instant)> {
-        if self.noted || self.conn.is_handshaking() {
-            return None;
-        }
-        self.noted = true;
-        let at = self.established.unwrap_or_else(std::time::Instant::now);
+        let at = self.established.take()?;
         Some((
             self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
             at,
