@@ -65,14 +65,21 @@ pub fn client_advice(front: FrontEnd, threads: usize) -> String {
     }
 }
 
-/// What the report layouts of wrk and ab have no place for, on stderr: ports exhausted, a
-/// client-bound or server-gone verdict (with advice in the front end's own flags).
+/// What the report layouts of wrk and ab have no place for, on stderr: ports exhausted, why TLS
+/// failed, a client-bound or server-gone verdict (with advice in the front end's own flags).
 pub fn notes_on_stderr(result: &RunResult, front: FrontEnd) {
     if let Some(note) = ports_note(result) {
         eprintln!("archbench: {note}");
     }
     if let Some(answers) = result.error_answers() {
         eprintln!("archbench: warning: {answers}");
+    }
+    if let Some(note) = result
+        .tls
+        .as_ref()
+        .and_then(crate::report::tls_failure_note)
+    {
+        eprintln!("archbench: TLS errors {note}");
     }
     match result.limiter.side {
         LimiterSide::Client | LimiterSide::Both => eprintln!(

@@ -340,7 +340,7 @@ const METRICS: [Metric; 14] = [
         read: |r| {
             let t = r.tls.as_ref()?;
             let cpu = server_sum(r, |s| s.cpu_s)?;
-            crate::stats::requests_per_cpu_s(t.full_handshakes + t.resumed_handshakes, cpu)
+            crate::stats::requests_per_cpu_s(t.handshakes(), cpu)
         },
     },
 ];

@@ -389,10 +389,6 @@ fn worker_specs(
             }),
             deadline: plan.stop.duration.map(|d| start + d),
             pacing: plan.pacing,
-            slack: match plan.pacing {
-                Pacing::Closed => Duration::ZERO,
-                Pacing::Open { slack, .. } => slack,
-            },
             timeout: plan.timeout,
             start,
             expected: plan.stop.duration,

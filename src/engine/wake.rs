@@ -45,8 +45,11 @@ pub fn latency() -> Duration {
 }
 
 /// The pacing slack a run gets unless told: a wake-up's latency here, at most [`MAX_SLACK`].
+/// Measured once per process, so the targets of a comparison and the steps of a sweep share
+/// one slack.
 pub fn default_slack() -> Duration {
-    latency().min(MAX_SLACK)
+    static MEASURED: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *MEASURED.get_or_init(|| latency().min(MAX_SLACK))
 }
 
 #[cfg(test)]

@@ -48,9 +48,6 @@ pub struct TlsSetup {
 }
 
 pub struct WorkerSpec {
-    /// Open loop: a send due within this much after a wake-up goes out in it, early (and is
-    /// timed from its actual send).
-    pub slack: Duration,
     pub addr: SocketAddr,
     pub request: Arc<[u8]>,
     pub head_request: bool,
@@ -111,6 +108,9 @@ pub struct Worker<'a> {
     ready: Vec<usize>,
     sending: Vec<usize>,
     interval: Duration,
+    /// Open loop: a send due within this much after a wake-up goes out in it, early (and is
+    /// timed from its actual send); the plan's `Pacing::Open::slack`.
+    slack: Duration,
     /// Open loop: wakes the poll at the next send time, to the nanosecond.
     timer: Option<SendTimer>,
     /// Open loop over plain TCP: responses carry kernel receive timestamps, and a poll holding
@@ -338,6 +338,10 @@ impl<'a> Worker<'a> {
             ready: Vec::with_capacity(spec.connections),
             sending: Vec::with_capacity(spec.connections),
             interval,
+            slack: match spec.pacing {
+                Pacing::Closed => Duration::ZERO,
+                Pacing::Open { slack, .. } => slack,
+            },
             timer,
             deferred,
             awaiting_writable: 0,
@@ -438,7 +442,7 @@ impl<'a> Worker<'a> {
         let mut wait = wake.saturating_duration_since(now);
         let next_due = self.timers.peek().map(|Reverse((due, _))| *due);
         // A send within the slack goes out now rather than after another wake-up.
-        if next_due.is_some_and(|d| d <= now + self.spec.slack) || !self.ready.is_empty() {
+        if next_due.is_some_and(|d| d <= now + self.slack) || !self.ready.is_empty() {
             wait = Duration::ZERO;
         }
         let sleep_alone = self.awaiting_writable == 0
@@ -483,7 +487,7 @@ impl<'a> Worker<'a> {
     /// Open loop: sends every request due by `now` (timed from its due time) and those due
     /// within the slack after it (early, timed from now: never a latency from before the send).
     fn send_due(&mut self, now: Instant) {
-        let horizon = now + self.spec.slack;
+        let horizon = now + self.slack;
         while let Some(&Reverse((due, i))) = self.timers.peek() {
             if due > horizon {
                 break;
@@ -570,10 +574,9 @@ impl<'a> Worker<'a> {
             resumed,
             micros(established.saturating_duration_since(conn.sent)),
         );
-        // Named once (three strings): by the first handshake, and again by the first full one
-        // if that came later, since a resumed TLS 1.2 handshake exchanges no key.
+        // Three strings, made only when wanted: not per handshake.
         let figures = self.rec.tls();
-        if figures.version.is_none() || (figures.group.is_none() && !resumed) {
+        if figures.wants_negotiated(!resumed) {
             let n = t.negotiated();
             (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
         }

@@ -47,6 +47,16 @@ pub const FIELD_MANAGER: &str = "archbench";
 /// The label all nginx pods share (the multi-arch service selects it).
 pub const APP: (&str, &str) = ("app", "nginx-multiarch");
 
+/// The label selector of everything archbench manages.
+pub(crate) fn managed_selector() -> String {
+    format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
+}
+
+/// The label selector of archbench's nginx pods (of every architecture).
+pub(crate) fn nginx_selector() -> String {
+    format!("{},{}={}", managed_selector(), APP.0, APP.1)
+}
+
 /// A CPU architecture as the guide names its node pools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum Arch {

@@ -7,7 +7,7 @@ use kube::{Api, ResourceExt};
 use tokio::io::AsyncReadExt;
 
 use super::client::api_error;
-use super::{Arch, Cluster, K8sError, APP, MANAGED_BY};
+use super::{Arch, Cluster, K8sError};
 
 /// What keeps a pod from running, when its status says so plainly.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub const CONTAINER: &str = "nginx";
 
 /// The nginx pods of one architecture (ready ones first, newest first among equals).
 pub async fn pods_of(cluster: &Cluster, arch: Option<Arch>) -> Result<Vec<Pod>, K8sError> {
-    let mut selector = format!("{}={},{}={}", MANAGED_BY.0, MANAGED_BY.1, APP.0, APP.1);
+    let mut selector = super::nginx_selector();
     if let Some(a) = arch {
         selector.push_str(&format!(",arch={}", a.name()));
     }

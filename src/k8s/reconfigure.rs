@@ -14,7 +14,7 @@ use super::client::api_error;
 use super::manifests::CONFIG_MAP;
 use super::pods::{exec, pods_of};
 use super::setup::{apply_all, wait_ready, PodRow};
-use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup, MANAGED_BY};
+use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup};
 
 /// What `config` did.
 #[derive(Debug)]
@@ -33,7 +33,7 @@ pub async fn current_setup(
     wait_timeout: std::time::Duration,
 ) -> Result<Setup, K8sError> {
     let ns = cluster.namespace.as_str();
-    let lp = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
+    let lp = ListParams::default().labels(&super::managed_selector());
     let deployments = Api::<Deployment>::namespaced(cluster.client.clone(), ns)
         .list(&lp)
         .await

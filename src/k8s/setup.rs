@@ -21,7 +21,9 @@ use serde::Serialize;
 use super::client::{api_error, not_found};
 use super::manifests::{manifests, Manifest};
 use super::pods::{trouble, PodTrouble};
-use super::{Arch, Cluster, K8sError, Setup, FIELD_MANAGER, MANAGED_BY, MULTIARCH_SERVICE};
+use super::{
+    managed_selector, Arch, Cluster, K8sError, Setup, FIELD_MANAGER, MANAGED_BY, MULTIARCH_SERVICE,
+};
 
 /// What `apply` did to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,10 +73,6 @@ impl UpReport {
             .iter()
             .all(|a| matches!(a.change, Change::Unchanged | Change::Existing))
     }
-}
-
-fn managed_selector() -> String {
-    format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
 }
 
 /// Server-side apply (field manager `archbench`, forced: archbench owns what it declares)
@@ -747,11 +745,9 @@ pub async fn status(cluster: &Cluster) -> Result<Vec<PodRow>, K8sError> {
     let client = &cluster.client;
     let ns = cluster.namespace.as_str();
     let lp = ListParams::default().labels(&managed_selector());
+    // One selector, not two: ListParams::labels replaces, it does not add.
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(
-            &lp.clone()
-                .labels(&format!("{}={}", super::APP.0, super::APP.1)),
-        )
+        .list(&ListParams::default().labels(&super::nginx_selector()))
         .await
         .map_err(|e| api_error(e, "list", "pods"))?
         .items;

@@ -142,10 +142,7 @@ impl Report<RunResult> for MarkdownReport {
             grouped(l.p99_us),
             grouped(l.p99_9_us),
             grouped(r.totals.errors),
-            serde_json::to_value(r.limiter.side)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
+            r.limiter.side.as_str()
         )?;
         writeln!(out)?;
         writeln!(

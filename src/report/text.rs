@@ -237,7 +237,7 @@ fn write_errors(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
 /// handshakes failed, with what to do.
 fn write_tls(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     let Some(t) = &r.tls else { return Ok(()) };
-    if t.full_handshakes + t.resumed_handshakes > 0 {
+    if t.handshakes() > 0 {
         let negotiated: Vec<&str> = [&t.version, &t.cipher, &t.group]
             .into_iter()
             .filter_map(|x| x.as_deref())
@@ -346,10 +346,7 @@ fn write_sources(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             src.started_at,
             src.start_offset_s,
             grouped(src.totals.requests),
-            serde_json::to_value(src.limiter.side)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
+            src.limiter.side.as_str()
         )?;
     }
     Ok(())

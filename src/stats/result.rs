@@ -194,6 +194,20 @@ pub enum LimiterSide {
     ServerGone,
 }
 
+impl LimiterSide {
+    /// As the documents spell it (snake_case).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimiterSide::Client => "client",
+            LimiterSide::Server => "server",
+            LimiterSide::Both => "both",
+            LimiterSide::Neither => "neither",
+            LimiterSide::Unknown => "unknown",
+            LimiterSide::ServerGone => "server_gone",
+        }
+    }
+}
+
 /// The load generator's own CPU, so a reader can tell whether it was the bottleneck.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ClientUsage {
@@ -695,7 +709,7 @@ fn recorded_histograms(rec: Recorder, open_loop: bool) -> Histograms {
 fn recorded_tls(rec: &Recorder, elapsed_s: f64) -> Option<super::TlsFigures> {
     let mut t = rec.tls.as_deref().cloned()?;
     t.handshake = rec.tls_handshake.as_ref().map(LatencySummary::of);
-    let handshakes = t.full_handshakes + t.resumed_handshakes;
+    let handshakes = t.handshakes();
     t.handshakes_per_s = (handshakes > 0).then(|| per_second(handshakes, elapsed_s));
     Some(t)
 }

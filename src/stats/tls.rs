@@ -154,6 +154,18 @@ impl TlsFigures {
         }
     }
 
+    /// Handshakes done, full and resumed.
+    pub fn handshakes(&self) -> u64 {
+        self.full_handshakes + self.resumed_handshakes
+    }
+
+    /// Whether a handshake's negotiation (`full`: not resumed) should be named: the first
+    /// one's, and a full one's while none has named a group (a resumed TLS 1.2 handshake
+    /// exchanges no key, so names none).
+    pub fn wants_negotiated(&self, full: bool) -> bool {
+        self.version.is_none() || (self.group.is_none() && full)
+    }
+
     /// One failure, and its message when it is the first.
     pub fn failed(&mut self, reason: TlsFailure, message: impl FnOnce() -> String) {
         match self.failures.iter_mut().find(|f| f.reason == reason) {
@@ -169,8 +181,7 @@ impl TlsFigures {
     pub fn add(&mut self, other: &TlsFigures) {
         self.full_handshakes += other.full_handshakes;
         self.resumed_handshakes += other.resumed_handshakes;
-        // What a full handshake negotiated wins over a resumed one's, which names no group.
-        if self.version.is_none() || (self.group.is_none() && other.group.is_some()) {
+        if self.wants_negotiated(other.group.is_some()) {
             self.version.clone_from(&other.version);
             self.cipher.clone_from(&other.cipher);
             self.group.clone_from(&other.group);

@@ -408,6 +408,26 @@ fn the_guides_workflow_end_to_end() {
         .unwrap()
         .iter()
         .any(|m| m["manager"] == "archbench" && m["operation"] == "Apply"));
+    // status lists archbench's nginx pods only: a pod of someone else's with the app label
+    // but not archbench's managed-by label is not one of them.
+    kubectl_apply(
+        c,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: intruder, namespace: {ns}, labels: {{app: nginx-multiarch}}}}\n\
+             spec: {{containers: [{{name: c, image: nginx}}]}}\n"
+        ),
+    );
+    let status = ok(&k8s(c, ns, &["status"]));
+    assert!(!status.contains("intruder"), "{status}");
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "delete",
+        "pod",
+        "intruder",
+        "--grace-period=0",
+        "--force",
+    ]);
     // down: only ours, the namespace too (archbench created it), and it waits; a Deployment
     // of someone else's in the namespace is not ours, so the namespace stays with it.
     kubectl_apply(

@@ -48,13 +48,6 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         OutputFormat::Text => TextReport.write(&result, out),
         OutputFormat::Json => JsonReport.write(&result, out),
     })?;
-    if let Some(note) = result
-        .tls
-        .as_ref()
-        .and_then(crate::report::tls_failure_note)
-    {
-        eprintln!("archbench: TLS errors {note}");
-    }
     if result.totals.requests == 0 && result.totals.errors > 0 && !result.interrupted {
         eprintln!(
             "archbench: no request was answered ({} failed); see Errors above",
