@@ -207,10 +207,8 @@ fn ab_output_has_real_abs_shape() {
 #[test]
 fn ab_output_over_https_has_real_abs_shape() {
     let Some(ab) = require_tool("ab") else { return };
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let (cert, key) = (ck.cert.pem(), ck.key_pair.serialize_pem());
     let Some(ng) = Nginx::start(NginxConfig {
-        tls: Some((&cert, &key)),
+        tls: true,
         ..NginxConfig::default()
     }) else {
         return;

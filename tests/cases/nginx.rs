@@ -188,10 +188,8 @@ fn close_delimited_responses_from_nginx() {
 
 #[test]
 fn tls_verified_by_default_and_skipped_with_insecure() {
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let (cert, key) = (ck.cert.pem(), ck.key_pair.serialize_pem());
     let Some(ng) = Nginx::start(NginxConfig {
-        tls: Some((&cert, &key)),
+        tls: true,
         ..NginxConfig::default()
     }) else {
         return;
@@ -231,10 +229,8 @@ fn tls_verified_by_default_and_skipped_with_insecure() {
 
 #[test]
 fn tls_sessions_resumed_are_counted_and_off_or_under_ab_none_is() {
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let (cert, key) = (ck.cert.pem(), ck.key_pair.serialize_pem());
     let Some(ng) = Nginx::start(NginxConfig {
-        tls: Some((&cert, &key)),
+        tls: true,
         http: "ssl_session_cache shared:SSL:1m; ssl_session_tickets on;",
         ..NginxConfig::default()
     }) else {
@@ -331,10 +327,8 @@ fn tls_sessions_resumed_are_counted_and_off_or_under_ab_none_is() {
 
 #[test]
 fn a_tls_version_is_held_to_and_one_the_server_lacks_says_why() {
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let (cert, key) = (ck.cert.pem(), ck.key_pair.serialize_pem());
     let Some(ng) = Nginx::start(NginxConfig {
-        tls: Some((&cert, &key)),
+        tls: true,
         server: "ssl_protocols TLSv1.2;",
         ..NginxConfig::default()
     }) else {
@@ -418,11 +412,9 @@ fn a_tls_version_is_held_to_and_one_the_server_lacks_says_why() {
 
 #[test]
 fn a_handshake_bound_comparison_reports_handshakes_per_second_and_per_server_cpu_second() {
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let (cert, key) = (ck.cert.pem(), ck.key_pair.serialize_pem());
     let start = || {
         Nginx::start(NginxConfig {
-            tls: Some((&cert, &key)),
+            tls: true,
             ..NginxConfig::default()
         })
     };

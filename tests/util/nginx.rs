@@ -24,8 +24,9 @@ pub struct NginxConfig<'a> {
     pub server: &'a str,
     /// Extra directives inside `http { }`.
     pub http: &'a str,
-    /// `ssl` on the listen socket, with these PEM files' contents.
-    pub tls: Option<(&'a str, &'a str)>,
+    /// `ssl` on the listen socket, with a self-signed certificate for 127.0.0.1 (ECDSA P-256,
+    /// made here), as a test server of a user's would have.
+    pub tls: bool,
 }
 
 /// A loopback port that refuses connections while the returned socket lives: bound, never
@@ -42,16 +43,22 @@ impl Nginx {
     /// None (with a visible note) when nginx is not installed.
     pub fn start(cfg: NginxConfig<'_>) -> Option<Nginx> {
         super::require_tool("nginx")?;
-        let (listen, ssl, files) = match cfg.tls {
-            Some((cert, key)) => (
+        let (listen, ssl, files) = if cfg.tls {
+            let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
+                .expect("a self-signed certificate");
+            (
                 "{listen} ssl",
                 "ssl_certificate {dir}/cert.pem; ssl_certificate_key {dir}/key.pem;",
                 vec![
-                    ("cert.pem".to_string(), cert.as_bytes().to_vec()),
-                    ("key.pem".to_string(), key.as_bytes().to_vec()),
+                    ("cert.pem".to_string(), ck.cert.pem().into_bytes()),
+                    (
+                        "key.pem".to_string(),
+                        ck.key_pair.serialize_pem().into_bytes(),
+                    ),
                 ],
-            ),
-            None => ("{listen}", "", Vec::new()),
+            )
+        } else {
+            ("{listen}", "", Vec::new())
         };
         let config = format!(
             r#"
