@@ -77,7 +77,7 @@ pub struct K8sConfigArgs {
 
 #[derive(Debug, Args)]
 pub struct K8sCurlArgs {
-    /// intel, arm, amd or multiarch.
+    /// A variant (intel, arm, amd, or a --variant's name) or multiarch.
     pub target: crate::k8s::LoadSelection,
     /// Requests to send (-n is the namespace, as in kubectl).
     #[arg(long, default_value = "1", value_parser = crate::cli::values::count)]
@@ -89,8 +89,8 @@ pub struct K8sCurlArgs {
 
 #[derive(Debug, Args)]
 pub struct K8sLoginArgs {
-    /// intel, arm or amd.
-    pub arch: crate::k8s::Arch,
+    /// A variant: intel, arm, amd, or a --variant's name.
+    pub variant: String,
     /// This pod rather than the arch's ready one.
     #[arg(long)]
     pub pod: Option<String>,
@@ -117,8 +117,10 @@ pub enum K8sLayout {
 
 #[derive(Debug, Args)]
 pub struct K8sLoadArgs {
-    /// intel, arm, amd, multiarch, both (intel and arm) or all.
-    pub target: crate::k8s::LoadSelection,
+    /// Variants (intel, arm, amd, or a --variant's name), multiarch, both (intel and arm)
+    /// or all; several are loaded side by side, the first the baseline.
+    #[arg(required = true, num_args = 1..)]
+    pub targets: Vec<crate::k8s::LoadSelection>,
     /// Duration of each run.
     #[arg(short = 'd', long, default_value = "30s", value_parser = crate::cli::values::duration)]
     pub duration: std::time::Duration,
@@ -187,6 +189,12 @@ pub struct K8sSetupArgs {
     /// Architectures to deploy, comma-separated: intel, arm, amd (intel and amd are amd64).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "intel,arm")]
     pub arch: Vec<crate::k8s::Arch>,
+    /// A deployment of your own, NAME:KEY=VALUE[,KEY=VALUE…] (repeatable; replaces --arch).
+    /// Keys: arch (amd64|arm64), pool (agentpool), instance-type, node-selector (KEY=VALUE),
+    /// image, config (tuned|stock|FILE), replicas, cpu and memory (requests = limits),
+    /// workers (nginx worker_processes).
+    #[arg(long, conflicts_with_all = ["arch", "pools_by"])]
+    pub variant: Vec<String>,
     /// The nginx image.
     #[arg(long, default_value = "nginx:latest")]
     pub image: String,

@@ -87,11 +87,12 @@ pub enum K8sError {
         source: Box<K8sError>,
         leftover: String,
     },
-    #[error("no node with {selector} for {arch}: its pod stays Pending ({message}); add a node pool of that architecture, or leave {arch} out with --arch")]
+    #[error("no node with {selector} for {variant}: its pod stays Pending ({message}); {advice}")]
     Unschedulable {
-        arch: String,
+        variant: String,
         selector: String,
         message: String,
+        advice: String,
     },
     #[error("the image of {pod} cannot be pulled ({reason}: {message}); check --image and the registry's credentials")]
     ImagePull {

@@ -9,13 +9,14 @@ use kube::{Api, ResourceExt};
 
 use super::client::api_error;
 use super::pods::{exec, pick};
-use super::{Arch, Cluster, K8sError};
+use super::{Cluster, K8sError};
 use crate::stats::ServerFingerprint;
 
-/// What one architecture's pod runs on and runs.
+/// What one variant's pod runs on and runs.
 #[derive(Debug, Clone)]
 pub struct ArchFingerprint {
-    pub arch: Arch,
+    /// The variant's name.
+    pub variant: String,
     pub pod: String,
     pub node: String,
     /// The node's `status.nodeInfo.architecture` (amd64, arm64).
@@ -38,8 +39,8 @@ fn machine(kube_arch: &str) -> &str {
     }
 }
 
-pub async fn fingerprint(cluster: &Cluster, arch: Arch) -> Result<ArchFingerprint, K8sError> {
-    let pod = pick(cluster, arch, None).await?;
+pub async fn fingerprint(cluster: &Cluster, variant: &str) -> Result<ArchFingerprint, K8sError> {
+    let pod = pick(cluster, variant, None).await?;
     let name = pod.name_any();
     let node_name = pod
         .spec
@@ -73,7 +74,7 @@ pub async fn fingerprint(cluster: &Cluster, arch: Arch) -> Result<ArchFingerprin
         lse_atomics,
     );
     Ok(ArchFingerprint {
-        arch,
+        variant: variant.to_string(),
         pod: name,
         node: node_name,
         instance_type: node
@@ -96,11 +97,7 @@ pub fn write_fingerprints(prints: &[ArchFingerprint], out: &mut dyn Write) -> io
         writeln!(
             out,
             "{}: pod {} on node {} ({}, {})",
-            f.arch.name(),
-            f.pod,
-            f.node,
-            f.node_arch,
-            f.instance_type
+            f.variant, f.pod, f.node, f.node_arch, f.instance_type
         )?;
         writeln!(out, "  CPU      {}", f.cpu_model)?;
         if let Some(lse) = f.lse_atomics {

@@ -1,4 +1,4 @@
-//! What `k8s load` and `k8s curl` aim at: each architecture's service address (and the
+//! What `k8s load` and `k8s curl` aim at: each variant's service address (and the
 //! multi-arch one), with the pods behind it to watch.
 
 use std::sync::Arc;
@@ -10,21 +10,39 @@ use kube::Api;
 use super::client::api_error;
 use super::setup::service_address;
 use super::watch::PodWatch;
-use super::{Arch, Cluster, K8sError, MULTIARCH_SERVICE};
+use kube::ResourceExt;
+
+use super::{Arch, Cluster, K8sError, MANAGED_BY, MULTIARCH_SERVICE};
 use crate::monitor::WatchSource;
 
-/// What the script's `wrk <target>` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// What the script's `wrk <target>` names, and any variant by its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoadSelection {
-    Intel,
-    Arm,
-    Amd,
-    /// The service over every architecture's pods.
+    /// One variant's service ("intel", "arm", "arm-large").
+    Variant(String),
+    /// The service over every variant's pods.
     Multiarch,
     /// intel and arm, as the script's `wrk both`.
     Both,
-    /// Every deployed architecture's service, and the multi-arch one.
+    /// Every deployed variant's service, and the multi-arch one.
     All,
+}
+
+impl std::str::FromStr for LoadSelection {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "multiarch" => LoadSelection::Multiarch,
+            "both" => LoadSelection::Both,
+            "all" => LoadSelection::All,
+            "" => return Err(
+                "give a variant (intel, arm, amd, or a --variant's name), multiarch, both or all"
+                    .into(),
+            ),
+            name => LoadSelection::Variant(name.to_string()),
+        })
+    }
 }
 
 /// One service to load.
@@ -32,8 +50,8 @@ pub enum LoadSelection {
 pub struct LoadTarget {
     /// "intel", "arm", "multiarch".
     pub name: String,
-    /// The architecture behind it (None for multi-arch).
-    pub arch: Option<Arch>,
+    /// The variant behind it (None for multi-arch).
+    pub variant: Option<String>,
     pub service: String,
     /// `http://ADDRESS/`; in-cluster, the service's DNS name.
     pub url: String,
@@ -52,10 +70,11 @@ pub enum Vantage {
     InCluster,
 }
 
-/// Resolves a selection into services with addresses, and the pods behind each.
+/// Resolves selections into services with addresses, and the pods behind each (in the order
+/// named, each once).
 pub async fn targets(
     cluster: &Cluster,
-    selection: LoadSelection,
+    selections: &[LoadSelection],
     vantage: Vantage,
     runtime: &tokio::runtime::Handle,
 ) -> Result<Vec<LoadTarget>, K8sError> {
@@ -70,10 +89,7 @@ pub async fn targets(
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let deployed: Vec<Arch> = Arch::ALL
-        .into_iter()
-        .filter(|a| find_service(&services, &a.service()).is_some())
-        .collect();
+    let deployed = deployed_variants(&services);
     let found = FoundServices {
         cluster,
         runtime,
@@ -81,10 +97,40 @@ pub async fn targets(
         nodes,
         deployed,
     };
-    wanted(selection, &found.deployed)
+    let mut wanted_all: Vec<Option<String>> = Vec::new();
+    for w in selections.iter().flat_map(|s| wanted(s, &found.deployed)) {
+        if !wanted_all.contains(&w) {
+            wanted_all.push(w);
+        }
+    }
+    wanted_all
         .into_iter()
-        .map(|arch| found.target(arch, vantage))
+        .map(|variant| found.target(variant, vantage))
         .collect()
+}
+
+/// The variants whose Service archbench made: the presets in the guide's order (intel, arm,
+/// amd), then the others by name.
+fn deployed_variants(services: &[Service]) -> Vec<String> {
+    let mut names: Vec<String> = services
+        .iter()
+        .filter(|s| s.labels().get(MANAGED_BY.0).map(String::as_str) == Some(MANAGED_BY.1))
+        .filter_map(|s| {
+            let name = s.metadata.name.as_deref()?;
+            let variant = name.strip_prefix("nginx-")?.strip_suffix("-svc")?;
+            (name != MULTIARCH_SERVICE).then(|| variant.to_string())
+        })
+        .collect();
+    names.sort_by_key(|n| {
+        (
+            Arch::ALL
+                .iter()
+                .position(|a| a.name() == n)
+                .unwrap_or(Arch::ALL.len()),
+            n.clone(),
+        )
+    });
+    names
 }
 
 fn find_service<'a>(services: &'a [Service], name: &str) -> Option<&'a Service> {
@@ -93,15 +139,13 @@ fn find_service<'a>(services: &'a [Service], name: &str) -> Option<&'a Service> 
         .find(|s| s.metadata.name.as_deref() == Some(name))
 }
 
-/// The architectures a selection names (None for the multi-arch service), in order.
-fn wanted(selection: LoadSelection, deployed: &[Arch]) -> Vec<Option<Arch>> {
+/// The variants a selection names (None for the multi-arch service), in order.
+fn wanted(selection: &LoadSelection, deployed: &[String]) -> Vec<Option<String>> {
     match selection {
-        LoadSelection::Intel => vec![Some(Arch::Intel)],
-        LoadSelection::Arm => vec![Some(Arch::Arm)],
-        LoadSelection::Amd => vec![Some(Arch::Amd)],
+        LoadSelection::Variant(v) => vec![Some(v.clone())],
         LoadSelection::Multiarch => vec![None],
-        LoadSelection::Both => vec![Some(Arch::Intel), Some(Arch::Arm)],
-        LoadSelection::All => deployed.iter().copied().map(Some).chain([None]).collect(),
+        LoadSelection::Both => vec![Some("intel".into()), Some("arm".into())],
+        LoadSelection::All => deployed.iter().cloned().map(Some).chain([None]).collect(),
     }
 }
 
@@ -111,16 +155,16 @@ struct FoundServices<'a> {
     runtime: &'a tokio::runtime::Handle,
     services: Vec<Service>,
     nodes: Vec<Node>,
-    /// The architectures whose service exists.
-    deployed: Vec<Arch>,
+    /// The variants whose service exists.
+    deployed: Vec<String>,
 }
 
 impl FoundServices<'_> {
-    /// The target of one architecture's service (None: the multi-arch one).
-    fn target(&self, arch: Option<Arch>, vantage: Vantage) -> Result<LoadTarget, K8sError> {
+    /// The target of one variant's service (None: the multi-arch one).
+    fn target(&self, variant: Option<String>, vantage: Vantage) -> Result<LoadTarget, K8sError> {
         let cluster = self.cluster;
-        let (name, service) = match arch {
-            Some(a) => (a.name().to_string(), a.service()),
+        let (name, service) = match &variant {
+            Some(v) => (v.clone(), format!("nginx-{v}-svc")),
             None => ("multiarch".to_string(), MULTIARCH_SERVICE.to_string()),
         };
         let svc = find_service(&self.services, &service).ok_or_else(|| K8sError::Failed {
@@ -128,8 +172,11 @@ impl FoundServices<'_> {
             message: format!(
                 "not in namespace {}; `archbench k8s up{}` creates it",
                 cluster.namespace,
-                arch.map(|a| format!(" --arch {}", a.name()))
-                    .unwrap_or_default()
+                match variant.as_deref() {
+                    Some(v) if Arch::from_name(v).is_some() => format!(" --arch {v}"),
+                    Some(v) => format!(" --variant {v}:…"),
+                    None => String::new(),
+                }
             ),
         })?;
         let (url, cluster_address) = match vantage {
@@ -143,10 +190,10 @@ impl FoundServices<'_> {
             }
             Vantage::InCluster => in_cluster_address(svc, &service, &cluster.namespace)?,
         };
-        let watch = self.pod_watches(arch, &name);
+        let watch = self.pod_watches(variant.as_deref(), &name);
         Ok(LoadTarget {
             name,
-            arch,
+            variant,
             service,
             url,
             cluster_address,
@@ -154,23 +201,23 @@ impl FoundServices<'_> {
         })
     }
 
-    /// The pods behind a target, one watch per architecture (named NAME/ARCH for the
+    /// The pods behind a target, one watch per variant (named NAME/VARIANT for the
     /// multi-arch target).
-    fn pod_watches(&self, arch: Option<Arch>, name: &str) -> Vec<Arc<dyn WatchSource>> {
-        let archs: Vec<Arch> = match arch {
-            Some(a) => vec![a],
+    fn pod_watches(&self, variant: Option<&str>, name: &str) -> Vec<Arc<dyn WatchSource>> {
+        let variants: Vec<String> = match variant {
+            Some(v) => vec![v.to_string()],
             None => self.deployed.clone(),
         };
-        archs
+        variants
             .into_iter()
-            .map(|a| {
+            .map(|v| {
                 Arc::new(PodWatch {
-                    label: if arch.is_some() {
+                    label: if variant.is_some() {
                         name.to_string()
                     } else {
-                        format!("{name}/{}", a.name())
+                        format!("{name}/{v}")
                     },
-                    arch: a,
+                    variant: v,
                     cluster: self.cluster.clone(),
                     runtime: self.runtime.clone(),
                 }) as Arc<dyn WatchSource>

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::client::api_error;
 use super::pods::{exit_code, pick, CONTAINER};
-use super::{Arch, Cluster, K8sError};
+use super::{Cluster, K8sError};
 
 /// Puts the terminal on fd 0 in raw mode until dropped (also on panic and early return).
 struct RawTerminal {
@@ -55,14 +55,14 @@ fn window_size() -> Option<TerminalSize> {
     }
 }
 
-/// Runs `command` (or a login shell) in the arch's pod; returns the exit code to exit with.
+/// Runs `command` (or a login shell) in the variant's pod; returns the exit code to exit with.
 pub async fn login(
     cluster: &Cluster,
-    arch: Arch,
+    variant: &str,
     pod: Option<&str>,
     command: &[String],
 ) -> Result<i32, K8sError> {
-    let pod = pick(cluster, arch, pod).await?;
+    let pod = pick(cluster, variant, pod).await?;
     let name = pod.name_any();
     let interactive = command.is_empty();
     let tty = interactive && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();

@@ -5,15 +5,19 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, Namespace, PodSpec,
-    PodTemplateSpec, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    PodTemplateSpec, ResourceRequirements, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{Arch, PoolSelector, Setup, APP, MANAGED_BY, MULTIARCH_SERVICE};
+use super::variant::SPEC_ANNOTATION;
+use super::{Setup, Variant, APP, MANAGED_BY, MULTIARCH_SERVICE};
 
 /// The multi-arch guide's "optimized" nginx.conf, as its script pushes it.
 pub const TUNED_NGINX_CONF: &str = r#"worker_processes auto;
@@ -156,62 +160,53 @@ pub fn sha256_hex(text: &str) -> String {
     h.iter().map(|x| format!("{x:08x}")).collect()
 }
 
-/// The Deployment of one architecture.
-pub fn deployment(setup: &Setup, arch: Arch) -> Deployment {
+/// The Deployment of one variant.
+pub fn deployment(setup: &Setup, variant: &Variant) -> Deployment {
     let ns = setup.namespace.as_str();
-    let pod_labels = labels(&[APP, ("arch", arch.name())]);
-    let node_selector = match setup.pools {
-        PoolSelector::Arch => ("kubernetes.io/arch", arch.kube_arch()),
-        PoolSelector::Agentpool => ("agentpool", arch.name()),
+    let mut extra = vec![APP];
+    extra.extend(variant.labels());
+    let (key, name) = variant.selector();
+    let config = variant.config_text(&setup.config);
+    let config_map = if setup.own_config(variant) {
+        variant.config_map()
+    } else {
+        CONFIG_MAP.to_string()
     };
-    let config = setup.config.text();
     let mut annotations = BTreeMap::new();
-    if let Some(text) = config {
+    if let Some(text) = &config {
         annotations.insert(CONFIG_HASH.to_string(), sha256_hex(text));
     }
+    let mut metadata = meta(&variant.deployment(), Some(ns), &extra);
+    if variant.preset.is_none() {
+        metadata.annotations = Some(BTreeMap::from([(
+            SPEC_ANNOTATION.to_string(),
+            variant.spec.clone(),
+        )]));
+    }
     Deployment {
-        metadata: meta(&arch.deployment(), Some(ns), &[APP, ("arch", arch.name())]),
+        metadata,
         spec: DeploymentSpec {
-            replicas: Some(1),
+            replicas: Some(variant.replicas),
+            strategy: sized_rollout(variant),
             selector: LabelSelector {
-                match_labels: Some(BTreeMap::from([("arch".to_string(), arch.name().into())])),
+                match_labels: Some(BTreeMap::from([(key.to_string(), name.to_string())])),
                 ..LabelSelector::default()
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
+                    labels: Some(labels(&extra)),
                     annotations: (!annotations.is_empty()).then_some(annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
-                    node_selector: Some(BTreeMap::from([(
-                        node_selector.0.to_string(),
-                        node_selector.1.to_string(),
-                    )])),
-                    containers: vec![Container {
-                        name: "nginx".into(),
-                        image: Some(setup.image.clone()),
-                        ports: Some(vec![ContainerPort {
-                            container_port: 80,
-                            name: Some("http".into()),
-                            ..ContainerPort::default()
-                        }]),
-                        volume_mounts: config.map(|_| {
-                            vec![VolumeMount {
-                                name: CONFIG_MAP.into(),
-                                mount_path: "/etc/nginx/nginx.conf".into(),
-                                sub_path: Some("nginx.conf".into()),
-                                read_only: Some(true),
-                                ..VolumeMount::default()
-                            }]
-                        }),
-                        ..Container::default()
-                    }],
-                    volumes: config.map(|_| {
+                    node_selector: (!variant.node_selector.is_empty())
+                        .then(|| variant.node_selector.clone()),
+                    containers: vec![container(setup, variant, config.is_some())],
+                    volumes: config.as_ref().map(|_| {
                         vec![Volume {
                             name: CONFIG_MAP.into(),
                             config_map: Some(ConfigMapVolumeSource {
-                                name: CONFIG_MAP.into(),
+                                name: config_map,
                                 ..ConfigMapVolumeSource::default()
                             }),
                             ..Volume::default()
@@ -226,9 +221,56 @@ pub fn deployment(setup: &Setup, arch: Arch) -> Deployment {
     }
 }
 
-fn service(setup: &Setup, name: &str, selector: (&str, &str), kind: &str) -> Service {
+/// How a sized variant rolls: one pod replaced at a time, no extra pod first. Its pods may
+/// fill their nodes (cpu=4 twice on an 8-core node), and the default surge pod would then
+/// stay Pending for good: a benchmark setup can do without its zero downtime.
+fn sized_rollout(variant: &Variant) -> Option<DeploymentStrategy> {
+    (variant.cpu.is_some() || variant.memory.is_some()).then(|| DeploymentStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_surge: Some(IntOrString::Int(0)),
+            max_unavailable: Some(IntOrString::Int(1)),
+        }),
+    })
+}
+
+/// The nginx container of a variant: its image, nginx.conf mounted when it has one, and its
+/// CPU and memory as requests = limits (a Guaranteed pod: sizes compare fairly).
+fn container(setup: &Setup, variant: &Variant, mounted: bool) -> Container {
+    let sizes: BTreeMap<String, Quantity> = [("cpu", &variant.cpu), ("memory", &variant.memory)]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.to_string(), Quantity(v.as_ref()?.0.clone()))))
+        .collect();
+    Container {
+        name: "nginx".into(),
+        image: Some(setup.image_of(variant).to_string()),
+        ports: Some(vec![ContainerPort {
+            container_port: 80,
+            name: Some("http".into()),
+            ..ContainerPort::default()
+        }]),
+        resources: (!sizes.is_empty()).then(|| ResourceRequirements {
+            limits: Some(sizes.clone()),
+            requests: Some(sizes),
+            ..ResourceRequirements::default()
+        }),
+        volume_mounts: mounted.then(|| {
+            vec![VolumeMount {
+                name: CONFIG_MAP.into(),
+                mount_path: "/etc/nginx/nginx.conf".into(),
+                sub_path: Some("nginx.conf".into()),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]
+        }),
+        ..Container::default()
+    }
+}
+
+fn service(setup: &Setup, name: &str, selector: (&str, &str), labels: &[(&str, &str)]) -> Service {
+    let kind = setup.service_type.as_str();
     Service {
-        metadata: meta(name, Some(&setup.namespace), &[APP]),
+        metadata: meta(name, Some(&setup.namespace), labels),
         spec: Some(ServiceSpec {
             type_: Some(kind.to_string()),
             selector: Some(BTreeMap::from([(
@@ -254,32 +296,44 @@ pub fn manifests(setup: &Setup) -> Vec<Manifest> {
         metadata: meta(&setup.namespace, None, &[]),
         ..Namespace::default()
     }))];
-    if let Some(text) = setup.config.text() {
-        out.push(Manifest::ConfigMap(Box::new(ConfigMap {
-            metadata: meta(CONFIG_MAP, Some(&setup.namespace), &[APP]),
+    let config_map = |name: &str, text: &str, extra: &[(&str, &str)]| {
+        Manifest::ConfigMap(Box::new(ConfigMap {
+            metadata: meta(name, Some(&setup.namespace), extra),
             data: Some(BTreeMap::from([(
                 "nginx.conf".to_string(),
                 text.to_string(),
             )])),
             ..ConfigMap::default()
-        })));
+        }))
+    };
+    if let Some(text) = setup.config.text().filter(|_| setup.shares_config()) {
+        out.push(config_map(CONFIG_MAP, text, &[APP]));
     }
-    for &arch in &setup.archs {
-        out.push(Manifest::Deployment(Box::new(deployment(setup, arch))));
+    for v in setup.variants.iter().filter(|v| setup.own_config(v)) {
+        if let Some(text) = v.config_text(&setup.config) {
+            out.push(config_map(&v.config_map(), &text, &[APP, v.selector()]));
+        }
     }
-    for &arch in &setup.archs {
+    for v in &setup.variants {
+        out.push(Manifest::Deployment(Box::new(deployment(setup, v))));
+    }
+    for v in &setup.variants {
+        let labels: &[(&str, &str)] = match v.preset {
+            Some(_) => &[APP],
+            None => &[APP, v.selector()],
+        };
         out.push(Manifest::Service(Box::new(service(
             setup,
-            &arch.service(),
-            ("arch", arch.name()),
-            setup.service_type.as_str(),
+            &v.service(),
+            v.selector(),
+            labels,
         ))));
     }
     out.push(Manifest::Service(Box::new(service(
         setup,
         MULTIARCH_SERVICE,
         APP,
-        setup.service_type.as_str(),
+        &[APP],
     ))));
     out
 }
@@ -317,16 +371,17 @@ pub(super) fn write_doc(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::{NginxConfig, ServiceType};
+    use crate::k8s::{Arch, NginxConfig, PoolSelector, ServiceType};
 
     fn setup() -> Setup {
         Setup {
             namespace: "nginx".into(),
-            archs: vec![Arch::Intel, Arch::Arm],
+            variants: [Arch::Intel, Arch::Arm]
+                .map(|a| Variant::preset(a, PoolSelector::Arch))
+                .into(),
             image: "nginx:latest".into(),
             config: NginxConfig::Tuned,
             service_type: ServiceType::LoadBalancer,
-            pools: PoolSelector::Arch,
             wait_timeout: std::time::Duration::from_secs(300),
         }
     }
@@ -402,7 +457,9 @@ mod tests {
     fn stock_mounts_nothing_and_agentpool_selects_by_pool() {
         let mut s = setup();
         s.config = NginxConfig::Stock;
-        s.pools = PoolSelector::Agentpool;
+        s.variants = [Arch::Intel, Arch::Arm]
+            .map(|a| Variant::preset(a, PoolSelector::Agentpool))
+            .into();
         let all = manifests(&s);
         assert!(!all.iter().any(|m| matches!(m, Manifest::ConfigMap(_))));
         let Manifest::Deployment(d) = &all[1] else {
@@ -411,5 +468,118 @@ mod tests {
         let pod = d.spec.template.spec.as_ref().unwrap();
         assert_eq!(pod.node_selector.as_ref().unwrap()["agentpool"], "intel");
         assert!(pod.volumes.is_none() && pod.containers[0].volume_mounts.is_none());
+    }
+
+    fn variant(text: &str) -> Variant {
+        Variant::parse(text, &|c| match c {
+            "stock" => Ok(NginxConfig::Stock),
+            _ => Ok(NginxConfig::Tuned),
+        })
+        .unwrap()
+    }
+
+    fn deployment_of<'a>(all: &'a [Manifest], name: &str) -> &'a Deployment {
+        all.iter()
+            .find_map(|m| match m {
+                Manifest::Deployment(d) if d.metadata.name.as_deref() == Some(name) => {
+                    Some(d.as_ref())
+                }
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn variants_get_their_own_names_labels_sizes_and_configuration() {
+        let mut s = setup();
+        s.variants = vec![
+            variant("small:arch=arm64,instance-type=Standard_D2ps_v6,cpu=1,memory=512Mi"),
+            variant("large:arch=arm64,instance-type=Standard_D4ps_v6,cpu=2,memory=1Gi,replicas=2,workers=2"),
+            variant("distro:image=nginx:1.22,config=stock"),
+        ];
+        let all = manifests(&s);
+        let names: Vec<String> = all.iter().map(Manifest::describe).collect();
+        assert_eq!(
+            names,
+            [
+                "Namespace nginx",
+                "ConfigMap nginx-config",
+                "ConfigMap nginx-large-config",
+                "Deployment nginx-small-deployment",
+                "Deployment nginx-large-deployment",
+                "Deployment nginx-distro-deployment",
+                "Service nginx-small-svc",
+                "Service nginx-large-svc",
+                "Service nginx-distro-svc",
+                "Service nginx-multiarch-svc",
+            ]
+        );
+        let large = deployment_of(&all, "nginx-large-deployment");
+        assert_eq!(large.spec.replicas, Some(2));
+        let rolling = large
+            .spec
+            .strategy
+            .as_ref()
+            .unwrap()
+            .rolling_update
+            .as_ref();
+        assert_eq!(rolling.unwrap().max_surge, Some(IntOrString::Int(0)));
+        let selector = &large.spec.selector;
+        assert_eq!(selector.match_labels.as_ref().unwrap()["variant"], "large");
+        let template = &large.spec.template;
+        let labels = template.metadata.as_ref().unwrap().labels.as_ref().unwrap();
+        assert_eq!(labels["variant"], "large");
+        assert_eq!(labels["arch"], "arm64");
+        assert_eq!(labels["app"], "nginx-multiarch");
+        let pod = template.spec.as_ref().unwrap();
+        assert_eq!(
+            pod.node_selector.as_ref().unwrap()["node.kubernetes.io/instance-type"],
+            "Standard_D4ps_v6"
+        );
+        let resources = pod.containers[0].resources.as_ref().unwrap();
+        assert_eq!(resources.limits, resources.requests);
+        assert_eq!(resources.limits.as_ref().unwrap()["cpu"].0, "2");
+        assert_eq!(resources.limits.as_ref().unwrap()["memory"].0, "1Gi");
+        let volume = &pod.volumes.as_ref().unwrap()[0];
+        assert_eq!(
+            volume.config_map.as_ref().unwrap().name,
+            "nginx-large-config"
+        );
+        assert_eq!(
+            large.metadata.annotations.as_ref().unwrap()[SPEC_ANNOTATION],
+            large_spec()
+        );
+        let Some(Manifest::ConfigMap(own)) = all.get(2) else {
+            panic!("the large variant's ConfigMap")
+        };
+        assert!(own.data.as_ref().unwrap()["nginx.conf"].starts_with("worker_processes 2;"));
+        let small = deployment_of(&all, "nginx-small-deployment");
+        let pod = small.spec.template.spec.as_ref().unwrap();
+        assert_eq!(
+            pod.volumes.as_ref().unwrap()[0]
+                .config_map
+                .as_ref()
+                .unwrap()
+                .name,
+            CONFIG_MAP
+        );
+        let distro = deployment_of(&all, "nginx-distro-deployment");
+        let pod = distro.spec.template.spec.as_ref().unwrap();
+        assert!(pod.volumes.is_none() && pod.node_selector.is_none());
+        assert_eq!(pod.containers[0].image.as_deref(), Some("nginx:1.22"));
+        assert!(pod.containers[0].resources.is_none());
+    }
+
+    fn large_spec() -> &'static str {
+        "arch=arm64,instance-type=Standard_D4ps_v6,replicas=2,cpu=2,memory=1Gi,workers=2"
+    }
+
+    #[test]
+    fn no_shared_config_map_when_every_variant_has_its_own() {
+        let mut s = setup();
+        s.variants = vec![variant("a:config=stock"), variant("b:workers=4")];
+        let names: Vec<String> = manifests(&s).iter().map(Manifest::describe).collect();
+        assert!(names.contains(&"ConfigMap nginx-b-config".to_string()));
+        assert!(!names.contains(&"ConfigMap nginx-config".to_string()));
     }
 }

@@ -22,6 +22,7 @@ mod pods;
 mod reconfigure;
 mod setup;
 mod usage;
+mod variant;
 mod watch;
 
 use std::path::PathBuf;
@@ -39,6 +40,7 @@ pub use pods::{exec, pods_of, ExecOutput};
 pub use reconfigure::{current_setup, reconfigure, Reconfigured};
 pub use setup::{down, status, up, write_status, PodRow, UpReport};
 pub use usage::{top, PodUsage};
+pub use variant::{variant_of, Variant, VARIANT_LABEL};
 
 /// The label on everything archbench creates.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "archbench");
@@ -151,6 +153,15 @@ impl NginxConfig {
         }
     }
 
+    /// "tuned", "stock" or "file".
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NginxConfig::Tuned => "tuned",
+            NginxConfig::Stock => "stock",
+            NginxConfig::File { .. } => "file",
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             NginxConfig::Tuned => "tuned (the guide's)".into(),
@@ -164,11 +175,35 @@ impl NginxConfig {
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub namespace: String,
-    pub archs: Vec<Arch>,
+    /// One Deployment and Service each, in order.
+    pub variants: Vec<Variant>,
+    /// The image of the variants that name none.
     pub image: String,
+    /// The shared ConfigMap's configuration, of the variants that name none.
     pub config: NginxConfig,
     pub service_type: ServiceType,
-    pub pools: PoolSelector,
     /// How long `up` waits for rollouts and addresses.
     pub wait_timeout: Duration,
+}
+
+impl Setup {
+    /// The variant of that name.
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// The image a variant runs.
+    pub fn image_of<'a>(&'a self, v: &'a Variant) -> &'a str {
+        v.image.as_deref().unwrap_or(&self.image)
+    }
+
+    /// Whether a variant runs a configuration of its own (its own ConfigMap), not the shared one.
+    pub fn own_config(&self, v: &Variant) -> bool {
+        v.config_text(&self.config).as_deref() != self.config.text()
+    }
+
+    /// Whether any variant mounts the shared ConfigMap.
+    pub fn shares_config(&self) -> bool {
+        self.config.text().is_some() && self.variants.iter().any(|v| !self.own_config(v))
+    }
 }

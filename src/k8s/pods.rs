@@ -7,7 +7,7 @@ use kube::{Api, ResourceExt};
 use tokio::io::AsyncReadExt;
 
 use super::client::api_error;
-use super::{Arch, Cluster, K8sError};
+use super::{variant_of, Arch, Cluster, K8sError};
 
 /// What keeps a pod from running, when its status says so plainly.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,19 +52,20 @@ pub fn trouble(pod: &Pod) -> Option<PodTrouble> {
 /// The container archbench's Deployments run.
 pub const CONTAINER: &str = "nginx";
 
-/// The nginx pods of one architecture (ready ones first, newest first among equals).
-pub async fn pods_of(cluster: &Cluster, arch: Option<Arch>) -> Result<Vec<Pod>, K8sError> {
-    let mut selector = super::nginx_selector();
-    if let Some(a) = arch {
-        selector.push_str(&format!(",arch={}", a.name()));
-    }
+/// The nginx pods of one variant, or of all (ready ones first, newest first among equals).
+pub async fn pods_of(cluster: &Cluster, variant: Option<&str>) -> Result<Vec<Pod>, K8sError> {
     let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
     let mut pods = api
-        .list(&ListParams::default().labels(&selector))
+        .list(&ListParams::default().labels(&super::nginx_selector()))
         .await
         .map_err(|e| api_error(e, "list", "pods"))?
         .items;
-    pods.retain(|p| p.metadata.deletion_timestamp.is_none());
+    // By the variant's name, whichever label carries it (a preset's `arch=arm` or a
+    // variant's `variant=arm-large`, whose `arch` is then amd64 or arm64).
+    pods.retain(|p| {
+        p.metadata.deletion_timestamp.is_none()
+            && variant.is_none_or(|v| variant_of(p.labels()) == Some(v))
+    });
     pods.sort_by_key(|p| {
         (
             !is_ready(p),
@@ -82,23 +83,25 @@ pub fn is_ready(p: &Pod) -> bool {
         .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c.ready))
 }
 
-/// The pod to talk to for `arch`: the one named, or its ready pod.
-pub async fn pick(cluster: &Cluster, arch: Arch, name: Option<&str>) -> Result<Pod, K8sError> {
-    let pods = pods_of(cluster, Some(arch)).await?;
+/// The pod to talk to for a variant: the one named, or its ready pod.
+pub async fn pick(cluster: &Cluster, variant: &str, name: Option<&str>) -> Result<Pod, K8sError> {
+    let pods = pods_of(cluster, Some(variant)).await?;
     match name {
         Some(n) => pods.into_iter().find(|p| p.name_any() == n).ok_or_else(|| {
             K8sError::Usage(format!(
-                "no pod {n} of {} in namespace {}; `archbench k8s status` lists them",
-                arch.name(),
+                "no pod {n} of {variant} in namespace {}; `archbench k8s status` lists them",
                 cluster.namespace
             ))
         }),
         None => pods.into_iter().next().ok_or_else(|| K8sError::Failed {
-            what: format!("find a pod of {}", arch.name()),
+            what: format!("find a pod of {variant}"),
             message: format!(
-                "none in namespace {}; `archbench k8s up --arch {}` creates it",
+                "none in namespace {}; `archbench k8s up {}` creates it",
                 cluster.namespace,
-                arch.name()
+                match Arch::from_name(variant) {
+                    Some(_) => format!("--arch {variant}"),
+                    None => format!("--variant {variant}:…"),
+                }
             ),
         }),
     }

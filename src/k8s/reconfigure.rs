@@ -14,7 +14,8 @@ use super::client::api_error;
 use super::manifests::CONFIG_MAP;
 use super::pods::{exec, pods_of};
 use super::setup::{apply_all, wait_ready, PodRow};
-use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup};
+use super::variant::{config_map_of, SPEC_ANNOTATION};
+use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup, Variant};
 
 /// What `config` did.
 #[derive(Debug)]
@@ -27,7 +28,10 @@ pub enum Reconfigured {
     RolledBack { why: String },
 }
 
-/// The setup as the cluster holds it now (what `up` applied), read back from the objects.
+/// The setup as the cluster holds it now (what `up` applied), read back from the objects:
+/// the presets from their labels and node selectors, the other variants from the keys their
+/// Deployment keeps ([`super::variant::SPEC_ANNOTATION`]), a configuration file's text from
+/// the variant's ConfigMap.
 pub async fn current_setup(
     cluster: &Cluster,
     wait_timeout: std::time::Duration,
@@ -39,11 +43,6 @@ pub async fn current_setup(
         .await
         .map_err(|e| api_error(e, "list", "deployments.apps"))?
         .items;
-    let mut archs: Vec<Arch> = deployments
-        .iter()
-        .filter_map(|d| Arch::from_name(d.labels().get("arch")?))
-        .collect();
-    archs.sort();
     let Some(first) = deployments.first() else {
         return Err(K8sError::Failed {
             what: "find the setup".into(),
@@ -52,37 +51,85 @@ pub async fn current_setup(
             ),
         });
     };
+    let maps = Api::<ConfigMap>::namespaced(cluster.client.clone(), ns);
+    let shared = maps
+        .get_opt(CONFIG_MAP)
+        .await
+        .map_err(|e| api_error(e, "get", "configmaps"))?;
+    let config = match shared.map(|c| text_of(Some(c))) {
+        Some(text) if text == super::TUNED_NGINX_CONF => NginxConfig::Tuned,
+        Some(text) => NginxConfig::File {
+            path: "(the running configuration)".into(),
+            text,
+        },
+        None => NginxConfig::Stock,
+    };
+    let mut variants = Vec::new();
+    for d in &deployments {
+        if let Some(v) = variant_from(d, &maps).await? {
+            variants.push(v);
+        }
+    }
+    variants.sort_by_key(|v| (v.preset.is_none(), v.preset, v.name.clone()));
     let pod = first.spec.template.spec.as_ref();
     let image = pod
         .and_then(|p| p.containers.first()?.image.clone())
         .unwrap_or_else(|| "nginx:latest".into());
-    let pools = match pod.and_then(|p| p.node_selector.as_ref()) {
-        Some(sel) if sel.contains_key("agentpool") => PoolSelector::Agentpool,
-        _ => PoolSelector::Arch,
+    let service_type = match variants.first() {
+        Some(v) => service_type_of(cluster, &v.service()).await?,
+        None => ServiceType::LoadBalancer,
     };
-    let mounted = pod.is_some_and(|p| p.volumes.as_ref().is_some_and(|v| !v.is_empty()));
-    let config = if mounted {
-        let cm = Api::<ConfigMap>::namespaced(cluster.client.clone(), ns)
-            .get_opt(CONFIG_MAP)
+    Ok(Setup {
+        namespace: ns.to_string(),
+        variants,
+        image,
+        config,
+        service_type,
+        wait_timeout,
+    })
+}
+
+/// The nginx.conf a ConfigMap holds ("" without).
+fn text_of(cm: Option<ConfigMap>) -> String {
+    cm.and_then(|c| c.data?.get("nginx.conf").cloned())
+        .unwrap_or_default()
+}
+
+/// The variant a Deployment of archbench's runs: a preset by its labels and node selector,
+/// another by the keys it keeps and its ConfigMap's text (None: not one of ours).
+async fn variant_from(d: &Deployment, maps: &Api<ConfigMap>) -> Result<Option<Variant>, K8sError> {
+    let Some(name) = super::variant_of(d.labels()) else {
+        return Ok(None);
+    };
+    let Some(spec) = d.annotations().get(SPEC_ANNOTATION) else {
+        return Ok(Arch::from_name(name).map(|arch| Variant::preset(arch, pools_of(d))));
+    };
+    let own_text = text_of(
+        maps.get_opt(&config_map_of(name))
             .await
-            .map_err(|e| api_error(e, "get", "configmaps"))?;
-        let text = cm
-            .and_then(|c| c.data?.get("nginx.conf").cloned())
-            .unwrap_or_default();
-        if text == super::TUNED_NGINX_CONF {
-            NginxConfig::Tuned
-        } else {
-            NginxConfig::File {
-                path: "(the running configuration)".into(),
-                text,
-            }
-        }
-    } else {
-        NginxConfig::Stock
+            .map_err(|e| api_error(e, "get", "configmaps"))?,
+    );
+    let config = |kind: &str| match kind {
+        "tuned" => Ok(NginxConfig::Tuned),
+        "stock" => Ok(NginxConfig::Stock),
+        _ => Ok(NginxConfig::File {
+            path: format!("(the running configuration of {name})").into(),
+            text: own_text.clone(),
+        }),
     };
-    let service_type = match archs.first() {
-        Some(a) => Api::<Service>::namespaced(cluster.client.clone(), ns)
-            .get_opt(&a.service())
+    Variant::parse(&format!("{name}:{spec}"), &config)
+        .map(Some)
+        .map_err(|e| K8sError::Failed {
+            what: format!("read the setup of {}", d.name_any()),
+            message: format!("its {SPEC_ANNOTATION} annotation does not parse: {e}"),
+        })
+}
+
+/// The type of a Service of the setup (LoadBalancer when it is gone).
+async fn service_type_of(cluster: &Cluster, service: &str) -> Result<ServiceType, K8sError> {
+    Ok(
+        Api::<Service>::namespaced(cluster.client.clone(), &cluster.namespace)
+            .get_opt(service)
             .await
             .map_err(|e| api_error(e, "get", "services"))?
             .and_then(|s| s.spec?.type_)
@@ -91,17 +138,21 @@ pub async fn current_setup(
                 "ClusterIP" => ServiceType::ClusterIp,
                 _ => ServiceType::LoadBalancer,
             }),
-        None => ServiceType::LoadBalancer,
-    };
-    Ok(Setup {
-        namespace: ns.to_string(),
-        archs,
-        image,
-        config,
-        service_type,
-        pools,
-        wait_timeout,
-    })
+    )
+}
+
+/// How a preset's Deployment finds its node pool.
+fn pools_of(d: &Deployment) -> PoolSelector {
+    let selector = d
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.node_selector.as_ref());
+    match selector {
+        Some(sel) if sel.contains_key("agentpool") => PoolSelector::Agentpool,
+        _ => PoolSelector::Arch,
+    }
 }
 
 /// Runs `nginx -t` on `text` inside one of the pods (their nginx binary and modules, their
@@ -163,7 +214,7 @@ pub async fn reconfigure(
             .delete(CONFIG_MAP, &Default::default())
             .await;
     }
-    match wait_ready(cluster, &new, &new.archs, progress, stop).await {
+    match wait_ready(cluster, &new, progress, stop).await {
         Ok(()) => Ok(Reconfigured::Applied {
             rows: super::status(cluster).await?,
             checked,
@@ -171,10 +222,16 @@ pub async fn reconfigure(
         Err(e @ K8sError::Interrupted(_)) => Err(e),
         Err(why) => {
             // Why, in the new pods' own words, before they are gone.
-            let hash = new.config.text().map(super::manifests::sha256_hex);
+            let hashes: Vec<String> = new
+                .variants
+                .iter()
+                .filter_map(|v| v.config_text(&new.config))
+                .map(|t| super::manifests::sha256_hex(&t))
+                .collect();
             let mut logs = Vec::new();
             for p in pods_of(cluster, None).await.unwrap_or_default() {
-                if p.annotations().get(super::manifests::CONFIG_HASH) == hash.as_ref() {
+                let hash = p.annotations().get(super::manifests::CONFIG_HASH);
+                if hash.is_some_and(|h| hashes.contains(h)) {
                     let name = p.name_any();
                     let lines =
                         super::setup::last_log_lines(cluster, &cluster.namespace, &name, 5).await;
@@ -183,7 +240,7 @@ pub async fn reconfigure(
             }
             progress("the new pods failed: putting the previous configuration back");
             apply_all(cluster, &old).await?;
-            wait_ready(cluster, &old, &old.archs, progress, stop).await?;
+            wait_ready(cluster, &old, progress, stop).await?;
             let why = match why {
                 // A crash already quotes its log.
                 K8sError::Crashing { .. } => why.to_string(),

@@ -21,8 +21,10 @@ use serde::Serialize;
 use super::client::{api_error, not_found};
 use super::manifests::{manifests, Manifest};
 use super::pods::{trouble, PodTrouble};
+use super::variant::NodeOffer;
 use super::{
-    managed_selector, Arch, Cluster, K8sError, Setup, FIELD_MANAGER, MANAGED_BY, MULTIARCH_SERVICE,
+    managed_selector, variant_of, Cluster, K8sError, Setup, FIELD_MANAGER, MANAGED_BY,
+    MULTIARCH_SERVICE,
 };
 
 /// What `apply` did to one object.
@@ -213,8 +215,9 @@ pub async fn up(
     stop: &AtomicBool,
 ) -> Result<UpReport, K8sError> {
     let started = tokio::time::Instant::now();
+    check_placement(cluster, setup).await?;
     let changes = apply_all(cluster, setup).await?;
-    wait_ready(cluster, setup, &setup.archs, progress, stop).await?;
+    wait_ready(cluster, setup, progress, stop).await?;
     let rows = status(cluster).await?;
     // Ready endpoints are in the API; the proxies' rules follow them a moment later. Ready
     // means a load can start now, so each address is tried (bounded: it may well be
@@ -438,16 +441,33 @@ pub fn service_address(svc: &Service, nodes: &[Node]) -> Option<String> {
 async fn pod_problem(cluster: &Cluster, setup: &Setup, pod: &Pod) -> Option<K8sError> {
     let name = pod.name_any();
     Some(match trouble(pod)? {
-        PodTrouble::Unschedulable { message } => K8sError::Unschedulable {
-            arch: pod.labels().get("arch").cloned().unwrap_or_default(),
-            selector: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_selector.as_ref())
-                .and_then(|s| s.iter().next().map(|(k, v)| format!("{k}={v}")))
-                .unwrap_or_else(|| "a matching label".into()),
-            message,
-        },
+        PodTrouble::Unschedulable { message } => {
+            let variant = variant_of(pod.labels()).unwrap_or_default().to_string();
+            let preset = setup.variant(&variant).is_some_and(|v| v.preset.is_some());
+            K8sError::Unschedulable {
+                advice: if preset {
+                    format!(
+                        "add a node pool of that architecture, or leave {variant} out with --arch"
+                    )
+                } else {
+                    "change the variant's selector, cpu= or memory=, or add such nodes".into()
+                },
+                variant,
+                selector: pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_selector.as_ref())
+                    .map(|s| {
+                        s.iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "room for it".into()),
+                message,
+            }
+        }
         PodTrouble::ImagePull { reason, message } => K8sError::ImagePull {
             pod: name,
             reason,
@@ -459,6 +479,44 @@ async fn pod_problem(cluster: &Cluster, setup: &Setup, pod: &Pod) -> Option<K8sE
             reason,
         },
     })
+}
+
+/// Refuses, before anything is applied, a variant no node can run (by its selector, CPU or
+/// memory). The presets are left to the scheduler, as the guide's script was. Nodes RBAC
+/// hides are not checked: the scheduler will tell.
+async fn check_placement(cluster: &Cluster, setup: &Setup) -> Result<(), K8sError> {
+    if setup.variants.iter().all(|v| v.preset.is_some()) {
+        return Ok(());
+    }
+    let Ok(nodes) = Api::<Node>::all(cluster.client.clone())
+        .list(&ListParams::default())
+        .await
+    else {
+        return Ok(());
+    };
+    let offers: Vec<NodeOffer> = nodes
+        .items
+        .iter()
+        .map(|n| {
+            let allocatable = n.status.as_ref().and_then(|s| s.allocatable.as_ref());
+            let quantity = |k: &str| Some(allocatable?.get(k)?.0.as_str());
+            NodeOffer::new(
+                n.name_any(),
+                n.labels().clone(),
+                quantity("cpu"),
+                quantity("memory"),
+            )
+        })
+        .collect();
+    match setup
+        .variants
+        .iter()
+        .filter(|v| v.preset.is_none())
+        .find_map(|v| v.placement_problem(&offers))
+    {
+        Some(problem) => Err(K8sError::Usage(problem)),
+        None => Ok(()),
+    }
 }
 
 /// The last lines the container wrote before it last stopped (else now), on one line.
@@ -480,11 +538,10 @@ pub async fn last_log_lines(cluster: &Cluster, ns: &str, pod: &str, lines: i64) 
     "(no log)".into()
 }
 
-/// Waits until the Deployments of `archs` have rolled out and the Services have addresses.
+/// Waits until the setup's Deployments have rolled out and the Services have addresses.
 pub async fn wait_ready(
     cluster: &Cluster,
     setup: &Setup,
-    archs: &[Arch],
     progress: &mut dyn FnMut(&str),
     stop: &AtomicBool,
 ) -> Result<(), K8sError> {
@@ -508,16 +565,25 @@ pub async fn wait_ready(
         if stop.load(Ordering::Relaxed) {
             return Err(K8sError::Interrupted("waiting for the rollout".into()));
         }
-        let now = Readiness::of(&seen, archs, &nodes);
+        let now = Readiness::of(&seen, setup, &nodes);
         if now.done() {
             return Ok(());
         }
-        if let Some(failed) = replicas_failed(cluster, ns, &seen, archs).await {
+        if let Some(failed) = replicas_failed(cluster, &seen, setup).await {
             return Err(failed);
         }
-        for pod in current_pods(&seen, setup, archs) {
-            if let Some(problem) = pod_problem(cluster, setup, pod).await {
-                return Err(problem);
+        // A pod still terminating holds its CPU and memory: a new pod the scheduler finds no
+        // room for yet gets it once that one is gone (a sized variant's rollout replaces its
+        // pods in place), so "Unschedulable" is final only when nothing is being released.
+        let releasing = seen
+            .pods
+            .values()
+            .any(|p| p.metadata.deletion_timestamp.is_some());
+        for pod in current_pods(&seen, setup) {
+            match pod_problem(cluster, setup, pod).await {
+                Some(K8sError::Unschedulable { .. }) if releasing => {}
+                Some(problem) => return Err(problem),
+                None => {}
             }
         }
         let line = now.line();
@@ -570,18 +636,13 @@ fn watch_setup(client: &kube::Client, ns: &str) -> SetupUpdates {
     ])
 }
 
-/// The first Deployment of `archs` whose ReplicaSet cannot create its pods, as the error.
-async fn replicas_failed(
-    cluster: &Cluster,
-    ns: &str,
-    seen: &Seen,
-    archs: &[Arch],
-) -> Option<K8sError> {
-    for a in archs {
-        if let Some(d) = seen.deployments.get(&a.deployment()) {
-            if let Some(why) = current_replica_failure(cluster, ns, d).await {
+/// The first Deployment of the setup whose ReplicaSet cannot create its pods, as the error.
+async fn replicas_failed(cluster: &Cluster, seen: &Seen, setup: &Setup) -> Option<K8sError> {
+    for v in &setup.variants {
+        if let Some(d) = seen.deployments.get(&v.deployment()) {
+            if let Some(why) = current_replica_failure(cluster, &setup.namespace, d).await {
                 return Some(K8sError::Failed {
-                    what: format!("the pods of {}", a.deployment()),
+                    what: format!("the pods of {}", v.deployment()),
                     message: why,
                 });
             }
@@ -602,23 +663,26 @@ fn forbidden(e: &watcher::Error) -> bool {
 
 /// The pods that run what `up` waits for: not those being deleted, nor those of another
 /// configuration (the old ones of a rollout, the failed ones after a rollback).
-fn current_pods<'a>(seen: &'a Seen, setup: &Setup, archs: &[Arch]) -> Vec<&'a Pod> {
-    let expected_hash = setup.config.text().map(super::manifests::sha256_hex);
+fn current_pods<'a>(seen: &'a Seen, setup: &Setup) -> Vec<&'a Pod> {
     seen.pods
         .values()
         .filter(|pod| {
-            let arch = pod.labels().get("arch").and_then(|a| Arch::from_name(a));
+            let Some(variant) = variant_of(pod.labels()).and_then(|v| setup.variant(v)) else {
+                return false;
+            };
+            let expected_hash = variant
+                .config_text(&setup.config)
+                .map(|t| super::manifests::sha256_hex(&t));
             pod.metadata.deletion_timestamp.is_none()
                 && pod.annotations().get(super::manifests::CONFIG_HASH) == expected_hash.as_ref()
-                && arch.is_some_and(|a| archs.contains(&a))
         })
         .collect()
 }
 
-/// How far the rollout is: each architecture's Deployment, the Services with an address,
-/// and those whose endpoints are ready.
+/// How far the rollout is: each variant's Deployment, the Services with an address, and
+/// those whose endpoints are ready.
 struct Readiness {
-    rolled: Vec<(Arch, bool)>,
+    rolled: Vec<(String, bool)>,
     wanted: usize,
     addressed: usize,
     serving: usize,
@@ -626,25 +690,28 @@ struct Readiness {
 }
 
 impl Readiness {
-    fn of(seen: &Seen, archs: &[Arch], nodes: &[Node]) -> Readiness {
-        let rolled = archs
+    fn of(seen: &Seen, setup: &Setup, nodes: &[Node]) -> Readiness {
+        let rolled = setup
+            .variants
             .iter()
-            .map(|&a| {
+            .map(|v| {
                 (
-                    a,
+                    v.name.clone(),
                     seen.deployments
-                        .get(&a.deployment())
+                        .get(&v.deployment())
                         .is_some_and(rolled_out),
                 )
             })
             .collect();
-        // Each architecture's Service wants its pods; the multi-arch one, one per architecture.
-        let wanted: Vec<(String, usize)> = archs
+        // Each variant's Service wants its replicas; the multi-arch one, every variant's.
+        let replicas = |v: &super::Variant| usize::try_from(v.replicas).unwrap_or(1);
+        let wanted: Vec<(String, usize)> = setup
+            .variants
             .iter()
-            .map(|a| (a.service(), 1))
+            .map(|v| (v.service(), replicas(v)))
             .chain(std::iter::once((
                 MULTIARCH_SERVICE.to_string(),
-                archs.len(),
+                setup.variants.iter().map(replicas).sum(),
             )))
             .collect();
         let addressed = wanted
@@ -685,7 +752,7 @@ impl Readiness {
             "waiting: {}; addresses {}/{}{endpoints}",
             self.rolled
                 .iter()
-                .map(|(a, r)| format!("{} {}", a.name(), if *r { "ready" } else { "rolling out" }))
+                .map(|(v, r)| format!("{v} {}", if *r { "ready" } else { "rolling out" }))
                 .collect::<Vec<_>>()
                 .join(", "),
             self.addressed,
@@ -725,14 +792,19 @@ fn watch_error(e: watcher::Error, resource: &str) -> K8sError {
 /// One pod of the setup, where it runs and how it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodRow {
-    pub arch: String,
+    /// Its variant ("intel", "arm-large").
+    pub variant: String,
     pub pod: String,
     pub node: String,
     /// The node's own `status.nodeInfo.architecture`.
     pub node_arch: String,
     /// The node's `node.kubernetes.io/instance-type` label.
     pub instance_type: String,
-    /// Its arch's Service address (or "pending").
+    /// The node's allocatable CPU and memory ("2 cpu, 7.8Gi").
+    pub allocatable: String,
+    /// The container's CPU and memory limits ("1 cpu, 512Mi"; "-" without).
+    pub limits: String,
+    /// Its variant's Service address (or "pending").
     pub address: String,
     pub ready: bool,
     pub restarts: i32,
@@ -766,63 +838,92 @@ pub async fn status(cluster: &Cluster) -> Result<Vec<PodRow>, K8sError> {
         Err(kube::Error::Api(s)) if s.code == 403 => (Vec::new(), true),
         Err(e) => return Err(api_error(e, "list", "nodes")),
     };
-    let unknown = || if nodes_hidden { HIDDEN } else { "-" }.to_string();
     let mut rows: Vec<PodRow> = pods
         .iter()
-        .map(|p| {
-            let arch = p.labels().get("arch").cloned().unwrap_or_default();
-            let node_name = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
-            let node = nodes.iter().find(|n| n.name_any() == node_name);
-            let status = p.status.as_ref();
-            let containers = status.and_then(|s| s.container_statuses.as_ref());
-            let waiting = containers
-                .into_iter()
-                .flatten()
-                .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
-            let service = services
-                .iter()
-                .find(|s| s.name_any() == format!("nginx-{arch}-svc"));
-            PodRow {
-                pod: p.name_any(),
-                node: if node_name.is_empty() {
-                    "-".into()
-                } else {
-                    node_name.clone()
-                },
-                node_arch: node
-                    .and_then(|n| Some(n.status.as_ref()?.node_info.as_ref()?.architecture.clone()))
-                    .unwrap_or_else(unknown),
-                instance_type: node
-                    .and_then(|n| n.labels().get("node.kubernetes.io/instance-type").cloned())
-                    .unwrap_or_else(unknown),
-                address: service
-                    .and_then(|s| service_address(s, &nodes))
-                    .unwrap_or_else(|| "pending".into()),
-                ready: containers.is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c.ready)),
-                restarts: containers
-                    .into_iter()
-                    .flatten()
-                    .map(|c| c.restart_count)
-                    .sum(),
-                state: waiting
-                    .or_else(|| status.and_then(|s| s.phase.clone()))
-                    .unwrap_or_else(|| "Unknown".into()),
-                arch,
-            }
-        })
+        .map(|p| pod_row(p, &nodes, nodes_hidden, &services))
         .collect();
-    rows.sort_by(|a, b| (&a.arch, &a.pod).cmp(&(&b.arch, &b.pod)));
+    rows.sort_by(|a, b| (&a.variant, &a.pod).cmp(&(&b.variant, &b.pod)));
     Ok(rows)
+}
+
+/// One pod's row: its node's details (marked when RBAC hides the nodes), its limits, its
+/// variant's Service address.
+fn pod_row(p: &Pod, nodes: &[Node], nodes_hidden: bool, services: &[Service]) -> PodRow {
+    let unknown = || if nodes_hidden { HIDDEN } else { "-" }.to_string();
+    let variant = variant_of(p.labels()).unwrap_or_default().to_string();
+    let node_name = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    let node = nodes.iter().find(|n| n.name_any() == node_name);
+    let status = p.status.as_ref();
+    let containers = status.and_then(|s| s.container_statuses.as_ref());
+    let waiting = containers
+        .into_iter()
+        .flatten()
+        .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+    let service = services
+        .iter()
+        .find(|s| s.name_any() == format!("nginx-{variant}-svc"));
+    PodRow {
+        pod: p.name_any(),
+        node: if node_name.is_empty() {
+            "-".into()
+        } else {
+            node_name.clone()
+        },
+        node_arch: node
+            .and_then(|n| Some(n.status.as_ref()?.node_info.as_ref()?.architecture.clone()))
+            .unwrap_or_else(unknown),
+        instance_type: node
+            .and_then(|n| n.labels().get("node.kubernetes.io/instance-type").cloned())
+            .unwrap_or_else(unknown),
+        allocatable: node
+            .and_then(|n| n.status.as_ref()?.allocatable.as_ref())
+            .map(sizes)
+            .unwrap_or_else(unknown),
+        limits: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first()?.resources.as_ref()?.limits.as_ref())
+            .map(sizes)
+            .unwrap_or_else(|| "-".into()),
+        address: service
+            .and_then(|s| service_address(s, nodes))
+            .unwrap_or_else(|| "pending".into()),
+        ready: containers.is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c.ready)),
+        restarts: containers
+            .into_iter()
+            .flatten()
+            .map(|c| c.restart_count)
+            .sum(),
+        state: waiting
+            .or_else(|| status.and_then(|s| s.phase.clone()))
+            .unwrap_or_else(|| "Unknown".into()),
+        variant,
+    }
+}
+
+/// CPU and memory of a resource list, as "2 cpu, 7.8Gi" (what is missing left out).
+fn sizes(
+    list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+) -> String {
+    let cpu = list.get("cpu").map(|q| format!("{} cpu", q.0));
+    let memory = list.get("memory").map(|q| q.0.clone());
+    let text: Vec<String> = cpu.into_iter().chain(memory).collect();
+    if text.is_empty() {
+        "-".into()
+    } else {
+        text.join(", ")
+    }
 }
 
 /// The status table, one line per pod.
 pub fn write_status(rows: &[PodRow], out: &mut dyn Write) -> io::Result<()> {
-    let line = |out: &mut dyn Write, cells: [&str; 9]| {
-        let widths = [8, 40, 22, 10, 22, 22, 7, 10, 0];
+    let line = |out: &mut dyn Write, cells: [&str; 11]| {
+        let variant = rows.iter().map(|r| r.variant.len() + 2).max().unwrap_or(0);
+        let widths = [variant.max(9), 40, 22, 10, 22, 20, 18, 22, 7, 10, 0];
         let text: String = cells
             .iter()
             .zip(widths)
@@ -833,11 +934,13 @@ pub fn write_status(rows: &[PodRow], out: &mut dyn Write) -> io::Result<()> {
     line(
         out,
         [
-            "ARCH",
+            "VARIANT",
             "POD",
             "NODE",
             "NODE ARCH",
             "INSTANCE TYPE",
+            "ALLOCATABLE",
+            "LIMITS",
             "ADDRESS",
             "READY",
             "RESTARTS",
@@ -848,11 +951,13 @@ pub fn write_status(rows: &[PodRow], out: &mut dyn Write) -> io::Result<()> {
         line(
             out,
             [
-                &r.arch,
+                &r.variant,
                 &r.pod,
                 &r.node,
                 &r.node_arch,
                 &r.instance_type,
+                &r.allocatable,
+                &r.limits,
                 &r.address,
                 if r.ready { "yes" } else { "no" },
                 &r.restarts.to_string(),
@@ -1050,16 +1155,17 @@ mod tests {
     use kube::client::Body;
 
     use super::*;
-    use crate::k8s::{NginxConfig, PoolSelector, ServiceType};
+    use crate::k8s::{Arch, NginxConfig, PoolSelector, ServiceType, Variant};
 
     fn setup() -> Setup {
         Setup {
             namespace: "nginx".into(),
-            archs: vec![Arch::Intel, Arch::Arm],
+            variants: [Arch::Intel, Arch::Arm]
+                .map(|a| Variant::preset(a, PoolSelector::Arch))
+                .into(),
             image: "nginx:latest".into(),
             config: NginxConfig::Tuned,
             service_type: ServiceType::LoadBalancer,
-            pools: PoolSelector::Arch,
             wait_timeout: Duration::from_secs(5),
         }
     }

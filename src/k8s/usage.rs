@@ -118,7 +118,8 @@ pub fn memory_bytes(q: &str) -> Option<u64> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodUsage {
     pub pod: String,
-    pub arch: String,
+    /// Its variant's name.
+    pub variant: String,
     pub cores: f64,
     pub memory_bytes: u64,
     /// "cgroup (exec)" or "metrics API (…s window)".
@@ -140,27 +141,29 @@ pub async fn top(cluster: &Cluster, pods: &[Pod]) -> Result<Vec<PodUsage>, K8sEr
     let mut out = Vec::with_capacity(pods.len());
     for (p, before) in pods.iter().zip(first) {
         let name = p.name_any();
-        let arch = p.labels().get("arch").cloned().unwrap_or_default();
+        let variant = super::variant_of(p.labels())
+            .unwrap_or_default()
+            .to_string();
         match before {
             Some((a, at)) => {
                 let b = read_cgroup(cluster, &name).await?;
                 let dt = at.elapsed().as_secs_f64();
                 out.push(PodUsage {
                     pod: name,
-                    arch,
+                    variant,
                     cores: b.usage_usec.saturating_sub(a.usage_usec) as f64 / 1e6 / dt,
                     memory_bytes: b.memory_bytes,
                     source: "cgroup (exec)".into(),
                 });
             }
-            None => out.push(metrics_api(cluster, &name, arch).await?),
+            None => out.push(metrics_api(cluster, &name, variant).await?),
         }
     }
     Ok(out)
 }
 
 /// The metrics API's view of a pod (metrics-server: a window of tens of seconds).
-async fn metrics_api(cluster: &Cluster, pod: &str, arch: String) -> Result<PodUsage, K8sError> {
+async fn metrics_api(cluster: &Cluster, pod: &str, variant: String) -> Result<PodUsage, K8sError> {
     let path = format!(
         "/apis/metrics.k8s.io/v1beta1/namespaces/{}/pods/{pod}",
         cluster.namespace
@@ -191,7 +194,7 @@ async fn metrics_api(cluster: &Cluster, pod: &str, arch: String) -> Result<PodUs
         .sum();
     Ok(PodUsage {
         pod: pod.to_string(),
-        arch,
+        variant,
         cores,
         memory_bytes: memory,
         source: format!(

@@ -1,6 +1,6 @@
 //! Watching nginx pods during a load: a [`WatchSource`] whose sampler reads the pod's own
 //! cgroup through one long-running exec (a loop printing the counters every 250 ms), so a
-//! sample costs no API round trip. It follows the architecture's pod across restarts (the
+//! sample costs no API round trip. It follows the variant's pod across restarts (the
 //! counters of a new container start again at zero, so the old ones are carried over) and
 //! says so.
 
@@ -13,15 +13,16 @@ use tokio::io::AsyncBufReadExt;
 
 use super::pods::{pick, CONTAINER};
 use super::usage::{parse_cgroup, CgroupReading, READ_CGROUP};
-use super::{Arch, Cluster};
+use super::Cluster;
 use crate::monitor::{MonitorError, OpenedWatch, ResourceSample, ResourceSampler, WatchSource};
 use crate::stats::ServerFingerprint;
 
-/// The pods of one architecture, watched through the API server.
+/// The pods of one variant, watched through the API server.
 #[derive(Clone)]
 pub struct PodWatch {
     pub label: String,
-    pub arch: Arch,
+    /// The variant's name ("arm", "arm-large").
+    pub variant: String,
     pub cluster: Cluster,
     /// The runtime the exec streams run on (the monitor's thread is not async).
     pub runtime: tokio::runtime::Handle,
@@ -29,7 +30,7 @@ pub struct PodWatch {
 
 impl std::fmt::Debug for PodWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PodWatch({}, {})", self.label, self.arch.name())
+        write!(f, "PodWatch({}, {})", self.label, self.variant)
     }
 }
 
@@ -59,7 +60,10 @@ impl WatchSource for PodWatch {
     }
 
     fn target(&self) -> String {
-        format!("pod:{}/{}", self.cluster.namespace, self.arch.deployment())
+        format!(
+            "pod:{}/nginx-{}-deployment",
+            self.cluster.namespace, self.variant
+        )
     }
 
     fn open(&self) -> Result<OpenedWatch, MonitorError> {
@@ -140,7 +144,7 @@ async fn start_stream(w: PodWatch, shared: Arc<Mutex<Shared>>) -> Result<(), Str
                             "the cgroup stream of {} ended {:.1} s in; following the {} pod",
                             s.pod,
                             started.elapsed().as_secs_f64(),
-                            w.arch.name()
+                            w.variant
                         );
                         s.events.push(note);
                         None
@@ -167,7 +171,7 @@ async fn stream_once(
     shared: &Arc<Mutex<Shared>>,
     ready: &mut Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
 ) -> Result<(), String> {
-    let pod = pick(&w.cluster, w.arch, None)
+    let pod = pick(&w.cluster, &w.variant, None)
         .await
         .map_err(|e| e.to_string())?;
     let name = pod.name_any();

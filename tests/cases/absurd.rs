@@ -122,6 +122,42 @@ fn absurd_values_are_usage_errors_with_one_line() {
             vec!["k8s", "manifests", "--config", "/nonexistent.conf"],
             "--config /nonexistent.conf",
         ),
+        (
+            vec!["k8s", "manifests", "--variant", "all:arch=arm64"],
+            "--variant all: the name is taken",
+        ),
+        (
+            vec!["k8s", "manifests", "--variant", "a:colour=red"],
+            "unknown key `colour`",
+        ),
+        (
+            vec!["k8s", "manifests", "--variant", "a:cpu=-2"],
+            "cpu=-2: give cores",
+        ),
+        (
+            vec![
+                "k8s",
+                "manifests",
+                "--variant",
+                "a",
+                "--variant",
+                "a:replicas=2",
+            ],
+            "--variant a: the name is given twice",
+        ),
+        (
+            vec![
+                "k8s",
+                "manifests",
+                "--variant",
+                "a:config=/nonexistent.conf",
+            ],
+            "--variant a: config=/nonexistent.conf: No such file",
+        ),
+        (
+            vec!["k8s", "manifests", "--variant", "a", "--arch", "arm"],
+            "cannot be used with",
+        ),
         // Checked before any cluster is asked (none is reachable here).
         (
             vec!["k8s", "up", "--wait-timeout", "0"],

@@ -756,3 +756,46 @@ fn the_embedded_demo_watches_its_servers() {
         .unwrap_or_else(|| panic!("{text}"));
     assert!(!row.contains('–'), "both servers have a figure: {row}");
 }
+
+/// Without --variant, `k8s manifests` (and so `k8s up`) is the guide's setup byte for byte as
+/// it was before variants existed: the files are that build's output.
+#[cfg(feature = "k8s")]
+#[test]
+fn the_arch_presets_manifests_are_byte_identical_to_before_variants() {
+    for (args, golden) in [
+        (vec![], "k8s-manifests-default.yaml"),
+        (
+            vec![
+                "--arch",
+                "arm,amd",
+                "--config",
+                "stock",
+                "--service-type",
+                "NodePort",
+                "--pools-by",
+                "agentpool",
+            ],
+            "k8s-manifests-arm-amd-stock-nodeport-agentpool.yaml",
+        ),
+        (
+            vec!["--load-job", "--workers", "4"],
+            "k8s-manifests-load-job.yaml",
+        ),
+    ] {
+        let o = crate::util::bin()
+            .args(["k8s", "manifests"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", crate::util::stderr(&o));
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(golden);
+        let want = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            crate::util::stdout(&o) == want,
+            "{args:?} differs from {}",
+            path.display()
+        );
+    }
+}

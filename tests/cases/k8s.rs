@@ -232,7 +232,7 @@ fn the_guides_workflow_end_to_end() {
         let spread = ok(&k8s(c, ns, &["curl", "multiarch", "--count", "24"]));
         let split = spread
             .lines()
-            .find(|l| l.starts_with("answers by architecture"))?;
+            .find(|l| l.starts_with("answers by variant"))?;
         (split.contains("arm ") && split.contains("intel ")).then_some(())
     });
     // config: a file with a counted access log, checked with the pods' nginx -t first.
@@ -1451,4 +1451,180 @@ fn what_the_api_server_refuses_is_one_line() {
         &["up", "--arch", "arm", "--wait-timeout", "90s"],
     ));
     ok(&k8s(c, ns, &["down"]));
+}
+
+/// Two variants of one architecture told apart by instance type (the guide's "how do larger
+/// instance types scale" setup), on a cluster with a 2-core and an 8-core amd64 node: one `up`
+/// deploys both, each where its selector says, sized and configured as asked; curl, load,
+/// config, status and down take their names.
+#[test]
+fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
+    if !can_run() {
+        return;
+    }
+    // A cluster of its own: the load node of the others runs their load workers, whose CPU
+    // requests would leave the large variant's pods Pending.
+    let mut nodes = archbench_cluster::topology::default_nodes();
+    nodes.push(NodeSpec::new(2, "aks-big-0", "amd64", "big", "Standard_D8s_v6").sized(8, 32));
+    let c = TestCluster::start(&options(Some(nodes)), "variants").unwrap_or_else(|e| panic!("{e}"));
+    let c = &c;
+    let ns = "variants";
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("counted.conf");
+    std::fs::write(&conf, counted_conf()).unwrap();
+    let small = "small:arch=amd64,instance-type=Standard_D2s_v6,cpu=1,memory=256Mi";
+    let large = "large:instance-type=Standard_D8s_v6,cpu=4,memory=1Gi,replicas=2,workers=2";
+    let up_args = [
+        "up",
+        "--variant",
+        small,
+        "--variant",
+        large,
+        "--config",
+        conf.to_str().unwrap(),
+        "--wait-timeout",
+        "90s",
+    ];
+    let up = ok(&k8s(c, ns, &up_args));
+    for made in [
+        "ConfigMap nginx-config: created",
+        "ConfigMap nginx-large-config: created",
+        "Deployment nginx-small-deployment: created",
+        "Deployment nginx-large-deployment: created",
+        "Service nginx-small-svc: created",
+        "Service nginx-large-svc: created",
+    ] {
+        assert!(up.contains(made), "{made} in {up}");
+    }
+    // Where each runs and how big it is, from the real scheduler's placement.
+    let rows: Vec<&str> = up.lines().filter(|l| l.starts_with("small ")).collect();
+    assert_eq!(rows.len(), 1, "{up}");
+    for want in [
+        "aks-intel-0",
+        "Standard_D2s_v6",
+        "2 cpu, 8Gi",
+        "1 cpu, 256Mi",
+        " yes ",
+    ] {
+        assert!(rows[0].contains(want), "{want} in {}", rows[0]);
+    }
+    let rows: Vec<&str> = up.lines().filter(|l| l.starts_with("large ")).collect();
+    assert_eq!(rows.len(), 2, "two replicas: {up}");
+    for row in &rows {
+        for want in [
+            "aks-big-0",
+            "Standard_D8s_v6",
+            "8 cpu, 32Gi",
+            "4 cpu, 1Gi",
+            " yes ",
+        ] {
+            assert!(row.contains(want), "{want} in {row}");
+        }
+    }
+    let again = ok(&k8s(c, ns, &up_args));
+    assert!(again.contains("nothing changed"), "{again}");
+    // Guaranteed pods (requests = limits), labelled with their variant and architecture;
+    // the large one runs the shared configuration with its own worker_processes.
+    let pod = c.get_json(&["-n", ns, "pods", "-l", "variant=large"]);
+    let first = &pod["items"][0];
+    assert_eq!(first["status"]["qosClass"], "Guaranteed", "{first}");
+    let cm = c.get_json(&["-n", ns, "configmap", "nginx-large-config"]);
+    let text = cm["data"]["nginx.conf"].as_str().unwrap();
+    assert!(text.starts_with("worker_processes 2;"), "{text}");
+    assert!(
+        text.contains("access_log /var/log/nginx/access.log counted;"),
+        "{text}"
+    );
+    let small_pod = c.get_json(&["-n", ns, "pods", "-l", "variant=small"]);
+    assert_eq!(small_pod["items"][0]["metadata"]["labels"]["arch"], "amd64");
+    // curl by name; the multi-arch service spreads over every variant's pods.
+    let one = ok(&k8s(c, ns, &["curl", "large"]));
+    assert!(one.contains("answered by nginx-large-deployment-"), "{one}");
+    // load of both variants and the multi-arch service, in the order named (the first the
+    // baseline), every request counted one the pods' nginx logged.
+    let status = ok(&k8s(c, ns, &["status"]));
+    let pods = pod_names(&status);
+    assert_eq!(pods.len(), 3, "{status}");
+    let out = dir.path().join("results");
+    let served_before = access_lines(c, ns, &pods);
+    ok(&k8s(
+        c,
+        ns,
+        &[
+            "load",
+            "small",
+            "large",
+            "multiarch",
+            "-d",
+            "1s",
+            "-c",
+            "2",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+    ));
+    let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
+    crate::util::schema::assert_valid(&doc);
+    let names: Vec<&str> = doc["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["small", "large", "multiarch"]);
+    let counted: u64 = doc["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["runs"][0]["totals"]["requests"].as_u64().unwrap())
+        .sum();
+    let served = access_lines(c, ns, &pods) - served_before;
+    assert!(
+        counted > 0 && served as u64 >= counted && served as u64 <= counted + 6,
+        "nginx logged {served}, archbench counted {counted}"
+    );
+    // A new shared configuration reaches both; large keeps its worker_processes.
+    let tuned = ok(&k8s(c, ns, &["config", "tuned", "--wait-timeout", "90s"]));
+    assert!(tuned.contains("applied"), "{tuned}");
+    let cm = c.get_json(&["-n", ns, "configmap", "nginx-large-config"]);
+    let text = cm["data"]["nginx.conf"].as_str().unwrap();
+    assert_eq!(
+        text,
+        archbench::k8s::TUNED_NGINX_CONF.replace("worker_processes auto;", "worker_processes 2;")
+    );
+    // A variant no node can run is refused before anything is applied, saying what the
+    // nodes have.
+    let o = k8s(
+        c,
+        ns,
+        &["up", "--variant", "huge:instance-type=Standard_E64s_v6"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("no node has node.kubernetes.io/instance-type=Standard_E64s_v6 for huge: the nodes have node.kubernetes.io/instance-type=Standard_D2ps_v6, Standard_D2s_v6, Standard_D8s_v6"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let o = k8s(c, ns, &["up", "--variant", "wide:arch=arm64,cpu=3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the largest allocatable of its nodes is 2 cpu"),
+        "{}",
+        stderr(&o)
+    );
+    let deployments = c.kubectl_ok(&["-n", ns, "get", "deployments", "-o", "name"]);
+    assert!(
+        !deployments.contains("huge") && !deployments.contains("wide"),
+        "{deployments}"
+    );
+    // down removes every variant's objects, their own ConfigMaps too.
+    let down = ok(&k8s(c, ns, &["down"]));
+    for gone in [
+        "Deployment nginx-large-deployment: deleted",
+        "ConfigMap nginx-large-config: deleted",
+        "Service nginx-small-svc: deleted",
+    ] {
+        assert!(down.contains(gone), "{gone} in {down}");
+    }
 }

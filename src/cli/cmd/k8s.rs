@@ -14,7 +14,9 @@ use crate::cli::progress::ProgressLine;
 use crate::cli::session::{RunOne, Session};
 use crate::cli::{live, plan, PlanError, StopSignals, EXIT_FAILURE};
 use crate::compare::{ComparePlan, ComparisonResult, Contender, Schedule};
-use crate::k8s::{self, Arch, Cluster, ClusterOptions, K8sError, NginxConfig, Reconfigured, Setup};
+use crate::k8s::{
+    self, Cluster, ClusterOptions, K8sError, NginxConfig, Reconfigured, Setup, Variant,
+};
 use crate::report::{Report, TextReport, WrkReport};
 use crate::stats::LimiterSide;
 use crate::timefmt;
@@ -105,9 +107,12 @@ fn run(
         }
         K8sCommand::Config(c) => config(runtime, cluster, c, stop)?,
         K8sCommand::Curl(c) => curl(runtime, cluster, c)?,
-        K8sCommand::Login(l) => {
-            runtime.block_on(k8s::login(cluster, l.arch, l.pod.as_deref(), &l.command))?
-        }
+        K8sCommand::Login(l) => runtime.block_on(k8s::login(
+            cluster,
+            &l.variant,
+            l.pod.as_deref(),
+            &l.command,
+        ))?,
         K8sCommand::Top(t) => top(runtime, cluster, t.watch, stop)?,
         K8sCommand::Fingerprint => fingerprint(runtime, cluster)?,
         K8sCommand::Load(l) => load(runtime, cluster, l, signals)?,
@@ -196,17 +201,14 @@ fn config(
     })
 }
 
-/// `k8s fingerprint`: one per architecture that runs.
+/// `k8s fingerprint`: one per variant that runs.
 fn fingerprint(runtime: &tokio::runtime::Runtime, cluster: &Cluster) -> anyhow::Result<i32> {
     let rows = runtime.block_on(k8s::status(cluster))?;
-    let mut archs: Vec<Arch> = rows
-        .iter()
-        .filter_map(|r| Arch::from_name(&r.arch))
-        .collect();
-    archs.dedup();
+    let mut variants: Vec<&str> = rows.iter().map(|r| r.variant.as_str()).collect();
+    variants.dedup();
     let mut prints = Vec::new();
-    for arch in archs {
-        prints.push(runtime.block_on(k8s::fingerprint(cluster, arch))?);
+    for variant in variants {
+        prints.push(runtime.block_on(k8s::fingerprint(cluster, variant))?);
     }
     write_stdout(|out| k8s::write_fingerprints(&prints, out))?;
     Ok(0)
@@ -244,14 +246,17 @@ fn down(
 }
 
 fn nginx_config(text: &str) -> Result<NginxConfig, K8sError> {
+    read_config(text, "--config ").map_err(K8sError::Usage)
+}
+
+/// tuned, stock, or a file read now; `given` names where ("--config ", "config=").
+fn read_config(text: &str, given: &str) -> Result<NginxConfig, String> {
     Ok(match text {
         "tuned" => NginxConfig::Tuned,
         "stock" => NginxConfig::Stock,
         path => {
             let text = std::fs::read_to_string(path).map_err(|e| {
-                K8sError::Usage(format!(
-                    "--config {path}: {e}; give tuned, stock or the path of an nginx.conf"
-                ))
+                format!("{given}{path}: {e}; give tuned, stock or the path of an nginx.conf")
             })?;
             NginxConfig::File {
                 path: path.into(),
@@ -261,16 +266,39 @@ fn nginx_config(text: &str) -> Result<NginxConfig, K8sError> {
     })
 }
 
+/// The variants of `up` and `manifests`: each `--variant`, else the `--arch` presets.
+fn variants(s: &K8sSetupArgs) -> Result<Vec<Variant>, K8sError> {
+    if s.variant.is_empty() {
+        let mut archs = s.arch.clone();
+        archs.sort();
+        archs.dedup();
+        if archs.is_empty() {
+            return Err(K8sError::Usage(
+                "--arch needs at least one of intel, arm, amd".into(),
+            ));
+        }
+        return Ok(archs
+            .into_iter()
+            .map(|a| Variant::preset(a, s.pools_by))
+            .collect());
+    }
+    let mut out: Vec<Variant> = Vec::new();
+    for text in &s.variant {
+        let v = Variant::parse(text, &|c| read_config(c, "config=")).map_err(K8sError::Usage)?;
+        if out.iter().any(|o| o.name == v.name) {
+            return Err(K8sError::Usage(format!(
+                "--variant {}: the name is given twice; each variant needs its own",
+                v.name
+            )));
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
 /// The validated setup of `up` and `manifests`.
 fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
-    let mut archs = s.arch.clone();
-    archs.sort();
-    archs.dedup();
-    if archs.is_empty() {
-        return Err(K8sError::Usage(
-            "--arch needs at least one of intel, arm, amd".into(),
-        ));
-    }
+    let variants = variants(s)?;
     if s.image.trim().is_empty() {
         return Err(K8sError::Usage(
             "--image is empty; use e.g. nginx:latest".into(),
@@ -283,11 +311,10 @@ fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
     }
     Ok(Setup {
         namespace: namespace.to_string(),
-        archs,
+        variants,
         image: s.image.clone(),
         config: nginx_config(&s.config)?,
         service_type: s.service_type,
-        pools: s.pools_by,
         wait_timeout: s.wait_timeout,
     })
 }
@@ -299,14 +326,14 @@ fn curl(
 ) -> anyhow::Result<i32> {
     let targets = runtime.block_on(k8s::targets(
         cluster,
-        c.target,
+        std::slice::from_ref(&c.target),
         k8s::Vantage::Outside,
         runtime.handle(),
     ))?;
     let rows = runtime.block_on(k8s::status(cluster))?;
-    let arch_of = rows
+    let variant_of = rows
         .iter()
-        .map(|r| (r.pod.clone(), r.arch.clone()))
+        .map(|r| (r.pod.clone(), r.variant.clone()))
         .collect();
     let mut answers = Vec::new();
     for t in &targets {
@@ -343,10 +370,10 @@ fn curl(
         }
     }
     if c.target == k8s::LoadSelection::Multiarch || targets.len() > 1 {
-        let by = k8s::split(&answers, &arch_of);
+        let by = k8s::split(&answers, &variant_of);
         write_stdout(|out| {
             let parts: Vec<String> = by.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            writeln!(out, "answers by architecture: {}", parts.join(", "))
+            writeln!(out, "answers by variant: {}", parts.join(", "))
         })?;
     }
     Ok(0)
@@ -362,17 +389,23 @@ fn top(
         // Listed afresh each time: a restarted pod is followed by its new name.
         let pods = runtime.block_on(k8s::pods_of(cluster, None))?;
         let usage = runtime.block_on(k8s::top(cluster, &pods))?;
+        let w = usage
+            .iter()
+            .map(|u| u.variant.len() + 2)
+            .max()
+            .unwrap_or(0)
+            .max(9);
         write_stdout(|out| {
             writeln!(
                 out,
-                "{:<8}{:<40}{:>12}{:>14}  SOURCE",
-                "ARCH", "POD", "CPU (cores)", "MEMORY"
+                "{:<w$}{:<40}{:>12}{:>14}  SOURCE",
+                "VARIANT", "POD", "CPU (cores)", "MEMORY"
             )?;
             for u in &usage {
                 writeln!(
                     out,
-                    "{:<8}{:<40}{:>12.3}{:>14}  {}",
-                    u.arch,
+                    "{:<w$}{:<40}{:>12.3}{:>14}  {}",
+                    u.variant,
                     u.pod,
                     u.cores,
                     crate::units::bytes_iec(u.memory_bytes as f64),
@@ -413,7 +446,7 @@ fn load(
         Some(_) => k8s::Vantage::InCluster,
         None => k8s::Vantage::Outside,
     };
-    let targets = runtime.block_on(k8s::targets(cluster, l.target, vantage, runtime.handle()))?;
+    let targets = runtime.block_on(k8s::targets(cluster, &l.targets, vantage, runtime.handle()))?;
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     check_prices(&l.cost, &names)?;
     let (plan, commands) = load_plan(&targets, l, runs, how.is_some(), &cluster.namespace)?;
@@ -851,7 +884,7 @@ mod tests {
     fn a_load_jobs_arguments_are_the_agents_own_command_line() {
         let target = LoadTarget {
             name: "arm".into(),
-            arch: Some(k8s::Arch::Arm),
+            variant: Some("arm".into()),
             service: "nginx-arm-svc".into(),
             url: "http://nginx-arm-svc.nginx.svc.cluster.local/".into(),
             cluster_address: Some("10.0.4.7:80".parse().unwrap()),

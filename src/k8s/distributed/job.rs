@@ -239,22 +239,22 @@ pub fn preview_jobs(setup: &crate::k8s::Setup, how: &InCluster) -> Vec<Job> {
         timeout: Duration::from_secs(10),
     };
     setup
-        .archs
+        .variants
         .iter()
-        .map(|a| {
+        .map(|v| {
             let target = LoadTarget {
-                name: a.name().to_string(),
-                arch: Some(*a),
-                service: a.service(),
+                name: v.name.clone(),
+                variant: Some(v.name.clone()),
+                service: v.service(),
                 url: format!(
                     "http://{}.{}.svc.cluster.local/",
-                    a.service(),
+                    v.service(),
                     setup.namespace
                 ),
                 cluster_address: None,
                 watch: Vec::new(),
             };
-            let name = format!("archbench-load-{}", a.name());
+            let name = format!("archbench-load-{}", v.name);
             job(
                 &target,
                 &setup.namespace,
@@ -282,7 +282,7 @@ mod tests {
     fn target() -> LoadTarget {
         LoadTarget {
             name: "arm".into(),
-            arch: Some(crate::k8s::Arch::Arm),
+            variant: Some("arm".into()),
             service: "nginx-arm-svc".into(),
             url: "http://nginx-arm-svc.nginx.svc.cluster.local/".into(),
             cluster_address: Some("10.0.4.7:80".parse().unwrap()),
