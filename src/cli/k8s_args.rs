@@ -59,6 +59,10 @@ pub enum K8sCommand {
     /// Load each arch's service in parallel from here (the script's `wrk both`), the pods
     /// watched through their cgroups; a comparison saved as JSON and Markdown.
     Load(K8sLoadArgs),
+    /// `sweep` on the cluster: the variants loaded at every step of a ladder of connections
+    /// or rates, interleaved, their pods watched; knees, USL fits, SLO, cost; one sweep
+    /// document (`report --html` draws it).
+    Sweep(K8sSweepArgs),
     /// Per arch: the node's architecture and CPU, LSE atomics, the pod's nginx -V, and the
     /// outline-atomics warning where it applies.
     Fingerprint,
@@ -151,6 +155,72 @@ pub struct K8sLoadArgs {
     /// Also write the comparison (JSON) to this file, as every other command's --json does.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub inside: K8sInClusterArgs,
+    /// A target's node price per hour, NAME=PRICE (intel=0.192 arm=0.154; repeatable): the
+    /// cost of a million requests at each one's median throughput.
+    #[arg(long, value_parser = crate::cli::values::price)]
+    pub cost: Vec<(String, f64)>,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct K8sSweepArgs {
+    /// Variants (intel, arm, amd, a --variant's name), multiarch, both or all; the first is
+    /// the baseline.
+    #[arg(required = true, num_args = 1..)]
+    pub targets: Vec<crate::k8s::LoadSelection>,
+    /// Closed loop: the connection counts to step through (1,2,4,8 or 1:512:x2); with
+    /// --rates, one count: the connections of every step [default: 100].
+    #[arg(short = 'c', long, value_parser = crate::cli::values::ladder)]
+    pub connections: Option<crate::cli::values::Ladder>,
+    /// Open loop: the rates per target to step through (1k:50k:x2 or 1000,2000,5000).
+    #[arg(short = 'r', long, value_parser = crate::cli::values::ladder)]
+    pub rates: Option<crate::cli::values::Ladder>,
+    /// Worker threads per target.
+    #[arg(short = 't', long, default_value = "1", value_parser = crate::cli::values::count)]
+    pub threads: u64,
+    /// Duration of each run.
+    #[arg(short = 'd', long, default_value = "10s", value_parser = crate::cli::values::duration)]
+    pub duration: std::time::Duration,
+    /// Measured runs per target at each step.
+    #[arg(long, default_value = "1", value_parser = crate::cli::values::count)]
+    pub runs: u64,
+    /// Do not run and discard a warm-up run per target before the first step.
+    #[arg(long)]
+    pub no_warmup: bool,
+    /// Per-request timeout.
+    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = crate::cli::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Objectives each step is judged by (as sweep's --slo).
+    #[arg(long, value_parser = crate::cli::values::slo)]
+    pub slo: Option<crate::slo::Slo>,
+    /// A target's node price per hour, NAME=PRICE (repeatable): the cost of a million
+    /// requests at each one's knee.
+    #[arg(long, value_parser = crate::cli::values::price)]
+    pub cost: Vec<(String, f64)>,
+    /// Results go to DIR/<timestamp>/k8s-sweep.json (saved after every step).
+    #[arg(long, default_value = "archbench-results")]
+    pub out_dir: PathBuf,
+    /// Also write the sweep document here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also write the HTML report here (what `report --html` draws of the document).
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+    /// No per-step progress on stderr.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub inside: K8sInClusterArgs,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// Where `k8s load` and `k8s sweep` load from: here, or an Indexed Job of archbench pods.
+#[derive(Debug, Args)]
+pub struct K8sInClusterArgs {
     /// Load from inside the cluster: an Indexed Job of archbench pods per target, started
     /// together and merged into one run (the services' in-cluster names; nothing crosses
     /// the internet).
@@ -170,15 +240,9 @@ pub struct K8sLoadArgs {
     /// In-cluster: print each worker's figures, so a slow worker is visible.
     #[arg(long, requires = "in_cluster")]
     pub per_worker: bool,
-    /// A target's node price per hour, NAME=PRICE (intel=0.192 arm=0.154; repeatable): the
-    /// cost of a million requests at each one's median throughput.
-    #[arg(long, value_parser = crate::cli::values::price)]
-    pub cost: Vec<(String, f64)>,
     /// In-cluster: how long the load pods may take to be scheduled and ready.
     #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
     pub wait_timeout: std::time::Duration,
-    #[command(flatten)]
-    pub live: LiveArgs,
 }
 
 /// The image `k8s load --in-cluster` runs unless told otherwise: this version's.

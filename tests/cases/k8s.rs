@@ -1583,6 +1583,72 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         counted > 0 && served as u64 >= counted && served as u64 <= counted + 6,
         "nginx logged {served}, archbench counted {counted}"
     );
+    // k8s sweep: both variants at three loads, interleaved, their pods watched at every
+    // step; every request counted one the pods logged; the document `report --html` draws.
+    let sweep_out = dir.path().join("sweep");
+    let html = dir.path().join("sweep.html");
+    let served_before = access_lines(c, ns, &pods);
+    let text = ok(&k8s(
+        c,
+        ns,
+        &[
+            "sweep",
+            "small",
+            "large",
+            "-c",
+            "1,2,4",
+            "-d",
+            "1s",
+            "--no-warmup",
+            "--cost",
+            "small=0.096",
+            "--cost",
+            "large=0.384",
+            "--out-dir",
+            sweep_out.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+    ));
+    assert!(text.contains("small") && text.contains("large"), "{text}");
+    let doc = read_json(the_run_dir(&sweep_out).join("k8s-sweep.json"));
+    crate::util::schema::assert_valid(&doc);
+    let steps = doc["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3, "{doc}");
+    let mut counted = 0;
+    let mut runs = 0;
+    for step in steps {
+        for t in step["comparison"]["targets"].as_array().unwrap() {
+            for run in t["runs"].as_array().unwrap() {
+                runs += 1;
+                counted += run["totals"]["requests"].as_u64().unwrap();
+                let server = &run["servers"][0];
+                assert!(
+                    server["target"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(&format!("pod:{ns}/nginx-")),
+                    "{server}"
+                );
+                assert!(server["cpu_s"].as_f64().unwrap() > 0.0, "{server}");
+            }
+        }
+    }
+    let first: Vec<&str> = steps[0]["comparison"]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(first, ["small", "large"]);
+    let served = access_lines(c, ns, &pods) - served_before;
+    // At most one request in flight per connection when a run's time ran out.
+    assert!(
+        counted > 0 && served as u64 >= counted && served as u64 <= counted + 14,
+        "nginx logged {served}, archbench counted {counted} in {runs} runs"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.matches("<svg").count() >= 2, "charts in the HTML");
     // A new shared configuration reaches both; large keeps its worker_processes.
     let tuned = ok(&k8s(c, ns, &["config", "tuned", "--wait-timeout", "90s"]));
     assert!(tuned.contains("applied"), "{tuned}");

@@ -304,6 +304,13 @@ impl PodRuntime {
         self.dir.join("cgroup")
     }
 
+    /// Rewrites the pod's cgroup view (v1 hosts) without recording a sample.
+    pub fn refresh_view(&self) {
+        if let Some(cg) = self.cgroup.as_ref().filter(|cg| cg.v2_dir().is_none()) {
+            let _ = cg.write_view(&self.view_dir());
+        }
+    }
+
     /// Rewrites the pod's cgroup view (v1 hosts) and records a usage sample.
     pub fn refresh_usage(&self) {
         let Some(cg) = &self.cgroup else { return };
@@ -534,6 +541,10 @@ pub async fn run(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Value) {
             rt.refresh_usage();
             rt.refresh_hosts(&agent);
             last_sample = Instant::now();
+        } else {
+            // A kernel's cgroup counts continuously; a v1 host's view is rewritten every pass
+            // (200 ms), so a watcher reading every 250 ms sees a 1 s run's CPU, not one tick.
+            rt.refresh_view();
         }
         probe(&rt).await;
         write_status(&agent, &rt, &mut written).await;

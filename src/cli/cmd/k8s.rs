@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 
+use super::k8s_incluster::{in_cluster, InClusterRun};
 use crate::cli::k8s_args::{K8sArgs, K8sCommand, K8sLayout, K8sLoadArgs, K8sSetupArgs};
 use crate::cli::output::{check_prices, write_markdown, write_stdout};
 use crate::cli::progress::ProgressLine;
@@ -58,8 +59,9 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         K8sCommand::Config(c) => drop(nginx_config(&c.config)?),
         K8sCommand::Load(l) => {
             plan::runs(l.runs)?;
-            in_cluster(l)?;
+            in_cluster(&l.inside, &l.live, l.connections)?;
         }
+        K8sCommand::Sweep(w) => drop(super::k8s_sweep::checked(w)?),
         _ => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -116,6 +118,7 @@ fn run(
         K8sCommand::Top(t) => top(runtime, cluster, t.watch, stop)?,
         K8sCommand::Fingerprint => fingerprint(runtime, cluster)?,
         K8sCommand::Load(l) => load(runtime, cluster, l, signals)?,
+        K8sCommand::Sweep(w) => super::k8s_sweep::sweep(runtime, cluster, w, signals)?,
         K8sCommand::Down(d) => down(runtime, cluster, d, stop)?,
     };
     Ok(if signals.stop.load(Ordering::Relaxed) && code == 0 {
@@ -441,7 +444,7 @@ fn load(
     signals: &StopSignals,
 ) -> anyhow::Result<i32> {
     let runs = plan::runs(l.runs)?;
-    let how = in_cluster(l)?;
+    let how = in_cluster(&l.inside, &l.live, l.connections)?;
     let vantage = match how {
         Some(_) => k8s::Vantage::InCluster,
         None => k8s::Vantage::Outside,
@@ -475,6 +478,7 @@ fn load(
             how,
             whole: &whole,
             dir: &files.dir,
+            command: "k8s load",
         };
         run.measure(target, &say, &signals.stop)
     };
@@ -599,14 +603,14 @@ fn write_load_report(
         K8sLayout::Text => {
             TextReport.write(result, out)?;
             if in_cluster {
-                write_workers(result, l.per_worker, out)?;
+                write_workers(result, l.inside.per_worker, out)?;
             }
             Ok(())
         }
         K8sLayout::Wrk => {
             ScriptReport { plan }.write(result, out)?;
             if in_cluster {
-                write_workers(result, l.per_worker, out)?;
+                write_workers(result, l.inside.per_worker, out)?;
             }
             ScriptReport::done(result, out)
         }
@@ -661,59 +665,6 @@ fn load_plan(
     Ok((plan, commands))
 }
 
-/// One run of a target by its in-cluster workers, their own results kept beside the merge.
-struct InClusterRun<'a> {
-    runtime: &'a tokio::runtime::Runtime,
-    cluster: &'a Cluster,
-    how: &'a k8s::InCluster,
-    whole: &'a k8s::WholeLoad,
-    /// The run's results directory (workers' files under `workers/<job>/`).
-    dir: &'a std::path::Path,
-}
-
-impl InClusterRun<'_> {
-    fn measure(
-        &self,
-        target: &k8s::LoadTarget,
-        say: &(dyn Fn(&str) + Sync),
-        stop: &std::sync::atomic::AtomicBool,
-    ) -> anyhow::Result<crate::stats::RunResult> {
-        let d = k8s::distributed::run(
-            self.runtime,
-            self.cluster,
-            target,
-            self.how,
-            self.whole,
-            say,
-            stop,
-        )?;
-        if let Some(why) = &d.leftover {
-            eprintln!("archbench k8s load: {why}");
-        }
-        // Each worker's own result, histograms included: `archbench merge` merges them again.
-        // A file that cannot be written costs that file, not the merged run.
-        let workers_dir = self.dir.join("workers").join(&d.job);
-        let saved = std::fs::create_dir_all(&workers_dir).and_then(|()| {
-            d.workers.iter().try_for_each(|(i, text)| {
-                std::fs::write(workers_dir.join(format!("worker-{i}.json")), text)
-            })
-        });
-        if let Err(e) = saved {
-            eprintln!(
-                "archbench k8s load: cannot save the workers' results under {}: {e}",
-                workers_dir.display()
-            );
-        }
-        for lost in &d.merged.lost_sources {
-            eprintln!(
-                "archbench k8s load: {}: {} lost ({}); the figures lack its {} connections",
-                target.name, lost.name, lost.reason, lost.connections
-            );
-        }
-        Ok(d.merged)
-    }
-}
-
 /// The guide's script's own layout (`--layout wrk`): each target's result as wrk prints it,
 /// under "NAME RESULTS:", then the script's closing line.
 struct ScriptReport<'a> {
@@ -742,54 +693,23 @@ impl ScriptReport<'_> {
     }
 }
 
-/// The in-cluster settings of `k8s load`, checked before any cluster is asked.
-fn in_cluster(l: &K8sLoadArgs) -> Result<Option<k8s::InCluster>, PlanError> {
-    if l.in_cluster && (l.live.prometheus.is_some() || l.live.tui) {
-        return Err(PlanError::Invalid(
-            "--prometheus and --tui show load measured by this process; --in-cluster workers report only when they end".into(),
-        ));
-    }
-    if !l.in_cluster {
-        return Ok(None);
-    }
-    let workers = l.workers.unwrap_or(1);
-    if workers == 0 || workers > k8s::MAX_WORKERS {
-        return Err(PlanError::Invalid(format!(
-            "--workers {workers}: give 1 to {} load pods per target",
-            k8s::MAX_WORKERS
-        )));
-    }
-    if workers > l.connections {
-        return Err(PlanError::Invalid(format!(
-            "--workers {workers} is more than -c {}: every worker needs a connection",
-            l.connections
-        )));
-    }
-    Ok(Some(k8s::InCluster {
-        workers: workers as u32,
-        image: l.image.clone(),
-        node_selector: l.node_selector.clone(),
-        ready_timeout: l.wait_timeout,
-    }))
-}
-
 /// The command line that repeats an in-cluster load of one target.
 fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String {
     let mut words = vec![
         format!("archbench k8s -n {namespace} load"),
         target.to_string(),
         "--in-cluster".into(),
-        format!("--workers {}", l.workers.unwrap_or(1)),
+        format!("--workers {}", l.inside.workers.unwrap_or(1)),
         format!("-c {}", l.connections),
         format!("-t {}", l.threads),
         format!("-d {}ms", l.duration.as_millis()),
         format!("--timeout {}ms", l.timeout.as_millis()),
-        format!("--image {}", l.image),
+        format!("--image {}", l.inside.image),
     ];
     if let Some(r) = l.rate {
         words.push(format!("--rate {r}"));
     }
-    if let Some((k, v)) = &l.node_selector {
+    if let Some((k, v)) = &l.inside.node_selector {
         words.push(format!("--node-selector {k}={v}"));
     }
     if l.runs > 1 {

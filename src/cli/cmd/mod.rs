@@ -8,6 +8,10 @@ pub mod demo;
 #[cfg(feature = "k8s")]
 pub mod k8s;
 pub mod k8s_executable;
+#[cfg(feature = "k8s")]
+mod k8s_incluster;
+#[cfg(feature = "k8s")]
+mod k8s_sweep;
 pub mod merge;
 pub mod report;
 pub mod run;

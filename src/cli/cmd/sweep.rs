@@ -9,7 +9,8 @@ use anyhow::Context as _;
 
 use crate::cli::args::{LoadArgs, SweepArgs};
 use crate::cli::output::{check_prices, write_stdout};
-use crate::cli::session::Session;
+use crate::cli::session::{RunOne, Session};
+use crate::cli::values::Ladder;
 use crate::cli::{live, plan, PlanError, StopSignals, EXIT_FAILURE};
 use crate::compare::Schedule;
 use crate::report::{Report, TextReport};
@@ -21,34 +22,109 @@ use crate::sweep::{
 /// Connections of each step of a rates ladder unless `-c` says.
 const RATE_CONNECTIONS: u64 = 100;
 
-/// One step's load flags: the ladder's load as connections or as a rate.
-fn load_args(a: &SweepArgs, kind: LadderKind, rate_connections: u64, load: f64) -> LoadArgs {
-    LoadArgs {
-        connections: match kind {
-            LadderKind::Connections => load as u64,
-            LadderKind::Rates => rate_connections,
-        },
-        threads: a.threads,
-        duration: Some(a.duration),
-        rate: (kind == LadderKind::Rates).then_some(load),
-        pacing_slack: a.pacing_slack,
-        no_keepalive: false,
-        request: a.request.clone(),
-        perf: Vec::new(),
-        slo: a.slo.clone(),
+/// One step's load: connections (closed loop), or a rate over `connections` (open loop).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepLoad {
+    pub connections: u64,
+    pub rate: Option<f64>,
+}
+
+/// Where a sweep's steps come from: `sweep`'s NAME=URL targets, or `k8s sweep`'s variants.
+pub trait StepPlans {
+    /// The plan of one step: the targets still on the ladder (by name), at `load`.
+    fn plan(
+        &self,
+        active: &[String],
+        load: StepLoad,
+        warmup: bool,
+    ) -> Result<crate::compare::ComparePlan, PlanError>;
+
+    /// The command line reproducing each contender's run.
+    fn commands(&self, plan: &crate::compare::ComparePlan) -> Vec<String> {
+        plan.contenders
+            .iter()
+            .map(|c| plan::reproduce(&c.plan))
+            .collect()
+    }
+}
+
+/// What a sweep climbs and how it judges and saves, whichever command asked for it.
+pub struct SweepSpec<'a> {
+    pub kind: LadderKind,
+    pub loads: Vec<f64>,
+    /// Connections of every step of a rates ladder.
+    pub rate_connections: u64,
+    pub duration: std::time::Duration,
+    pub runs: u64,
+    pub no_warmup: bool,
+    pub slo: Option<&'a crate::slo::Slo>,
+    pub cost: &'a [(String, f64)],
+    pub json: Option<&'a std::path::Path>,
+    pub quiet: bool,
+}
+
+impl SweepSpec<'_> {
+    fn step_load(&self, load: f64) -> StepLoad {
+        match self.kind {
+            LadderKind::Connections => StepLoad {
+                connections: load as u64,
+                rate: None,
+            },
+            LadderKind::Rates => StepLoad {
+                connections: self.rate_connections,
+                rate: Some(load),
+            },
+        }
+    }
+}
+
+/// `sweep`'s targets: NAME=URL, planned with the run flags.
+struct UrlTargets<'a> {
+    a: &'a SweepArgs,
+}
+
+impl StepPlans for UrlTargets<'_> {
+    fn plan(
+        &self,
+        active: &[String],
+        load: StepLoad,
+        warmup: bool,
+    ) -> Result<crate::compare::ComparePlan, PlanError> {
+        let a = self.a;
+        let targets: Vec<String> = a
+            .targets
+            .iter()
+            .filter(|t| {
+                let name = t.split_once('=').map_or(t.as_str(), |(n, _)| n);
+                active.iter().any(|n| n == name)
+            })
+            .cloned()
+            .collect();
+        let args = LoadArgs {
+            connections: load.connections,
+            threads: a.threads,
+            duration: Some(a.duration),
+            rate: load.rate,
+            pacing_slack: a.pacing_slack,
+            no_keepalive: false,
+            request: a.request.clone(),
+            perf: Vec::new(),
+            slo: a.slo.clone(),
+        };
+        plan::targets_plan(&targets, &args, a.runs, warmup, Schedule::Interleave)
     }
 }
 
 /// The sweep document before its first step.
-fn empty_sweep(a: &SweepArgs, kind: LadderKind, loads: &[f64]) -> SweepResult {
+fn empty_sweep(spec: &SweepSpec<'_>) -> SweepResult {
     SweepResult {
         kind: SWEEP_KIND.into(),
         schema_version: SWEEP_SCHEMA_VERSION,
-        ladder: kind,
-        loads: loads.to_vec(),
-        duration_s: a.duration.as_secs_f64(),
-        runs_per_step: a.runs,
-        slo: a
+        ladder: spec.kind,
+        loads: spec.loads.clone(),
+        duration_s: spec.duration.as_secs_f64(),
+        runs_per_step: spec.runs,
+        slo: spec
             .slo
             .iter()
             .flat_map(|s| s.conditions.iter().map(|c| c.text.clone()))
@@ -86,46 +162,30 @@ fn past_their_knee(
 }
 
 pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
-    let (kind, loads, rate_connections) = ladder(a)?;
-    let ladder = Ladder {
-        a,
+    let (kind, loads, rate_connections) = ladder(a.connections.as_ref(), a.rates.as_ref())?;
+    let spec = SweepSpec {
         kind,
         loads,
         rate_connections,
+        duration: a.duration,
+        runs: a.runs,
+        no_warmup: a.no_warmup,
+        slo: a.slo.as_ref(),
+        cost: &a.cost,
+        json: a.json.as_deref(),
+        quiet: a.quiet,
     };
-    let first = ladder.check_every_step()?;
+    let source = UrlTargets { a };
+    let first = check_every_step(&spec, &source, &all_names(a))?;
     let names: Vec<String> = first.contenders.iter().map(|c| c.name.clone()).collect();
     check_prices(
         &a.cost,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
     )?;
-    let mut climb = Climb {
-        sweep: empty_sweep(a, kind, &ladder.loads),
-        stopped: BTreeMap::new(),
-        names,
-    };
     let tui = live::want_tui(&a.live, a.quiet, true, Some(a.duration))?;
-    let title = format!("sweep {}", climb.names.join(" vs "));
+    let title = format!("sweep {}", names.join(" vs "));
     let mut session = Session::begin(&a.live, &first.contenders, tui, title, !a.quiet, signals)?;
-    let quiet = a.quiet || tui;
-
-    for (k, &load) in ladder.loads.iter().enumerate() {
-        let active = climb.active_targets(a);
-        if active.is_empty() || signals.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let interrupted = ladder.step(&session, &mut climb, &active, k, load, quiet)?;
-        climb.drop_past_knee(kind, k + 1 == ladder.loads.len(), quiet);
-        climb.sweep.interrupted = interrupted;
-        climb.finish(a);
-        save(&climb.sweep, a)?;
-        if interrupted {
-            break;
-        }
-    }
-    climb.finish(a);
-    let sweep = climb.sweep;
-    save(&sweep, a)?;
+    let sweep = climb(&spec, &source, &names, &session, None, tui, signals)?;
     // The terminal is restored before the report (an error above restores it on drop).
     session.close();
     write_stdout(|out| TextReport.write(&sweep, out))?;
@@ -133,18 +193,82 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let code = if interrupted {
         signals.exit_code()
     } else {
-        slo_exit_code(&sweep, a)
+        slo_exit_code(&sweep, spec.slo.is_some())
     };
     session.linger(interrupted);
     Ok(code)
 }
 
-/// What the sweep climbs: the ladder's kind and loads, with the flags every step shares.
-struct Ladder<'a> {
-    a: &'a SweepArgs,
-    kind: LadderKind,
-    loads: Vec<f64>,
-    rate_connections: u64,
+/// The names of `sweep`'s NAME=URL targets, in order (a malformed one is kept whole, for
+/// its plan to refuse).
+fn all_names(a: &SweepArgs) -> Vec<String> {
+    a.targets
+        .iter()
+        .map(|t| t.split_once('=').map_or(t.as_str(), |(n, _)| n).to_string())
+        .collect()
+}
+
+/// Every step's plan is checked before any load: a bad one is a usage error now, not an hour
+/// in. The first step's plan, with every target's watch opened.
+pub fn check_every_step(
+    spec: &SweepSpec<'_>,
+    source: &dyn StepPlans,
+    names: &[String],
+) -> Result<crate::compare::ComparePlan, PlanError> {
+    for &load in &spec.loads {
+        source.plan(names, spec.step_load(load), false)?;
+    }
+    let first = source.plan(names, spec.step_load(spec.loads[0]), false)?;
+    for c in &first.contenders {
+        for w in &c.watch {
+            w.open().map_err(PlanError::Watch)?;
+        }
+    }
+    Ok(first)
+}
+
+/// Climbs the ladder: one comparison per load of the targets still on it, each measured by
+/// `run_one` (None: here), saved after every step (`spec.json`), so Ctrl-C keeps what was
+/// measured. Progress on stderr unless quiet or under the dashboard (`tui`).
+pub fn climb(
+    spec: &SweepSpec<'_>,
+    source: &dyn StepPlans,
+    names: &[String],
+    session: &Session<'_>,
+    run_one: Option<RunOne>,
+    tui: bool,
+    signals: &StopSignals,
+) -> anyhow::Result<SweepResult> {
+    let mut climb = Climb {
+        sweep: empty_sweep(spec),
+        stopped: BTreeMap::new(),
+        names: names.to_vec(),
+    };
+    let quiet = spec.quiet || tui;
+    for (k, &load) in spec.loads.iter().enumerate() {
+        let active = climb.active_targets();
+        if active.is_empty() || signals.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let step = Step {
+            spec,
+            source,
+            k,
+            load,
+            quiet,
+        };
+        let interrupted = step.run(session, &mut climb, &active, run_one)?;
+        climb.drop_past_knee(spec.kind, k + 1 == spec.loads.len(), quiet);
+        climb.sweep.interrupted = interrupted;
+        climb.finish(spec);
+        save(&climb.sweep, spec)?;
+        if interrupted {
+            break;
+        }
+    }
+    climb.finish(spec);
+    save(&climb.sweep, spec)?;
+    Ok(climb.sweep)
 }
 
 /// What the climb has learnt so far: the steps measured and the targets that left the ladder.
@@ -155,59 +279,28 @@ struct Climb {
     names: Vec<String>,
 }
 
-impl Ladder<'_> {
-    fn load_args(&self, load: f64) -> LoadArgs {
-        load_args(self.a, self.kind, self.rate_connections, load)
-    }
+/// One step of the ladder: the `k`-th load.
+struct Step<'a> {
+    spec: &'a SweepSpec<'a>,
+    source: &'a dyn StepPlans,
+    k: usize,
+    load: f64,
+    quiet: bool,
+}
 
-    /// Every step's plan is checked before any load: a bad one is a usage error now, not an
-    /// hour in. The first step's plan, with every target's watch opened.
-    fn check_every_step(&self) -> Result<crate::compare::ComparePlan, PlanError> {
-        let a = self.a;
-        for &load in &self.loads {
-            plan::targets_plan(
-                &a.targets,
-                &self.load_args(load),
-                a.runs,
-                false,
-                Schedule::Interleave,
-            )?;
-        }
-        let first = plan::targets_plan(
-            &a.targets,
-            &self.load_args(self.loads[0]),
-            a.runs,
-            false,
-            Schedule::Interleave,
-        )?;
-        for c in &first.contenders {
-            for w in &c.watch {
-                w.open().map_err(PlanError::Watch)?;
-            }
-        }
-        Ok(first)
-    }
-
-    /// Step `k` at `load` of the targets still on the ladder, added to the climb; whether it
-    /// was interrupted.
-    fn step(
+impl Step<'_> {
+    /// The step's comparison of the targets still on the ladder, added to the climb; whether
+    /// it was interrupted.
+    fn run(
         &self,
         session: &Session<'_>,
         climb: &mut Climb,
         active: &[String],
-        k: usize,
-        load: f64,
-        quiet: bool,
+        run_one: Option<RunOne>,
     ) -> anyhow::Result<bool> {
-        let a = self.a;
-        let warmup = k == 0 && !a.no_warmup;
-        let plan = plan::targets_plan(
-            active,
-            &self.load_args(load),
-            a.runs,
-            warmup,
-            Schedule::Interleave,
-        )?;
+        let (spec, load) = (self.spec, self.load);
+        let warmup = self.k == 0 && !spec.no_warmup;
+        let plan = self.source.plan(active, spec.step_load(load), warmup)?;
         for c in &plan.contenders {
             session.views.board.set_plan(
                 &c.name,
@@ -215,23 +308,19 @@ impl Ladder<'_> {
                 c.plan.stop.duration.map(|d| d.as_secs_f64()),
             );
         }
-        if !quiet {
+        if !self.quiet {
             eprintln!(
                 "sweep: {load} {} ({} of {})",
-                self.kind.unit(),
-                k + 1,
-                self.loads.len()
+                spec.kind.unit(),
+                self.k + 1,
+                spec.loads.len()
             );
         }
-        let commands = plan
-            .contenders
-            .iter()
-            .map(|c| plan::reproduce(&c.plan))
-            .collect();
-        let step = format!("{load} {}", self.kind.unit());
+        let commands = self.source.commands(&plan);
+        let step = format!("{load} {}", spec.kind.unit());
         let mut comparison =
-            session.compare(&plan, commands, Some(&step), None, &mut |_| Ok(()))?;
-        if let Some(slo) = &a.slo {
+            session.compare(&plan, commands, Some(&step), run_one, &mut |_| Ok(()))?;
+        if let Some(slo) = spec.slo {
             comparison.slo = comparison.judge_slo(slo);
         }
         let interrupted = comparison.interrupted;
@@ -241,13 +330,12 @@ impl Ladder<'_> {
 }
 
 impl Climb {
-    /// The targets (as given on the command line) not stopped yet.
-    fn active_targets(&self, a: &SweepArgs) -> Vec<String> {
-        a.targets
+    /// The targets not stopped yet, in the order given.
+    fn active_targets(&self) -> Vec<String> {
+        self.names
             .iter()
-            .zip(&self.names)
-            .filter(|(_, n)| !self.stopped.contains_key(*n))
-            .map(|(t, _)| t.clone())
+            .filter(|n| !self.stopped.contains_key(*n))
+            .cloned()
             .collect()
     }
 
@@ -265,17 +353,17 @@ impl Climb {
         }
     }
 
-    fn finish(&mut self, a: &SweepArgs) {
-        finish(&mut self.sweep, &self.names, &self.stopped, a);
+    fn finish(&mut self, spec: &SweepSpec<'_>) {
+        finish(&mut self.sweep, &self.names, &self.stopped, spec.cost);
     }
 }
 
 /// With an SLO: a target that met it at no load fails the sweep.
-fn slo_exit_code(sweep: &SweepResult, a: &SweepArgs) -> i32 {
+pub fn slo_exit_code(sweep: &SweepResult, judged: bool) -> i32 {
     let missed: Vec<&str> = sweep
         .targets
         .iter()
-        .filter(|t| a.slo.is_some() && t.knee.is_none())
+        .filter(|t| judged && t.knee.is_none())
         .map(|t| t.name.as_str())
         .collect();
     if missed.is_empty() {
@@ -293,31 +381,35 @@ fn finish(
     sweep: &mut SweepResult,
     names: &[String],
     stopped: &BTreeMap<String, EarlyStop>,
-    a: &SweepArgs,
+    cost: &[(String, f64)],
 ) {
     let last = sweep.loads.last().copied();
     sweep.targets = names
         .iter()
         .map(|n| {
             let stop = stopped.get(n).filter(|s| Some(s.after) != last).cloned();
-            let price = a.cost.iter().find(|(p, _)| p == n).map(|(_, v)| *v);
+            let price = cost.iter().find(|(p, _)| p == n).map(|(_, v)| *v);
             summarize(n, &sweep.steps, sweep.ladder, stop, price)
         })
         .collect();
 }
 
-fn save(sweep: &SweepResult, a: &SweepArgs) -> anyhow::Result<()> {
-    if let Some(p) = &a.json {
+fn save(sweep: &SweepResult, spec: &SweepSpec<'_>) -> anyhow::Result<()> {
+    if let Some(p) = spec.json {
         crate::report::save_json_value(sweep, p)
             .with_context(|| format!("cannot write {}", p.display()))?;
     }
     Ok(())
 }
 
-/// What the ladder varies, its loads, and the connections of a rates ladder.
-fn ladder(a: &SweepArgs) -> Result<(LadderKind, Vec<f64>, u64), PlanError> {
+/// What the ladder varies, its loads, and the connections of a rates ladder (from `-c` and
+/// `--rates`).
+pub fn ladder(
+    connections: Option<&Ladder>,
+    rates: Option<&Ladder>,
+) -> Result<(LadderKind, Vec<f64>, u64), PlanError> {
     let usage = |m: &str| PlanError::Invalid(m.to_string());
-    match (&a.connections, &a.rates) {
+    match (connections, rates) {
         (None, None) => Err(usage(
             "give the ladder: --connections 1,2,4,8 (closed loop) or --rates 1k:50k:x2 (open loop)",
         )),
@@ -330,7 +422,7 @@ fn ladder(a: &SweepArgs) -> Result<(LadderKind, Vec<f64>, u64), PlanError> {
             Ok((LadderKind::Connections, conns, 0))
         }
         (c, Some(r)) => {
-            let connections = match c.as_ref().map(|l| l.0.as_slice()) {
+            let connections = match c.map(|l| l.0.as_slice()) {
                 None => RATE_CONNECTIONS,
                 Some([one]) if *one >= 1.0 && *one <= 1_000_000.0 => one.round() as u64,
                 Some(_) => {
