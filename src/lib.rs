@@ -16,6 +16,7 @@ pub mod measure;
 pub mod monitor;
 pub mod nginx;
 pub mod os;
+pub mod placement;
 pub mod quantity;
 pub mod report;
 pub mod serve;

@@ -161,6 +161,11 @@ pub struct K8sLoadArgs {
     /// cost of a million requests at each one's median throughput.
     #[arg(long, value_parser = crate::cli::values::price)]
     pub cost: Vec<(String, f64)>,
+    /// A price list, INSTANCE_TYPE,PRICE_PER_HOUR per line: each variant is charged its node's
+    /// price (its share of the node's allocatable CPU when it has a cpu limit, else the whole
+    /// node) by the node's node.kubernetes.io/instance-type; --cost NAME=PRICE overrides.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
     #[command(flatten)]
     pub live: LiveArgs,
 }
@@ -200,6 +205,11 @@ pub struct K8sSweepArgs {
     /// requests at each one's knee.
     #[arg(long, value_parser = crate::cli::values::price)]
     pub cost: Vec<(String, f64)>,
+    /// A price list, INSTANCE_TYPE,PRICE_PER_HOUR per line: each variant is charged its node's
+    /// price (its share of the node's allocatable CPU when it has a cpu limit, else the whole
+    /// node) by the node's node.kubernetes.io/instance-type; --cost NAME=PRICE overrides.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
     /// Results go to DIR/<timestamp>/k8s-sweep.json (saved after every step).
     #[arg(long, default_value = "archbench-results")]
     pub out_dir: PathBuf,

@@ -88,6 +88,13 @@ pub struct ComparisonResult {
     /// throughput.
     #[serde(default)]
     pub cost: Vec<TargetCost>,
+    /// Where each target ran, when a cluster said so (`k8s load`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<crate::placement::Placement>,
+    /// Targets whose vCPUs differ from the baseline's: throughput per vCPU and scaling
+    /// efficiency at their median throughputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<crate::placement::Scaling>,
 }
 
 /// What a million requests cost on a target, from the hourly price the user gave.
@@ -99,6 +106,9 @@ pub struct TargetCost {
     pub requests_per_sec: f64,
     /// None when nothing was answered.
     pub cost_per_million: Option<f64>,
+    /// How the price was reckoned, when it came from a price list (`--prices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
 }
 
 /// The cost of a million requests at `requests_per_sec` on something priced per hour.
@@ -179,21 +189,27 @@ impl ComparisonResult {
         prices
             .iter()
             .filter_map(|(name, price)| {
-                let t = self.targets.iter().find(|t| &t.name == name)?;
-                let rps: Vec<f64> = t.judged().map(|r| r.totals.requests_per_sec).collect();
-                let median = if rps.is_empty() {
-                    0.0
-                } else {
-                    stats::median(&rps)
-                };
+                let median = self.median_rps(name)?;
                 Some(TargetCost {
                     name: name.clone(),
                     price_per_hour: *price,
                     requests_per_sec: median,
                     cost_per_million: cost_per_million(*price, median),
+                    basis: None,
                 })
             })
             .collect()
+    }
+
+    /// Each target's median throughput over its judged runs (0 when none answered).
+    pub fn median_rps(&self, name: &str) -> Option<f64> {
+        let t = self.targets.iter().find(|t| t.name == name)?;
+        let rps: Vec<f64> = t.judged().map(|r| r.totals.requests_per_sec).collect();
+        Some(if rps.is_empty() {
+            0.0
+        } else {
+            stats::median(&rps)
+        })
     }
 
     /// Each target's objectives, judged on the medians of its judged runs.
@@ -368,6 +384,8 @@ impl ComparisonResult {
             metrics: Vec::new(),
             slo: Vec::new(),
             cost: Vec::new(),
+            placements: Vec::new(),
+            scaling: Vec::new(),
         }
     }
 

@@ -18,6 +18,9 @@ impl Report<ComparisonResult> for TextReport {
             super::write_slo(&format!("SLO {}", t.name), &t.outcome, out)?;
         }
         write_costs(c, out)?;
+        for (label, line) in super::placement_lines(&c.placements, &c.scaling, "at the median") {
+            writeln!(out, "  {label:<10} {line}")?;
+        }
         write_client(c, out)?;
         for t in &c.targets {
             write_target_notes(t, out)?;
@@ -82,20 +85,26 @@ fn write_costs(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
             None => "nothing answered, no cost per request".into(),
         };
         let versus = match (first, t.cost_per_million) {
-            (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 => {
+            (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 && v > 0.0 => {
                 let d = (v / base - 1.0) * 100.0;
                 format!(
-                    " ({:.1}% {} than {})",
+                    " ({:.1}% {} than {}: {:.2}x its requests per dollar)",
                     d.abs(),
                     if d <= 0.0 { "less" } else { "more" },
-                    f.name
+                    f.name,
+                    base / v
                 )
             }
             _ => String::new(),
         };
+        let basis = t
+            .basis
+            .as_ref()
+            .map(|b| format!(" [{b}]"))
+            .unwrap_or_default();
         writeln!(
             out,
-            "  Cost       {} at {}/h: {per_million}{versus}",
+            "  Cost       {} at {}/h{basis}: {per_million}{versus}",
             t.name,
             money(t.price_per_hour)
         )?;

@@ -491,6 +491,11 @@ fn comparison_slo_and_cost(c: &ComparisonResult) -> String {
             ));
         }
     }
+    html.push_str(&placement_paragraphs(
+        &c.placements,
+        &c.scaling,
+        "at the median",
+    ));
     for cost in &c.cost {
         if let Some(v) = cost.cost_per_million {
             html.push_str(&format!(
@@ -501,6 +506,26 @@ fn comparison_slo_and_cost(c: &ComparisonResult) -> String {
                 super::compare::money(cost.price_per_hour)
             ));
         }
+    }
+    html
+}
+
+/// "Ran on" and "Scaling" paragraphs, the efficiency's exact figure in `data-value`.
+fn placement_paragraphs(
+    placements: &[crate::placement::Placement],
+    scaling: &[crate::placement::Scaling],
+    at: &str,
+) -> String {
+    let mut html = String::new();
+    for (label, line) in super::placement_lines(placements, &[], at) {
+        html.push_str(&format!("<p>{label} {}</p>\n", esc(&line)));
+    }
+    for s in scaling {
+        html.push_str(&format!(
+            "<p class=\"scaling\" data-value=\"{}\">Scaling {}</p>\n",
+            s.efficiency,
+            esc(&s.describe(at))
+        ));
     }
     html
 }
@@ -605,6 +630,11 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
     for t in &s.targets {
         table.push_str(&sweep_target_table(t, load_title));
     }
+    table.push_str(&placement_paragraphs(
+        &s.placements,
+        &s.scaling,
+        "at the knee",
+    ));
     let about = s
         .steps
         .first()

@@ -21,6 +21,13 @@ impl Report<ComparisonResult> for MarkdownReport {
         writeln!(out)?;
         write_method(c, out)?;
         writeln!(out)?;
+        let lines = super::placement_lines(&c.placements, &c.scaling, "at the median");
+        for (label, line) in &lines {
+            writeln!(out, "- **{label}** {line}")?;
+        }
+        if !lines.is_empty() {
+            writeln!(out)?;
+        }
         writeln!(
             out,
             "<details><summary>Reproduce one run of each target</summary>"

@@ -117,3 +117,17 @@ pub fn write_slo(
     }
     Ok(())
 }
+
+/// Where each target ran and how throughput scaled with its vCPUs, as labelled lines
+/// ("Ran on", "Scaling") every format prints; `at` says where throughput was taken.
+pub(crate) fn placement_lines(
+    placements: &[crate::placement::Placement],
+    scaling: &[crate::placement::Scaling],
+    at: &str,
+) -> Vec<(&'static str, String)> {
+    placements
+        .iter()
+        .map(|p| ("Ran on", format!("{}: {}", p.name, p.describe())))
+        .chain(scaling.iter().map(|s| ("Scaling", s.describe(at))))
+        .collect()
+}

@@ -32,6 +32,13 @@ impl Report<SweepResult> for TextReport {
             }
             write_usl(t, out)?;
         }
+        let lines = super::placement_lines(&s.placements, &s.scaling, "at the knee");
+        if !lines.is_empty() {
+            writeln!(out)?;
+        }
+        for (label, line) in lines {
+            writeln!(out, "  {label:<10} {line}")?;
+        }
         Ok(())
     }
 }

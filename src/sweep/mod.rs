@@ -52,6 +52,13 @@ pub struct SweepResult {
     /// One comparison per load that ran (targets past their knee left out).
     pub steps: Vec<SweepStep>,
     pub targets: Vec<TargetSweep>,
+    /// Where each target ran, when a cluster said so (`k8s sweep`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<crate::placement::Placement>,
+    /// Targets whose vCPUs differ from the baseline's: throughput per vCPU and scaling
+    /// efficiency at each one's knee.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<crate::placement::Scaling>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

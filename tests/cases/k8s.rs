@@ -1547,7 +1547,13 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
     assert_eq!(pods.len(), 3, "{status}");
     let out = dir.path().join("results");
     let served_before = access_lines(c, ns, &pods);
-    ok(&k8s(
+    let prices = dir.path().join("prices.csv");
+    std::fs::write(
+        &prices,
+        "instance_type,price_per_hour\n# the test's own figures\nStandard_D2s_v6,0.096\nStandard_D8s_v6,0.384\n",
+    )
+    .unwrap();
+    let text = ok(&k8s(
         c,
         ns,
         &[
@@ -1559,12 +1565,63 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
             "1s",
             "-c",
             "2",
+            "--prices",
+            prices.to_str().unwrap(),
             "--out-dir",
             out.to_str().unwrap(),
         ],
     ));
     let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
     crate::util::schema::assert_valid(&doc);
+    // What each ran on, and its price from its node's instance type: its share of the node's
+    // allocatable CPU (1 of 2 cores; 4 of 8, twice).
+    assert!(
+        text.contains("Ran on     small: aks-intel-0 (Standard_D2s_v6, amd64; 2 cpu, 8.00 GiB allocatable); limits 1 cpu, 256.00 MiB; 1 replica"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Scaling    large vs small: 8.00x the vCPUs (8 vs 1)"),
+        "{text}"
+    );
+    for (k, want) in [(0, 0.096 * 0.5), (1, 0.384 * 0.5 * 2.0)] {
+        let cost = &doc["cost"][k];
+        let price = cost["price_per_hour"].as_f64().unwrap();
+        assert!((price - want).abs() < 1e-9, "{cost}");
+        let rps = cost["requests_per_sec"].as_f64().unwrap();
+        let per_million = cost["cost_per_million"].as_f64().unwrap();
+        assert!((per_million - want / (rps * 3600.0) * 1e6).abs() < 1e-9 * per_million);
+    }
+    assert_eq!(
+        doc["cost"][1]["basis"],
+        "Standard_D8s_v6 at 0.384/h x 4 of 8 cpu x 2 replicas"
+    );
+    assert_eq!(doc["placements"][1]["node"], "aks-big-0");
+    let scaling = &doc["scaling"][0];
+    let ratio = (scaling["requests_per_sec"].as_f64().unwrap()
+        / scaling["baseline_requests_per_sec"].as_f64().unwrap())
+        / 8.0;
+    assert!((scaling["efficiency"].as_f64().unwrap() - ratio).abs() < 1e-9);
+    // A price list without a variant's instance type is refused before any load.
+    std::fs::write(&prices, "Standard_D2s_v6,0.096\n").unwrap();
+    let o = k8s(
+        c,
+        ns,
+        &[
+            "load",
+            "small",
+            "large",
+            "-d",
+            "1s",
+            "--prices",
+            prices.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("has no price for Standard_D8s_v6, the instance type large runs on"),
+        "{}",
+        stderr(&o)
+    );
     let names: Vec<&str> = doc["targets"]
         .as_array()
         .unwrap()
@@ -1649,6 +1706,20 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
     );
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.matches("<svg").count() >= 2, "charts in the HTML");
+    // How each scaled at its knee, for its vCPUs: in the document and on the page.
+    let scaling = &doc["scaling"][0];
+    assert_eq!(scaling["name"], "large", "{doc}");
+    assert!(
+        text.contains("Scaling    large vs small: 8.00x the vCPUs"),
+        "{text}"
+    );
+    assert!(
+        page.contains(&format!(
+            "data-value=\"{}\"",
+            scaling["efficiency"].as_f64().unwrap()
+        )),
+        "the efficiency on the page"
+    );
     // A new shared configuration reaches both; large keeps its worker_processes.
     let tuned = ok(&k8s(c, ns, &["config", "tuned", "--wait-timeout", "90s"]));
     assert!(tuned.contains("applied"), "{tuned}");

@@ -144,8 +144,14 @@ fn a_comparison_judges_each_target_on_its_medians() {
         let got = cost["cost_per_million"].as_f64().unwrap();
         assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
     }
-    // The slow one costs more per request (20 ms per answer against microseconds).
-    assert!(stdout(&o).contains("more than fast)"), "{}", stdout(&o));
+    // The slow one costs more per request (20 ms per answer against microseconds), and so
+    // buys fewer requests per dollar.
+    assert!(stdout(&o).contains("more than fast: "), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("x its requests per dollar)"),
+        "{}",
+        stdout(&o)
+    );
     // A price for no target is a usage error before any load.
     let o = run(&[
         "compare",

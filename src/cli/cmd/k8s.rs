@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context as _;
 
 use super::k8s_incluster::{in_cluster, InClusterRun};
+use super::k8s_placed::{pairs, placed_and_priced, with_basis};
 use crate::cli::k8s_args::{K8sArgs, K8sCommand, K8sLayout, K8sLoadArgs, K8sSetupArgs};
 use crate::cli::output::{check_prices, write_markdown, write_stdout};
 use crate::cli::progress::ProgressLine;
@@ -452,6 +453,8 @@ fn load(
     let targets = runtime.block_on(k8s::targets(cluster, &l.targets, vantage, runtime.handle()))?;
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     check_prices(&l.cost, &names)?;
+    let (placements, charged) =
+        placed_and_priced(runtime, cluster, &targets, l.prices.as_deref(), &l.cost)?;
     let (plan, commands) = load_plan(&targets, l, runs, how.is_some(), &cluster.namespace)?;
     let files = LoadFiles::create(l)?;
     if l.layout == K8sLayout::Wrk {
@@ -490,7 +493,10 @@ fn load(
     let result = session.compare(&plan, commands, None, run_one, &mut save);
     session.close();
     let mut result = result?;
-    result.cost = result.costs(&l.cost);
+    result.cost = result.costs(&pairs(&charged));
+    with_basis(&mut result.cost, &charged);
+    result.scaling = crate::placement::scaling(&placements, &|name: &str| result.median_rps(name));
+    result.placements = placements;
     save(&result)?;
     write_markdown(&result, &files.md)?;
     write_load_report(&result, &plan, l, how.is_some())?;

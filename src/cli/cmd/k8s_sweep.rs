@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use anyhow::Context as _;
 
 use super::k8s_incluster::{in_cluster, InClusterRun};
+use super::k8s_placed::{pairs, placed_and_priced};
 use super::sweep::{
     check_every_step, climb, ladder, slo_exit_code, StepLoad, StepPlans, SweepSpec,
 };
@@ -100,6 +101,8 @@ pub fn checked(w: &K8sSweepArgs) -> Result<Checked, PlanError> {
     })
 }
 
+// Long: the sweep's set-up in the order it must happen (checks, targets, prices, files, the
+// first step's plan, the session, the in-cluster runner), each step a line or two.
 pub fn sweep(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
@@ -122,6 +125,9 @@ pub fn sweep(
         &w.cost,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
     )?;
+    let (placements, charged) =
+        placed_and_priced(runtime, cluster, &targets, w.prices.as_deref(), &w.cost)?;
+    let cost = pairs(&charged);
     let dir = w.out_dir.join(timefmt::compact(SystemTime::now()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let json = dir.join("k8s-sweep.json");
@@ -133,9 +139,10 @@ pub fn sweep(
         runs: w.runs,
         no_warmup: w.no_warmup,
         slo: w.slo.as_ref(),
-        cost: &w.cost,
+        cost: &cost,
         json: Some(&json),
         quiet: w.quiet,
+        placements,
     };
     let source = ServiceTargets {
         targets: &targets,

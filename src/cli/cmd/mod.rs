@@ -11,6 +11,8 @@ pub mod k8s_executable;
 #[cfg(feature = "k8s")]
 mod k8s_incluster;
 #[cfg(feature = "k8s")]
+mod k8s_placed;
+#[cfg(feature = "k8s")]
 mod k8s_sweep;
 pub mod merge;
 pub mod report;

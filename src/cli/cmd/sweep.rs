@@ -61,6 +61,8 @@ pub struct SweepSpec<'a> {
     pub cost: &'a [(String, f64)],
     pub json: Option<&'a std::path::Path>,
     pub quiet: bool,
+    /// Where the targets run, when a cluster says (the scaling lines come from them).
+    pub placements: Vec<crate::placement::Placement>,
 }
 
 impl SweepSpec<'_> {
@@ -132,6 +134,8 @@ fn empty_sweep(spec: &SweepSpec<'_>) -> SweepResult {
         interrupted: false,
         steps: Vec::new(),
         targets: Vec::new(),
+        placements: spec.placements.clone(),
+        scaling: Vec::new(),
     }
 }
 
@@ -174,6 +178,7 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         cost: &a.cost,
         json: a.json.as_deref(),
         quiet: a.quiet,
+        placements: Vec::new(),
     };
     let source = UrlTargets { a };
     let first = check_every_step(&spec, &source, &all_names(a))?;
@@ -392,6 +397,15 @@ fn finish(
             summarize(n, &sweep.steps, sweep.ladder, stop, price)
         })
         .collect();
+    let at_knee = |name: &str| {
+        let t = sweep.targets.iter().find(|t| t.name == name)?;
+        let knee = t.knee?;
+        t.points
+            .iter()
+            .find(|p| p.load == knee)
+            .map(|p| p.requests_per_sec)
+    };
+    sweep.scaling = crate::placement::scaling(&sweep.placements, &at_knee);
 }
 
 fn save(sweep: &SweepResult, spec: &SweepSpec<'_>) -> anyhow::Result<()> {
