@@ -117,6 +117,10 @@ pub enum K8sLayout {
     /// The script's own: the wrk command lines, "INTEL RESULTS:", wrk's layout, "Both tests
     /// completed".
     Wrk,
+    /// The comparison document.
+    Json,
+    /// The comparison table in Markdown.
+    Markdown,
 }
 
 #[derive(Debug, Args)]
@@ -146,9 +150,18 @@ pub struct K8sLoadArgs {
     /// Per-request timeout.
     #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = crate::cli::values::duration)]
     pub timeout: std::time::Duration,
-    /// Report layout on stdout.
-    #[arg(long, value_enum, default_value_t = K8sLayout::Text)]
+    /// Report layout on stdout (-o as compare's formats; --layout wrk for the script's).
+    #[arg(short = 'o', long, visible_alias = "output", value_enum, default_value_t = K8sLayout::Text)]
     pub layout: K8sLayout,
+    /// Objectives the runs are judged by (as run's --slo); exit 1 when a target misses them.
+    #[arg(long, value_parser = crate::cli::values::slo)]
+    pub slo: Option<crate::slo::Slo>,
+    /// Also write the comparison as Markdown here (the run directory has k8s-load.md).
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Also write the HTML report here.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
     /// Results go to DIR/<timestamp>/ (k8s-load.json, k8s-load.md).
     #[arg(long, default_value = "archbench-results")]
     pub out_dir: PathBuf,
@@ -219,6 +232,12 @@ pub struct K8sSweepArgs {
     /// Also write the HTML report here (what `report --html` draws of the document).
     #[arg(long)]
     pub html: Option<PathBuf>,
+    /// Also write the sweep's report as Markdown here.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Report format on stdout.
+    #[arg(short = 'o', long, value_enum, default_value_t = crate::cli::args::ReportFormat::Text)]
+    pub output: crate::cli::args::ReportFormat,
     /// No per-step progress on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,

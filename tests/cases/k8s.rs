@@ -1640,6 +1640,46 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         counted > 0 && served as u64 >= counted && served as u64 <= counted + 6,
         "nginx logged {served}, archbench counted {counted}"
     );
+    // The output flags compare and sweep take: -o json on stdout, --markdown and --html
+    // files, --slo judged (an objective nothing meets: exit 1, the miss named).
+    let md = dir.path().join("load.md");
+    let page = dir.path().join("load.html");
+    let o = k8s(
+        c,
+        ns,
+        &[
+            "load",
+            "small",
+            "large",
+            "-d",
+            "1s",
+            "-c",
+            "1",
+            "-o",
+            "json",
+            "--slo",
+            "p99<1us",
+            "--markdown",
+            md.to_str().unwrap(),
+            "--html",
+            page.to_str().unwrap(),
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("SLO not met"), "{}", stderr(&o));
+    let printed: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    crate::util::schema::assert_valid(&printed);
+    assert_eq!(
+        printed["slo"][0]["outcome"]["passed"], false,
+        "{}",
+        printed["slo"]
+    );
+    assert!(std::fs::read_to_string(&md)
+        .unwrap()
+        .contains("**Ran on** small: aks-intel-0"));
+    assert!(std::fs::read_to_string(&page).unwrap().contains("<svg"));
     // k8s sweep: both variants at three loads, interleaved, their pods watched at every
     // step; every request counted one the pods logged; the document `report --html` draws.
     let sweep_out = dir.path().join("sweep");

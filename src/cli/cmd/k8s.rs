@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use super::k8s_incluster::{in_cluster, InClusterRun};
 use super::k8s_placed::{pairs, placed_and_priced, with_basis};
 use crate::cli::k8s_args::{K8sArgs, K8sCommand, K8sLayout, K8sLoadArgs, K8sSetupArgs};
-use crate::cli::output::{check_prices, write_markdown, write_stdout};
+use crate::cli::output::{check_prices, slo_failed, write_html, write_markdown, write_stdout};
 use crate::cli::progress::ProgressLine;
 use crate::cli::session::{RunOne, Session};
 use crate::cli::{live, plan, PlanError, StopSignals, EXIT_FAILURE};
@@ -19,7 +19,7 @@ use crate::compare::{ComparePlan, ComparisonResult, Contender, Schedule};
 use crate::k8s::{
     self, Cluster, ClusterOptions, K8sError, NginxConfig, Reconfigured, Setup, Variant,
 };
-use crate::report::{Report, TextReport, WrkReport};
+use crate::report::{HtmlDoc, JsonReport, MarkdownReport, Report, TextReport, WrkReport};
 use crate::stats::LimiterSide;
 use crate::timefmt;
 
@@ -493,17 +493,27 @@ fn load(
     let result = session.compare(&plan, commands, None, run_one, &mut save);
     session.close();
     let mut result = result?;
+    if let Some(slo) = &l.slo {
+        result.slo = result.judge_slo(slo);
+    }
     result.cost = result.costs(&pairs(&charged));
     with_basis(&mut result.cost, &charged);
     result.scaling = crate::placement::scaling(&placements, &|name: &str| result.median_rps(name));
     result.placements = placements;
     save(&result)?;
-    write_markdown(&result, &files.md)?;
+    files.write_reports(&result, l)?;
     write_load_report(&result, &plan, l, how.is_some())?;
     files.say_written(how.is_some());
     session.linger(result.interrupted);
+    let outcomes: Vec<(&str, Option<&crate::stats::SloOutcome>)> = result
+        .slo
+        .iter()
+        .map(|t| (t.name.as_str(), Some(&t.outcome)))
+        .collect();
     Ok(if result.interrupted {
         signals.exit_code()
+    } else if slo_failed(&outcomes) {
+        EXIT_FAILURE
     } else {
         0
     })
@@ -536,6 +546,22 @@ impl LoadFiles {
         for path in std::iter::once(&self.json).chain(&self.also) {
             crate::report::save_json_value(c, path)
                 .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The Markdown of the run directory, and the files `--markdown` and `--html` name.
+    fn write_reports(&self, result: &ComparisonResult, l: &K8sLoadArgs) -> anyhow::Result<()> {
+        write_markdown(result, &self.md)?;
+        if let Some(md) = &l.markdown {
+            write_markdown(result, md)?;
+        }
+        if l.html.is_some() {
+            write_html(
+                &[HtmlDoc::Comparison(Box::new(result.clone()))],
+                l.html.as_deref(),
+                None,
+            )?;
         }
         Ok(())
     }
@@ -620,6 +646,8 @@ fn write_load_report(
             }
             ScriptReport::done(result, out)
         }
+        K8sLayout::Json => JsonReport.write(result, out),
+        K8sLayout::Markdown => MarkdownReport.write(result, out),
     })
 }
 
@@ -659,7 +687,7 @@ fn load_plan(
                 l.duration.as_secs(),
                 c.plan.target.redacted_url
             ),
-            K8sLayout::Text => plan::reproduce(&c.plan),
+            _ => plan::reproduce(&c.plan),
         })
         .collect();
     let plan = ComparePlan {

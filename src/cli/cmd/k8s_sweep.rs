@@ -13,13 +13,13 @@ use super::sweep::{
     check_every_step, climb, ladder, slo_exit_code, StepLoad, StepPlans, SweepSpec,
 };
 use crate::cli::k8s_args::K8sSweepArgs;
-use crate::cli::output::{check_prices, write_html, write_stdout};
+use crate::cli::output::{check_prices, write_as, write_html, write_stdout};
 use crate::cli::session::{RunOne, Session};
 use crate::cli::{live, plan, PlanError, StopSignals};
 use crate::compare::{ComparePlan, Contender, Schedule};
 use crate::engine::Pacing;
 use crate::k8s::{self, Cluster};
-use crate::report::{HtmlDoc, Report, TextReport};
+use crate::report::{HtmlDoc, MarkdownReport, Report};
 use crate::sweep::LadderKind;
 use crate::timefmt;
 
@@ -203,7 +203,12 @@ fn write_outputs(
             None,
         )?;
     }
-    write_stdout(|out| TextReport.write(sweep, out))?;
+    if let Some(md) = &w.markdown {
+        let mut text = Vec::new();
+        MarkdownReport.write(sweep, &mut text)?;
+        std::fs::write(md, text).with_context(|| format!("cannot write {}", md.display()))?;
+    }
+    write_stdout(|out| write_as(sweep, w.output, out))?;
     eprintln!("archbench k8s sweep: wrote {}", json.display());
     Ok(())
 }
