@@ -39,6 +39,9 @@ pub struct State {
     pub archbench_binary: Option<PathBuf>,
     /// The nginx binary nginx images run.
     pub nginx_binary: PathBuf,
+    /// Images (as given in the pod spec) that run another nginx program.
+    #[serde(default)]
+    pub nginx_builds: Vec<(String, PathBuf)>,
 }
 
 impl State {

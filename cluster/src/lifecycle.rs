@@ -32,6 +32,8 @@ pub struct UpOptions {
     /// The program Job pods of archbench images run.
     pub archbench_binary: Option<PathBuf>,
     pub nginx_binary: PathBuf,
+    /// Images that run another nginx program than `nginx_binary` (exact references).
+    pub nginx_builds: Vec<(String, PathBuf)>,
     /// Prebuilt Kubernetes binaries (else tools/kube/build builds or finds them).
     pub kube_bin: Option<PathBuf>,
 }
@@ -44,6 +46,7 @@ impl Default for UpOptions {
             nodes: topology::default_nodes(),
             archbench_binary: sibling("archbench"),
             nginx_binary: PathBuf::from("/usr/sbin/nginx"),
+            nginx_builds: Vec::new(),
             kube_bin: std::env::var_os("ARCHBENCH_KUBE_BIN").map(PathBuf::from),
         }
     }
@@ -134,6 +137,7 @@ fn start(cdir: &ClusterDir, ns: &Netns, opts: &UpOptions, kube_bin: PathBuf) -> 
         kube_bin,
         archbench_binary: opts.archbench_binary.clone(),
         nginx_binary: opts.nginx_binary.clone(),
+        nginx_builds: opts.nginx_builds.clone(),
     };
     cdir.write_state(&state)?;
     let mut child = start_supervisor(cdir, opts.owner)?;

@@ -39,6 +39,10 @@ enum Cmd {
         /// The program pods of nginx images run.
         #[arg(long, default_value = "/usr/sbin/nginx")]
         nginx: PathBuf,
+        /// IMAGE=PROGRAM (repeatable): pods of exactly this image run PROGRAM, another nginx
+        /// build (tests give two images two builds).
+        #[arg(long, value_parser = nginx_build)]
+        nginx_build: Vec<(String, PathBuf)>,
         /// The nodes, as JSON (a list of NodeSpec; tests use it), instead of the guide's two.
         #[arg(long, hide = true)]
         nodes_json: Option<String>,
@@ -123,6 +127,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             netns,
             archbench,
             nginx,
+            nginx_build,
             nodes_json,
         } => {
             let defaults = lifecycle::UpOptions::default();
@@ -140,6 +145,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
                     nodes,
                     archbench_binary: archbench.or(defaults.archbench_binary),
                     nginx_binary: nginx,
+                    nginx_builds: nginx_build,
                     kube_bin: defaults.kube_bin,
                 },
             )?;
@@ -168,4 +174,14 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Pause => node::network::pause(),
     }
     Ok(())
+}
+
+/// `IMAGE=PROGRAM` of --nginx-build.
+fn nginx_build(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((image, program)) if !image.is_empty() && !program.is_empty() => {
+            Ok((image.to_string(), PathBuf::from(program)))
+        }
+        _ => Err(format!("`{text}` is not IMAGE=PROGRAM")),
+    }
 }

@@ -33,6 +33,8 @@ pub struct TestOptions {
     pub nodes: Option<Vec<NodeSpec>>,
     /// The program archbench images run.
     pub archbench_binary: Option<PathBuf>,
+    /// Images that run another nginx program (IMAGE, PROGRAM).
+    pub nginx_builds: Vec<(String, PathBuf)>,
 }
 
 /// The harness binary beside the test binary (`target/debug/archbench-cluster`).
@@ -137,6 +139,10 @@ impl TestCluster {
         cmd.arg("up").arg(&dir).arg("--owner").arg(pid.to_string());
         if let Some(b) = &opts.archbench_binary {
             cmd.arg("--archbench").arg(b);
+        }
+        for (image, program) in &opts.nginx_builds {
+            cmd.arg("--nginx-build")
+                .arg(format!("{image}={}", program.display()));
         }
         if let Some(nodes) = &opts.nodes {
             let spec = serde_json::to_string(nodes)

@@ -15,7 +15,6 @@ use super::pods::{pick, CONTAINER};
 use super::usage::{parse_cgroup, CgroupReading, READ_CGROUP};
 use super::Cluster;
 use crate::monitor::{MonitorError, OpenedWatch, ResourceSample, ResourceSampler, WatchSource};
-use crate::stats::ServerFingerprint;
 
 /// The pods of one variant, watched through the API server.
 #[derive(Clone)]
@@ -90,12 +89,27 @@ impl WatchSource for PodWatch {
                 })
             }
         }
+        // The pod's own nginx -V (and the outline-atomics warning on its node), so every
+        // report says which build each variant ran; a pod that refuses the exec keeps none.
+        let fingerprint = self
+            .runtime
+            .block_on(async {
+                tokio::time::timeout(
+                    Duration::from_secs(30),
+                    super::inspect::fingerprint(&self.cluster, &self.variant),
+                )
+                .await
+            })
+            .ok()
+            .and_then(Result::ok)
+            .map(|f| f.nginx)
+            .unwrap_or_default();
         Ok(OpenedWatch {
             sampler: Box::new(PodSampler {
                 shared,
                 started: Instant::now(),
             }),
-            fingerprint: ServerFingerprint::default(),
+            fingerprint,
             counters: None,
             counters_unavailable: Vec::new(),
         })

@@ -33,6 +33,7 @@ fn options(nodes: Option<Vec<NodeSpec>>) -> TestOptions {
     TestOptions {
         nodes,
         archbench_binary: Some(env!("CARGO_BIN_EXE_archbench").into()),
+        nginx_builds: Vec::new(),
     }
 }
 
@@ -1453,6 +1454,9 @@ fn what_the_api_server_refuses_is_one_line() {
     ok(&k8s(c, ns, &["down"]));
 }
 
+/// The image the variants test's node agent runs another nginx build for.
+const ATOMICS_IMAGE: &str = "registry.example/nginx:outline-atomics";
+
 /// Two variants of one architecture told apart by instance type (the guide's "how do larger
 /// instance types scale" setup), on a cluster with a 2-core and an 8-core amd64 node: one `up`
 /// deploys both, each where its selector says, sized and configured as asked; curl, load,
@@ -1466,7 +1470,28 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
     // requests would leave the large variant's pods Pending.
     let mut nodes = archbench_cluster::topology::default_nodes();
     nodes.push(NodeSpec::new(2, "aks-big-0", "amd64", "big", "Standard_D8s_v6").sized(8, 32));
-    let c = TestCluster::start(&options(Some(nodes)), "variants").unwrap_or_else(|e| panic!("{e}"));
+    // A second nginx build for one image: the distribution's nginx, its `nginx -V` saying it
+    // was built with -moutline-atomics (what an image of one's own would be).
+    let builds = tempfile::tempdir().unwrap();
+    let real = builds.path().join("nginx-real");
+    std::fs::copy("/usr/sbin/nginx", &real).unwrap();
+    let atomics = builds.path().join("nginx-atomics");
+    std::fs::write(
+        &atomics,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -V \"*) {r} -V 2>&1 | sed 's/^configure arguments:/configure arguments: --with-cc-opt=-moutline-atomics/' >&2; exit 0;; esac\nexec {r} \"$@\"\n",
+            r = real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &atomics,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut opts = options(Some(nodes));
+    opts.nginx_builds = vec![(ATOMICS_IMAGE.into(), atomics)];
+    let c = TestCluster::start(&opts, "variants").unwrap_or_else(|e| panic!("{e}"));
     let c = &c;
     let ns = "variants";
     let dir = tempfile::tempdir().unwrap();
@@ -1795,6 +1820,65 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         !deployments.contains("huge") && !deployments.contains("wide"),
         "{deployments}"
     );
+    // Two builds of nginx by image, side by side on one node type: the fingerprint and every
+    // load's document say which build each variant ran.
+    let builds_ns = "builds";
+    ok(&k8s(
+        c,
+        builds_ns,
+        &[
+            "up",
+            "--variant",
+            "distro:instance-type=Standard_D2s_v6",
+            "--variant",
+            &format!("atomics:instance-type=Standard_D2s_v6,image={ATOMICS_IMAGE}"),
+            "--service-type",
+            "NodePort",
+            "--wait-timeout",
+            "90s",
+        ],
+    ));
+    let fp = ok(&k8s(c, builds_ns, &["fingerprint"]));
+    let built = |name: &str| {
+        fp.lines()
+            .skip_while(|l| !l.starts_with(&format!("{name}: pod ")))
+            .skip(1)
+            .take_while(|l| l.starts_with(' '))
+            .find(|l| l.trim_start().starts_with("built "))
+            .unwrap_or_else(|| panic!("{name}'s build in {fp}"))
+            .to_string()
+    };
+    assert!(
+        built("atomics").contains("--with-cc-opt=-moutline-atomics"),
+        "{fp}"
+    );
+    assert!(!built("distro").contains("-moutline-atomics"), "{fp}");
+    let builds_out = dir.path().join("builds");
+    ok(&k8s(
+        c,
+        builds_ns,
+        &[
+            "load",
+            "distro",
+            "atomics",
+            "-d",
+            "1s",
+            "-c",
+            "1",
+            "--out-dir",
+            builds_out.to_str().unwrap(),
+        ],
+    ));
+    let doc = read_json(the_run_dir(&builds_out).join("k8s-load.json"));
+    let configured = |k: usize| {
+        doc["targets"][k]["runs"][0]["servers"][0]["fingerprint"]["configure_arguments"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}", doc["targets"][k]["runs"][0]["servers"][0]))
+            .to_string()
+    };
+    assert!(!configured(0).contains("-moutline-atomics"));
+    assert!(configured(1).contains("--with-cc-opt=-moutline-atomics"));
+    ok(&k8s(c, builds_ns, &["down"]));
     // down removes every variant's objects, their own ConfigMaps too.
     let down = ok(&k8s(c, ns, &["down"]));
     for gone in [

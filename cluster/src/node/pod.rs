@@ -678,6 +678,9 @@ fn argv(image: &Image, command: Vec<String>, args: Vec<String>) -> Vec<String> {
     argv
 }
 
+/// Where the image's nginx is (Debian's, the test machines'): another build is mounted over it.
+const STOCK_NGINX: &str = "/usr/sbin/nginx";
+
 /// What every container of the pod has mounted besides its volumes: /etc/hosts, the host
 /// name, its cgroup at /sys/fs/cgroup, an arm64 node's /proc/cpuinfo.
 fn pod_mounts(agent: &Agent, rt: &PodRuntime) -> io::Result<Vec<Mount>> {
@@ -783,6 +786,18 @@ async fn prepare(
             target: "/dev/stderr".into(),
             link: "/var/log/nginx/error.log".into(),
         });
+    }
+    if let Image::Nginx(bin) = image {
+        // Another build of the image's nginx: in the container it is the nginx, so `nginx -V`
+        // through exec names the build the pod runs.
+        let stock = Path::new(STOCK_NGINX);
+        if bin != stock && stock.exists() {
+            m.push(Mount::Bind {
+                src: bin.clone(),
+                dst: stock.into(),
+                read_only: true,
+            });
+        }
     }
     m.extend(mounts);
     m.extend(pod_mounts(agent, rt).map_err(|e| ("CreateContainerError", e.to_string(), "Failed"))?);

@@ -65,6 +65,9 @@ pub fn resolve(state: &State, image: &str) -> Result<Image, String> {
             )),
         };
     }
+    if let Some((_, program)) = state.nginx_builds.iter().find(|(i, _)| i == image) {
+        return Ok(Image::Nginx(program.clone()));
+    }
     if last.contains("nginx") {
         return Ok(Image::Nginx(state.nginx_binary.clone()));
     }
