@@ -13,7 +13,7 @@ fn archbench_exits(args: &[&str], code: i32) {
 }
 
 /// Headless Chromium without a network; its standard output.
-fn chromium(chromium: &Path, args: &[&str]) -> String {
+pub(crate) fn chromium(chromium: &Path, args: &[&str]) -> String {
     let child = std::process::Command::new("unshare")
         .arg("-n")
         .arg(chromium)

@@ -1785,6 +1785,69 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         )),
         "the efficiency on the page"
     );
+    // Opened by Chromium without a network: the sweep's two charts, and the efficiency the
+    // JSON has.
+    if let Some(chromium) = crate::util::require_tool("chromium") {
+        let dom = crate::cases::html::chromium(
+            &chromium,
+            &["--dump-dom", &format!("file://{}", html.display())],
+        );
+        assert_eq!(
+            dom.split("<figure class=\"chart\"").count() - 1,
+            2,
+            "two sweep charts"
+        );
+        assert!(dom.contains(&format!(
+            "data-value=\"{}\"",
+            scaling["efficiency"].as_f64().unwrap()
+        )));
+    }
+    // The same sweep from inside the cluster: each run an Indexed Job of two load pods
+    // (kept off nginx's nodes), started together, merged; their requests the pods logged.
+    let inside_out = dir.path().join("inside");
+    let served_before = access_lines(c, ns, &pods);
+    ok(&k8s(
+        c,
+        ns,
+        &[
+            "sweep",
+            "small",
+            "large",
+            "-c",
+            "2,4",
+            "-d",
+            "1s",
+            "--no-warmup",
+            "--in-cluster",
+            "--workers",
+            "2",
+            "--image",
+            "archbench:test",
+            "-q",
+            "--out-dir",
+            inside_out.to_str().unwrap(),
+        ],
+    ));
+    let doc = read_json(the_run_dir(&inside_out).join("k8s-sweep.json"));
+    crate::util::schema::assert_valid(&doc);
+    let mut counted = 0;
+    for step in doc["steps"].as_array().unwrap() {
+        for t in step["comparison"]["targets"].as_array().unwrap() {
+            let run = &t["runs"][0];
+            counted += run["totals"]["requests"].as_u64().unwrap();
+            assert_eq!(
+                run["sources"].as_array().unwrap().len(),
+                2,
+                "two workers merged"
+            );
+        }
+    }
+    let served = access_lines(c, ns, &pods) - served_before;
+    assert_eq!(doc["steps"].as_array().unwrap().len(), 2);
+    assert!(
+        counted > 0 && served as u64 >= counted && served as u64 <= counted + 12,
+        "nginx logged {served}, the workers counted {counted}"
+    );
     // A new shared configuration reaches both; large keeps its worker_processes.
     let tuned = ok(&k8s(c, ns, &["config", "tuned", "--wait-timeout", "90s"]));
     assert!(tuned.contains("applied"), "{tuned}");
