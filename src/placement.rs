@@ -16,6 +16,9 @@ pub struct Placement {
     pub instance_type: Option<String>,
     /// The node's `status.nodeInfo.architecture`.
     pub node_arch: Option<String>,
+    /// The CPU model the pod's /proc/cpuinfo names (None when exec is not allowed).
+    #[serde(default)]
+    pub cpu_model: Option<String>,
     /// The node's allocatable cores and memory.
     pub node_cpu: Option<f64>,
     pub node_memory_bytes: Option<u64>,
@@ -39,6 +42,7 @@ impl Placement {
         let mut node: Vec<String> = Vec::new();
         node.extend(self.instance_type.clone());
         node.extend(self.node_arch.clone());
+        node.extend(self.cpu_model.clone());
         let allocatable: Vec<String> = self
             .node_cpu
             .map(cores)
@@ -291,6 +295,7 @@ mod tests {
             node: "n".into(),
             instance_type: Some(kind.into()),
             node_arch: Some("arm64".into()),
+            cpu_model: None,
             node_cpu: Some(node_cpu),
             node_memory_bytes: Some(8 << 30),
             cpu_limit: limit,

@@ -35,7 +35,14 @@ pub async fn placements(
             },
             None => None,
         };
-        out.push(placement(&t.name, pod, node.as_ref(), pods.len()));
+        let mut placed = placement(&t.name, pod, node.as_ref(), pods.len());
+        // The CPU as the pod sees it; a pod that refuses exec keeps its other figures.
+        placed.cpu_model = super::inspect::fingerprint(cluster, variant)
+            .await
+            .ok()
+            .map(|f| f.cpu_model)
+            .filter(|m| !m.is_empty());
+        out.push(placed);
     }
     Ok(out)
 }
@@ -57,6 +64,7 @@ fn placement(name: &str, pod: &Pod, node: Option<&Node>, replicas: usize) -> Pla
             .and_then(|n| n.labels().get("node.kubernetes.io/instance-type").cloned()),
         node_arch: node
             .and_then(|n| Some(n.status.as_ref()?.node_info.as_ref()?.architecture.clone())),
+        cpu_model: None,
         node_cpu: quantity(allocatable, "cpu").and_then(cpu_cores),
         node_memory_bytes: quantity(allocatable, "memory").and_then(memory_bytes),
         cpu_limit: quantity(limits, "cpu").and_then(cpu_cores),

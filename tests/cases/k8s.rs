@@ -1601,7 +1601,10 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
     // What each ran on, and its price from its node's instance type: its share of the node's
     // allocatable CPU (1 of 2 cores; 4 of 8, twice).
     assert!(
-        text.contains("Ran on     small: aks-intel-0 (Standard_D2s_v6, amd64; 2 cpu, 8.00 GiB allocatable); limits 1 cpu, 256.00 MiB; 1 replica"),
+        text.contains(&format!(
+            "Ran on     small: aks-intel-0 (Standard_D2s_v6, amd64, {}; 2 cpu, 8.00 GiB allocatable); limits 1 cpu, 256.00 MiB; 1 replica",
+            archbench::os::cpu_model_in(&std::fs::read_to_string("/proc/cpuinfo").unwrap())
+        )),
         "{text}"
     );
     assert!(
