@@ -32,7 +32,8 @@ impl Report<SweepResult> for TextReport {
             }
             write_usl(t, out)?;
         }
-        let lines = super::placement_lines(&s.placements, &s.scaling, "at the knee");
+        let mut lines = super::placement_lines(&s.placements, &s.scaling, "at the knee");
+        lines.extend(per_dollar(s).into_iter().map(|l| ("Per dollar", l)));
         if !lines.is_empty() {
             writeln!(out)?;
         }
@@ -41,6 +42,34 @@ impl Report<SweepResult> for TextReport {
         }
         Ok(())
     }
+}
+
+/// The guide's claim, measured: each priced target's requests per dollar at its knee against
+/// the first priced one's ("large: 0.78x the requests per dollar of small at the knee, p99<5ms").
+fn per_dollar(s: &SweepResult) -> Vec<String> {
+    let priced: Vec<(&str, f64)> = s
+        .targets
+        .iter()
+        .filter_map(|t| Some((t.name.as_str(), t.cost_per_million_at_knee?)))
+        .filter(|(_, c)| *c > 0.0)
+        .collect();
+    let Some(&(base, base_cost)) = priced.first() else {
+        return Vec::new();
+    };
+    let under = if s.slo.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", s.slo.join(", "))
+    };
+    priced[1..]
+        .iter()
+        .map(|(name, cost)| {
+            format!(
+                "{name}: {:.2}x the requests per dollar of {base} at the knee{under}",
+                base_cost / cost
+            )
+        })
+        .collect()
 }
 
 /// The first line: the ladder's loads, the duration and runs of each step, the SLO.

@@ -1777,6 +1777,18 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
     // How each scaled at its knee, for its vCPUs: in the document and on the page.
     let scaling = &doc["scaling"][0];
     assert_eq!(scaling["name"], "large", "{doc}");
+    let knee_cost = |k: usize| {
+        doc["targets"][k]["cost_per_million_at_knee"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        text.contains(&format!(
+            "Per dollar large: {:.2}x the requests per dollar of small at the knee",
+            knee_cost(0) / knee_cost(1)
+        )),
+        "{text}"
+    );
     assert!(
         text.contains("Scaling    large vs small: 8.00x the vCPUs"),
         "{text}"
