@@ -8,13 +8,13 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 
-use super::k8s_incluster::{in_cluster, InClusterRun};
+use super::k8s_incluster::{in_cluster, worker_count, InClusterRun};
 use super::k8s_placed::{pairs, placed_and_priced, with_basis};
 use crate::cli::k8s_args::{K8sArgs, K8sCommand, K8sLayout, K8sLoadArgs, K8sSetupArgs};
 use crate::cli::output::{check_prices, slo_failed, write_html, write_markdown, write_stdout};
 use crate::cli::progress::ProgressLine;
 use crate::cli::session::{RunOne, Session};
-use crate::cli::{live, plan, PlanError, StopSignals, EXIT_FAILURE};
+use crate::cli::{live, plan, StopSignals, EXIT_FAILURE};
 use crate::compare::{ComparePlan, ComparisonResult, Contender, Schedule};
 use crate::k8s::{
     self, Cluster, ClusterOptions, K8sError, NginxConfig, Reconfigured, Setup, Variant,
@@ -28,16 +28,7 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         // No cluster needed: the YAML `up` would apply.
         let setup = setup(&m.setup, &a.namespace)?;
         let jobs = if m.load_job {
-            let workers = u32::try_from(m.workers)
-                .ok()
-                .filter(|w| (1..=k8s::MAX_WORKERS).contains(&u64::from(*w)))
-                .ok_or_else(|| {
-                    PlanError::Invalid(format!(
-                        "--workers {}: give 1 to {} load pods per target",
-                        m.workers,
-                        k8s::MAX_WORKERS
-                    ))
-                })?;
+            let workers = worker_count(m.workers)?;
             let how = k8s::InCluster {
                 workers,
                 image: m.load_image.clone(),

@@ -22,24 +22,31 @@ pub fn in_cluster(
     if !l.in_cluster {
         return Ok(None);
     }
-    let workers = l.workers.unwrap_or(1);
-    if workers == 0 || workers > k8s::MAX_WORKERS {
-        return Err(PlanError::Invalid(format!(
-            "--workers {workers}: give 1 to {} load pods per target",
-            k8s::MAX_WORKERS
-        )));
-    }
-    if workers > fewest {
+    let workers = worker_count(l.workers.unwrap_or(1))?;
+    if u64::from(workers) > fewest {
         return Err(PlanError::Invalid(format!(
             "--workers {workers} is more than -c {fewest}: every worker needs a connection"
         )));
     }
     Ok(Some(k8s::InCluster {
-        workers: workers as u32,
+        workers,
         image: l.image.clone(),
         node_selector: l.node_selector.clone(),
         ready_timeout: l.wait_timeout,
     }))
+}
+
+/// `--workers N`: 1 to [`k8s::MAX_WORKERS`] load pods per target.
+pub fn worker_count(n: u64) -> Result<u32, PlanError> {
+    u32::try_from(n)
+        .ok()
+        .filter(|w| (1..=k8s::MAX_WORKERS).contains(&u64::from(*w)))
+        .ok_or_else(|| {
+            PlanError::Invalid(format!(
+                "--workers {n}: give 1 to {} load pods per target",
+                k8s::MAX_WORKERS
+            ))
+        })
 }
 
 /// One run of a target by its in-cluster workers, their own results kept beside the merge.

@@ -296,14 +296,20 @@ impl JobRun<'_> {
     }
 
     fn stop_workers(&self, ready: &Ready) {
-        for pod in ready.values() {
-            // Best effort: a worker the stop misses ends at its duration anyway.
-            let _ = call(
-                self.runtime,
-                "stopping a worker",
-                control(self.cluster, pod, Some((self.token, "")), protocol::STOP),
-            );
-        }
+        use futures::StreamExt as _;
+        // Best effort, all at once as the start went: a worker the stop misses ends at its
+        // duration anyway.
+        self.runtime.block_on(
+            futures::stream::iter(ready.values())
+                .map(|pod| self.stop_one(pod))
+                .buffer_unordered(START_FANOUT)
+                .collect::<Vec<()>>(),
+        );
+    }
+
+    async fn stop_one(&self, pod: &str) {
+        let post = control(self.cluster, pod, Some((self.token, "")), protocol::STOP);
+        let _ = tokio::time::timeout(API_DEADLINE, post).await;
     }
 
     /// Each worker's result from its log, checked and its start noted now (merged later from
