@@ -18,6 +18,7 @@ pub mod nginx;
 pub mod os;
 pub mod quantity;
 pub mod report;
+pub mod script;
 pub mod serve;
 pub mod slo;
 pub mod stats;

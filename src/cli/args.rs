@@ -156,6 +156,14 @@ pub struct LoadArgs {
     /// Open a new connection for every request (over https: a handshake per request).
     #[arg(long)]
     pub no_keepalive: bool,
+    /// Run a wrk Lua script (wrk's API: setup, init, request, response, delay, done); it
+    /// builds the requests, so -m, --body and -H only fill in its wrk table's defaults.
+    /// Scripts are trusted code.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// An argument for the script's init(args) (repeatable; args[0] is the URL, as in wrk).
+    #[arg(long = "script-arg", value_name = "ARG", requires = "script")]
+    pub script_args: Vec<String>,
     #[command(flatten)]
     pub request: RequestArgs,
     /// Count these events on the watched servers with perf_event_open (comma-separated:
@@ -230,9 +238,9 @@ pub struct WrkArgs {
     /// Number of threads to use.
     #[arg(short = 't', long, default_value = "2", value_parser = super::values::count)]
     pub threads: u64,
-    /// Lua script (not supported: archbench does not embed Lua).
+    /// Load Lua script file (wrk's scripting API; scripts are trusted code).
     #[arg(short = 's', long)]
-    pub script: Option<String>,
+    pub script: Option<PathBuf>,
     /// Add header to request.
     #[arg(short = 'H', long = "header", value_parser = super::values::header)]
     pub headers: Vec<(String, String)>,
@@ -250,7 +258,7 @@ pub struct WrkArgs {
     pub json: Option<PathBuf>,
     /// Target URL.
     pub url: Option<String>,
-    /// Arguments passed to a Lua script (accepted and ignored with -s refused).
+    /// Arguments for the Lua script's init(args), after `--`.
     #[arg(trailing_var_arg = true, hide = true)]
     pub script_args: Vec<String>,
 }

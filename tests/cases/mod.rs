@@ -11,5 +11,6 @@ mod live;
 mod merge;
 mod nginx;
 mod open_loop;
+mod scripts;
 mod slo;
 mod sweep;

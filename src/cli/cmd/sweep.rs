@@ -33,6 +33,8 @@ fn load_args(a: &SweepArgs, kind: LadderKind, rate_connections: u64, load: f64) 
         rate: (kind == LadderKind::Rates).then_some(load),
         pacing_slack: a.pacing_slack,
         no_keepalive: false,
+        script: None,
+        script_args: Vec::new(),
         request: a.request.clone(),
         perf: Vec::new(),
         slo: a.slo.clone(),
