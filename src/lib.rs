@@ -13,6 +13,7 @@ pub mod http;
 pub mod k8s;
 pub mod live;
 pub mod measure;
+pub mod mix;
 pub mod monitor;
 pub mod nginx;
 pub mod os;

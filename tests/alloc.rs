@@ -107,10 +107,23 @@ fn a_static_script_allocates_nothing_per_request() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/post.lua");
     let (small, small_done) = allocations_with(&url, 1_000, &[], Some(script));
     let (large, large_done) = allocations_with(&url, 20_000, &[], Some(script));
+    // A request mix copies its entries' bytes into each connection's buffer: no allocation
+    // once every connection has sent each entry.
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("mix.txt");
+    std::fs::write(&mix, "GET /a weight=3\n\nPOST /b\nX-Kind: b\n").unwrap();
+    let mix_args = ["--mix", mix.to_str().unwrap()];
+    let (mix_small, mix_small_done) = allocations_with(&url, 1_000, &mix_args, None);
+    let (mix_large, mix_large_done) = allocations_with(&url, 20_000, &mix_args, None);
     drop(server);
     assert_eq!((small_done, large_done), (1_000, 20_000));
+    assert_eq!((mix_small_done, mix_large_done), (1_000, 20_000));
     assert!(
         large <= small + 64,
         "static script: 1,000 requests: {small} allocations; 20,000 requests: {large}"
+    );
+    assert!(
+        mix_large <= mix_small + 64,
+        "request mix: 1,000 requests: {mix_small} allocations; 20,000 requests: {mix_large}"
     );
 }

@@ -112,6 +112,11 @@ pub struct RequestArgs {
     /// Over https: offer only these key-exchange groups, in this order (x25519, p-256, p-384).
     #[arg(long, value_parser = super::values::tls_groups)]
     pub tls_groups: Option<super::values::TlsNames>,
+    /// A request mix: send the requests of FILE in turn (`METHOD PATH [weight=N]
+    /// [name=NAME]`, then `Header: value` and `@BODYFILE` lines; entries separated by blank
+    /// lines), each encoded once; the result keeps each entry's figures.
+    #[arg(long, value_name = "FILE")]
+    pub mix: Option<PathBuf>,
     /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
     /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable; for compare and sweep, NAME is a
     /// target's name).

@@ -282,6 +282,15 @@ pub fn run_plan(a: &RunArgs) -> Result<Plan, PlanError> {
 /// The plan with `--script`'s hooks: the script loaded, its setup and init run for the
 /// plan's threads (a failure here is the user's to fix, before any load).
 fn with_script(mut plan: Plan, l: &LoadArgs, url: &str) -> Result<Plan, PlanError> {
+    if let Some(path) = &l.request.mix {
+        if l.script.is_some() {
+            return Err(invalid(
+                "--mix and --script both choose the requests; give one (a script can build a mix itself)",
+            ));
+        }
+        let mix = crate::mix::Mix::load(path, &plan).map_err(PlanError::Invalid)?;
+        plan.hooks = Some(std::sync::Arc::new(mix));
+    }
     if let Some(path) = &l.script {
         let file = crate::script::ScriptFile {
             path: path.clone(),

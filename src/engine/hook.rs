@@ -23,9 +23,10 @@ impl std::error::Error for HookError {}
 
 /// One worker thread's script.
 pub trait WorkerHook: Send {
-    /// Called for each request when [`WorkerScript::dynamic`]: the bytes to send (one or
-    /// several pipelined requests) written into `out`, which the caller has cleared.
-    fn request(&mut self, out: &mut Vec<u8>) -> Result<(), HookError>;
+    /// Called for each request of connection `conn` when [`WorkerScript::dynamic`]: the
+    /// bytes to send (one or several pipelined requests) written into `out`, which the caller
+    /// has cleared.
+    fn request(&mut self, conn: usize, out: &mut Vec<u8>) -> Result<(), HookError>;
     /// Called with each response as it arrived (head and body, still chunked if it was) when
     /// [`WorkerScript::wants_responses`].
     fn response(&mut self, raw: &[u8]) -> Result<(), HookError>;
@@ -36,15 +37,19 @@ pub trait WorkerHook: Send {
     fn stop_requested(&self) -> bool;
     /// A hook failed: the run stops and `error` is what the user is told.
     fn failed(&mut self, error: HookError);
+    /// When [`WorkerScript::outcomes`]: connection `conn`'s request was answered with
+    /// `status` after `total_us` (or failed: None). Must not allocate.
+    fn outcome(&mut self, _conn: usize, _answer: Option<(u16, u64)>) {}
 }
 
 /// What a worker gets from the script: its hook, and what the script decided before the load.
 pub struct WorkerScript {
     pub hook: Box<dyn WorkerHook>,
-    /// Where this worker connects (`thread.addr`, which `setup` may change).
-    pub addr: SocketAddr,
-    /// The request bytes of a script without `request()`, built once (as wrk does).
-    pub request: Arc<[u8]>,
+    /// Where this worker connects (`thread.addr`, which `setup` may change); None: the plan's.
+    pub addr: Option<SocketAddr>,
+    /// The request bytes of a script without `request()`, built once (as wrk does); None:
+    /// the plan's.
+    pub request: Option<Arc<[u8]>>,
     /// `request()` is defined: called for every request.
     pub dynamic: bool,
     /// Requests in one `request()` result; a connection reads this many responses per write.
@@ -53,6 +58,8 @@ pub struct WorkerScript {
     pub head_requests: bool,
     pub wants_responses: bool,
     pub delays: bool,
+    /// Tell the hook how each request ended ([`WorkerHook::outcome`]).
+    pub outcomes: bool,
 }
 
 /// Makes one script per worker thread of a run, and is told the run's result.
@@ -62,6 +69,10 @@ pub trait Hooks: Send + Sync + fmt::Debug {
     fn failure(&self) -> Option<String>;
     /// After the run and its report: the script's own report (wrk's done()).
     fn done(&self, result: &crate::stats::RunResult) -> Result<(), HookError>;
+    /// A request mix's figures per entry, of the last run (for the result).
+    fn entries(&self) -> Vec<crate::stats::EntryResult> {
+        Vec::new()
+    }
 }
 
 /// A worker's script and what it keeps per connection: the bytes of its current request(s)
@@ -97,7 +108,7 @@ impl Scripted {
         }
         let out = &mut self.requests[i];
         out.clear();
-        match self.script.hook.request(out) {
+        match self.script.hook.request(i, out) {
             Ok(()) => true,
             Err(e) => {
                 self.script.hook.failed(e);
@@ -146,6 +157,13 @@ impl Scripted {
                 self.script.hook.failed(e);
                 None
             }
+        }
+    }
+
+    /// How connection `i`'s request ended, when the hook wants to know.
+    pub fn outcome(&mut self, i: usize, answer: Option<(u16, u64)>) {
+        if self.script.outcomes {
+            self.script.hook.outcome(i, answer);
         }
     }
 

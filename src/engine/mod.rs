@@ -382,10 +382,14 @@ fn worker_specs(
             stride: part.count as usize,
         };
         specs.push(worker::WorkerSpec {
-            addr: script.as_ref().map_or(plan.addrs.first(), |s| s.addr),
+            addr: script
+                .as_ref()
+                .and_then(|s| s.addr)
+                .unwrap_or(plan.addrs.first()),
             request: script
                 .as_ref()
-                .map_or_else(|| request.clone(), |s| s.request.clone()),
+                .and_then(|s| s.request.clone())
+                .unwrap_or_else(|| request.clone()),
             head_request: script
                 .as_ref()
                 .map_or(plan.request.is_head(), |s| s.head_requests),

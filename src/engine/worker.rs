@@ -967,6 +967,9 @@ impl<'a> Worker<'a> {
             connect_us: conn.connect_us,
         };
         self.spec.live.response(now, times.total_us);
+        if let Some(s) = self.script.as_mut() {
+            s.outcome(i, Some((conn.parser.status, times.total_us)));
+        }
         self.rec
             .response(second, conn.parser.status, conn.parser.body_bytes, times);
         if let Some(server) = conn.parser.server.take() {
@@ -979,6 +982,9 @@ impl<'a> Worker<'a> {
         let second = self.second(now);
         self.rec.error(second, kind);
         self.spec.live.error(now, kind);
+        if let Some(s) = self.script.as_mut() {
+            s.outcome(i, None);
+        }
         self.conns[i].io = None;
         self.next(i, now);
     }

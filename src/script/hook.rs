@@ -31,7 +31,7 @@ impl LuaHook {
 }
 
 impl WorkerHook for LuaHook {
-    fn request(&mut self, out: &mut Vec<u8>) -> Result<(), HookError> {
+    fn request(&mut self, _conn: usize, out: &mut Vec<u8>) -> Result<(), HookError> {
         match self.request.call::<Value>(()) {
             Ok(Value::String(s)) => {
                 out.extend_from_slice(&s.as_bytes());

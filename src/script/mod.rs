@@ -270,7 +270,7 @@ impl Session {
             let first = pipeline.is_none();
             if first || !dynamic {
                 use crate::engine::hook::WorkerHook as _;
-                hook.request(&mut bytes)
+                hook.request(0, &mut bytes)
                     .map_err(|e| ScriptError::Request(e.0))?;
             }
             if first {
@@ -280,13 +280,14 @@ impl Session {
                 pipeline = Some(n);
             }
             scripts.push(WorkerScript {
-                addr: shared.addr(),
+                addr: Some(shared.addr()),
                 head_requests: !dynamic && bytes.starts_with(b"HEAD "),
-                request: bytes.into(),
+                request: Some(bytes.into()),
                 dynamic,
                 pipeline: pipeline.unwrap_or(1),
                 wants_responses: hook.response.is_some(),
                 delays: hook.delay.is_some(),
+                outcomes: false,
                 hook: Box::new(hook),
             });
         }

@@ -9,6 +9,7 @@ mod k8s;
 mod layouts;
 mod live;
 mod merge;
+mod mix;
 mod nginx;
 mod open_loop;
 mod scripts;

@@ -216,7 +216,9 @@ fn setup_threads_and_done_see_each_threads_state() {
             .split(|c: char| !c.is_ascii_digit())
             .filter_map(|w| w.parse().ok())
             .collect();
-        assert!(n[1] >= n[2] && n[1] - n[2] <= 2, "{line}");
+        // Unanswered at the end: one in flight per connection (two), and the first
+        // thread's first request() call, which checks the request and is not sent.
+        assert!(n[1] >= n[2] && n[1] - n[2] <= 3, "{line}");
         answered += n[2];
         assert!(ours.count(&format!("\"t{id}\"")) > 10);
     }
