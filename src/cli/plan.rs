@@ -657,6 +657,9 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
             format!("{}/{}", plan.part.index, plan.part.count),
         ]);
     }
+    if let Some(h) = &plan.hooks {
+        w.extend(h.flags().iter().map(|f| shell_word(f)));
+    }
     match std::str::from_utf8(&plan.request.body) {
         Ok("") => {}
         Ok(text) if text.len() <= 1024 => w.extend(["--body".into(), shell_word(text)]),

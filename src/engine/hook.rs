@@ -69,6 +69,9 @@ pub trait Hooks: Send + Sync + fmt::Debug {
     fn failure(&self) -> Option<String>;
     /// After the run and its report: the script's own report (wrk's done()).
     fn done(&self, result: &crate::stats::RunResult) -> Result<(), HookError>;
+    /// The command-line words that chose these hooks (`--script FILE --script-arg A…` or
+    /// `--mix FILE`): for the stored plan and the reproduce line.
+    fn flags(&self) -> Vec<String>;
     /// A request mix's figures per entry, of the last run (for the result).
     fn entries(&self) -> Vec<crate::stats::EntryResult> {
         Vec::new()

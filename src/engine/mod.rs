@@ -673,7 +673,16 @@ impl<A> Plan<A> {
                 Pacing::Closed => None,
                 Pacing::Open { slack, .. } => Some(slack.as_micros() as u64),
             },
+            script: self.hook_flag("--script"),
+            mix: self.hook_flag("--mix"),
         }
+    }
+
+    /// The value of `flag` among the hooks' flags (the script's or the mix's file).
+    fn hook_flag(&self, flag: &str) -> Option<String> {
+        let flags = self.hooks.as_ref()?.flags();
+        let at = flags.iter().position(|f| f == flag)?;
+        flags.get(at + 1).cloned()
     }
 }
 

@@ -50,6 +50,8 @@ impl Figures {
 
 /// A loaded mix, for one run after another.
 pub struct Mix {
+    /// The file, as given.
+    path: String,
     about: Vec<About>,
     requests: Arc<[Arc<[u8]>]>,
     order: Arc<[u32]>,
@@ -96,6 +98,7 @@ impl Mix {
         }
         let weights: Vec<u64> = entries.iter().map(|e| e.weight).collect();
         Ok(Mix {
+            path: path.display().to_string(),
             about,
             requests: requests.into(),
             order: file::cycle(&weights).into(),
@@ -156,6 +159,10 @@ impl Hooks for Mix {
 
     fn failure(&self) -> Option<String> {
         None
+    }
+
+    fn flags(&self) -> Vec<String> {
+        vec!["--mix".to_string(), self.path.clone()]
     }
 
     fn done(&self, _result: &RunResult) -> Result<(), HookError> {

@@ -369,6 +369,14 @@ impl Hooks for Session {
         self.error()
     }
 
+    fn flags(&self) -> Vec<String> {
+        let mut f = vec!["--script".to_string(), self.src.name.clone()];
+        for a in &self.src.args {
+            f.extend(["--script-arg".to_string(), a.clone()]);
+        }
+        f
+    }
+
     fn done(&self, result: &RunResult) -> Result<(), HookError> {
         Session::done(self, result).map_err(|e| HookError(e.to_string()))
     }

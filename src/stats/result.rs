@@ -332,6 +332,13 @@ pub struct PlanSummary {
     /// (`--pacing-slack`); absent for a closed loop and in documents of older builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing_slack_us: Option<u64>,
+    /// The wrk Lua script that built the requests (`--script`, `wrk -s`): method, headers
+    /// and body above are only its defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// The request mix sent (`--mix`): its entries are in the result's `entries`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<String>,
 }
 
 /// One part of a load run by several processes together.

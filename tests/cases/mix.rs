@@ -82,6 +82,7 @@ fn a_mix_sends_each_entry_by_its_weight_and_reports_it() {
     }
     let doc = read_json(&json);
     assert_valid(&doc);
+    assert_eq!(doc["plan"]["mix"], mix.as_str());
     let entries = doc["entries"].as_array().unwrap();
     let names: Vec<&str> = entries
         .iter()

@@ -347,6 +347,8 @@ fn script_errors_are_one_line_with_their_place() {
         // Stopped at once, not after the 10 s; the report and the file keep what was done.
         assert!(stdout(&o).contains("Requests/sec:"));
         let r = read_json(&json);
+        crate::util::schema::assert_valid(&r);
+        assert_eq!(r["plan"]["script"], script.as_str());
         assert!(r["totals"]["requests"].as_u64().unwrap() >= 1);
         assert!(r["totals"]["elapsed_s"].as_f64().unwrap() < 5.0);
     }
