@@ -84,6 +84,9 @@ pub fn execute(
         }
     }
     result.limiter = crate::monitor::limiter(&result);
+    if let Some(h) = &plan.hooks {
+        result.entries = h.entries();
+    }
     Ok(result)
 }
 

@@ -33,14 +33,31 @@ mod util;
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
+/// The counter is the whole process's: one test at a time counts.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn allocations_for(url: &str, requests: u64, extra: &[&str]) -> (u64, u64) {
+    allocations_with(url, requests, extra, None)
+}
+
+fn allocations_with(url: &str, requests: u64, extra: &[&str], script: Option<&str>) -> (u64, u64) {
     let n = requests.to_string();
     let mut argv = vec!["archbench", "run", url, "-n", &n, "-c", "4", "-t", "2"];
     argv.extend_from_slice(extra);
     let Sub::Run(args) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!("parsed as run")
     };
-    let plan = archbench::cli::run_plan(&args).unwrap();
+    let mut plan = archbench::cli::run_plan(&args).unwrap();
+    if let Some(path) = script {
+        let file = archbench::script::ScriptFile {
+            path: path.into(),
+            args: Vec::new(),
+        };
+        let session =
+            archbench::script::Session::start(&file, url, &plan.target, &[], plan.local_threads())
+                .unwrap();
+        plan.hooks = Some(std::sync::Arc::new(session));
+    }
     let stop = AtomicBool::new(false);
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     let outcome = archbench::engine::run(&plan, &stop, |_| {}).unwrap();
@@ -50,6 +67,7 @@ fn allocations_for(url: &str, requests: u64, extra: &[&str]) -> (u64, u64) {
 
 #[test]
 fn allocations_do_not_grow_with_the_request_count() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let server = util::ServeChild::start(&["--threads", "1"]);
     let url = server.url.clone();
 
@@ -76,5 +94,36 @@ fn allocations_do_not_grow_with_the_request_count() {
     );
     eprintln!(
         "allocations: {small} for 1,000 requests, {large} for 20,000; open loop {open_small} for 1,000, {open_large} for 10,000"
+    );
+}
+
+/// A script that only sets the method, body and headers costs nothing per request: its
+/// request is built once per thread, as wrk builds it.
+#[test]
+fn a_static_script_allocates_nothing_per_request() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let server = util::ServeChild::start(&["--threads", "1"]);
+    let url = server.url.clone();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/post.lua");
+    let (small, small_done) = allocations_with(&url, 1_000, &[], Some(script));
+    let (large, large_done) = allocations_with(&url, 20_000, &[], Some(script));
+    // A request mix copies its entries' bytes into each connection's buffer: no allocation
+    // once every connection has sent each entry.
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("mix.txt");
+    std::fs::write(&mix, "GET /a weight=3\n\nPOST /b\nX-Kind: b\n").unwrap();
+    let mix_args = ["--mix", mix.to_str().unwrap()];
+    let (mix_small, mix_small_done) = allocations_with(&url, 1_000, &mix_args, None);
+    let (mix_large, mix_large_done) = allocations_with(&url, 20_000, &mix_args, None);
+    drop(server);
+    assert_eq!((small_done, large_done), (1_000, 20_000));
+    assert_eq!((mix_small_done, mix_large_done), (1_000, 20_000));
+    assert!(
+        large <= small + 64,
+        "static script: 1,000 requests: {small} allocations; 20,000 requests: {large}"
+    );
+    assert!(
+        mix_large <= mix_small + 64,
+        "request mix: 1,000 requests: {mix_small} allocations; 20,000 requests: {mix_large}"
     );
 }

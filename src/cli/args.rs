@@ -112,6 +112,11 @@ pub struct RequestArgs {
     /// Over https: offer only these key-exchange groups, in this order (x25519, p-256, p-384).
     #[arg(long, value_parser = super::values::tls_groups)]
     pub tls_groups: Option<super::values::TlsNames>,
+    /// A request mix: send the requests of FILE in turn (`METHOD PATH [weight=N]
+    /// [name=NAME]`, then `Header: value` and `@BODYFILE` lines; entries separated by blank
+    /// lines), each encoded once; the result keeps each entry's figures.
+    #[arg(long, value_name = "FILE")]
+    pub mix: Option<PathBuf>,
     /// Sample a server's CPU and memory during the run: NAME=pid:1234, NAME=name:nginx or
     /// NAME=cgroup:/sys/fs/cgroup/PATH (repeatable; for compare and sweep, NAME is a
     /// target's name).
@@ -156,6 +161,14 @@ pub struct LoadArgs {
     /// Open a new connection for every request (over https: a handshake per request).
     #[arg(long)]
     pub no_keepalive: bool,
+    /// Run a wrk Lua script (wrk's API: setup, init, request, response, delay, done); it
+    /// builds the requests, so -m, --body and -H only fill in its wrk table's defaults.
+    /// Scripts are trusted code.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// An argument for the script's init(args) (repeatable; args[0] is the URL, as in wrk).
+    #[arg(long = "script-arg", value_name = "ARG", requires = "script")]
+    pub script_args: Vec<String>,
     #[command(flatten)]
     pub request: RequestArgs,
     /// Count these events on the watched servers with perf_event_open (comma-separated:
@@ -230,9 +243,9 @@ pub struct WrkArgs {
     /// Number of threads to use.
     #[arg(short = 't', long, default_value = "2", value_parser = super::values::count)]
     pub threads: u64,
-    /// Lua script (not supported: archbench does not embed Lua).
+    /// Load Lua script file (wrk's scripting API; scripts are trusted code).
     #[arg(short = 's', long)]
-    pub script: Option<String>,
+    pub script: Option<PathBuf>,
     /// Add header to request.
     #[arg(short = 'H', long = "header", value_parser = super::values::header)]
     pub headers: Vec<(String, String)>,
@@ -250,7 +263,7 @@ pub struct WrkArgs {
     pub json: Option<PathBuf>,
     /// Target URL.
     pub url: Option<String>,
-    /// Arguments passed to a Lua script (accepted and ignored with -s refused).
+    /// Arguments for the Lua script's init(args), after `--`.
     #[arg(trailing_var_arg = true, hide = true)]
     pub script_args: Vec<String>,
 }

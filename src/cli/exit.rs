@@ -94,6 +94,8 @@ fn exit_for(e: &anyhow::Error) -> i32 {
     if e.downcast_ref::<PlanError>().is_some()
         || e.downcast_ref::<crate::document::DocumentError>().is_some()
         || e.downcast_ref::<crate::stats::MergeError>().is_some()
+        || e.downcast_ref::<crate::script::ScriptError>()
+            .is_some_and(crate::script::ScriptError::is_usage)
         || k8s_usage(e)
     {
         EXIT_USAGE

@@ -22,6 +22,8 @@ pub enum PlanError {
     Target(#[from] TargetError),
     #[error(transparent)]
     Watch(#[from] crate::monitor::MonitorError),
+    #[error(transparent)]
+    Script(#[from] crate::script::ScriptError),
     #[error("cannot read body file {path}: {source}; check the path")]
     BodyFile {
         path: String,
@@ -128,6 +130,7 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         tls: input.tls,
         part: input.part,
         start_at: input.start_at,
+        hooks: None,
     })
 }
 
@@ -271,9 +274,38 @@ fn read_body(path: &Path) -> Result<Vec<u8>, PlanError> {
     })
 }
 
-/// `archbench run`'s plan, resolved.
+/// `archbench run`'s plan, resolved (a script's setup and init run).
 pub fn run_plan(a: &RunArgs) -> Result<Plan, PlanError> {
-    Ok(run_draft(a)?.resolve()?)
+    with_script(run_draft(a)?.resolve()?, &a.load, &a.url)
+}
+
+/// The plan with `--script`'s hooks: the script loaded, its setup and init run for the
+/// plan's threads (a failure here is the user's to fix, before any load).
+fn with_script(mut plan: Plan, l: &LoadArgs, url: &str) -> Result<Plan, PlanError> {
+    if let Some(path) = &l.request.mix {
+        if l.script.is_some() {
+            return Err(invalid(
+                "--mix and --script both choose the requests; give one (a script can build a mix itself)",
+            ));
+        }
+        let mix = crate::mix::Mix::load(path, &plan).map_err(PlanError::Invalid)?;
+        plan.hooks = Some(std::sync::Arc::new(mix));
+    }
+    if let Some(path) = &l.script {
+        let file = crate::script::ScriptFile {
+            path: path.clone(),
+            args: l.script_args.clone(),
+        };
+        let session = crate::script::Session::start(
+            &file,
+            url,
+            &plan.target,
+            &l.request.headers,
+            plan.local_threads(),
+        )?;
+        plan.hooks = Some(std::sync::Arc::new(session));
+    }
+    Ok(plan)
 }
 
 /// `archbench run`'s plan, validated without any lookup.
@@ -334,11 +366,6 @@ pub fn wrk_plan(a: &WrkArgs) -> Result<Plan, PlanError> {
 
 /// `archbench wrk`'s plan, validated without any lookup.
 pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
-    if a.script.is_some() {
-        return Err(invalid(
-            "-s/--script: Lua scripts are not supported by archbench; use -H for headers, or `archbench run` with -m/--body for other requests",
-        ));
-    }
     let url = a
         .url
         .as_deref()
@@ -486,7 +513,7 @@ pub fn targets_plan(
         if contenders.iter().any(|c| c.name == name) {
             return Err(invalid(format!("target name {name:?} is given twice")));
         }
-        let plan = build(load_input(url, load))?.resolve()?;
+        let plan = with_script(build(load_input(url, load))?.resolve()?, load, url)?;
         contenders.push(Contender {
             name: name.to_string(),
             plan,
@@ -629,6 +656,9 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
             "--part".into(),
             format!("{}/{}", plan.part.index, plan.part.count),
         ]);
+    }
+    if let Some(h) = &plan.hooks {
+        w.extend(h.flags().iter().map(|f| shell_word(f)));
     }
     match std::str::from_utf8(&plan.request.body) {
         Ok("") => {}

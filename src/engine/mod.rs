@@ -7,6 +7,7 @@
 //! recording goes into histograms sized up front.
 
 mod conn;
+pub mod hook;
 pub mod live;
 pub mod wake;
 mod worker;
@@ -67,6 +68,9 @@ pub struct Plan<A = Addresses> {
     /// Start at this wall-clock instant rather than at once (so several processes start
     /// together).
     pub start_at: Option<SystemTime>,
+    /// A script's hooks (wrk's Lua API), called by every worker; None: the request above,
+    /// encoded once.
+    pub hooks: Option<Arc<dyn hook::Hooks>>,
 }
 
 /// This process's share of a load that `count` processes run together: every `count`-th
@@ -113,6 +117,7 @@ impl Plan<Unresolved> {
             tls: self.tls,
             part: self.part,
             start_at: self.start_at,
+            hooks: self.hooks,
         }
     }
 }
@@ -221,6 +226,8 @@ pub enum EngineError {
     WorkerPanic,
     #[error("merging the workers' recordings failed: {0}; this is a bug in archbench")]
     Merge(#[from] IncompatibleHistograms),
+    #[error("{0}")]
+    Script(#[from] hook::HookError),
 }
 
 /// Per-worker counters the progress reporter reads; written once per loop iteration.
@@ -362,7 +369,12 @@ fn worker_specs(
     let part = plan.part;
     let mut first_conn = 0;
     let mut specs = Vec::with_capacity(threads);
+    let mut scripts: Vec<Option<hook::WorkerScript>> = match &plan.hooks {
+        Some(h) => h.workers(threads)?.into_iter().map(Some).collect(),
+        None => Vec::new(),
+    };
     for (w, live) in shippers.into_iter().enumerate() {
+        let script = scripts.get_mut(w).and_then(Option::take);
         let conns = share(local_connections as u64, threads, w) as usize;
         // Local connection j is global connection index + count * j.
         let schedule = worker::SchedulePosition {
@@ -370,9 +382,17 @@ fn worker_specs(
             stride: part.count as usize,
         };
         specs.push(worker::WorkerSpec {
-            addr: plan.addrs.first(),
-            request: request.clone(),
-            head_request: plan.request.is_head(),
+            addr: script
+                .as_ref()
+                .and_then(|s| s.addr)
+                .unwrap_or(plan.addrs.first()),
+            request: script
+                .as_ref()
+                .and_then(|s| s.request.clone())
+                .unwrap_or_else(|| request.clone()),
+            head_request: script
+                .as_ref()
+                .map_or(plan.request.is_head(), |s| s.head_requests),
             keepalive: plan.request.keepalive,
             tls: tls.clone(),
             connections: conns,
@@ -393,6 +413,7 @@ fn worker_specs(
             start,
             expected: plan.stop.duration,
             live,
+            script,
         });
         first_conn += conns;
     }
@@ -652,7 +673,16 @@ impl<A> Plan<A> {
                 Pacing::Closed => None,
                 Pacing::Open { slack, .. } => Some(slack.as_micros() as u64),
             },
+            script: self.hook_flag("--script"),
+            mix: self.hook_flag("--mix"),
         }
+    }
+
+    /// The value of `flag` among the hooks' flags (the script's or the mix's file).
+    fn hook_flag(&self, flag: &str) -> Option<String> {
+        let flags = self.hooks.as_ref()?.flags();
+        let at = flags.iter().position(|f| f == flag)?;
+        flags.get(at + 1).cloned()
     }
 }
 

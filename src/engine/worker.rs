@@ -23,9 +23,10 @@ use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 
 use super::conn::{Conn, Phase, Transport};
+use super::hook::{Scripted, WorkerScript};
 use super::{EngineError, Pacing, WorkerProgress};
 use crate::http::tls::{tls_error, TlsStream};
-use crate::http::Feed;
+use crate::http::{Feed, ProtocolError};
 use crate::stats::{ErrorKind, Recorder, TlsFailure};
 
 const READ_BUFFER: usize = 64 * 1024;
@@ -68,6 +69,8 @@ pub struct WorkerSpec {
     pub expected: Option<Duration>,
     /// Hands each quarter second's latencies to the calling thread.
     pub live: IntervalShipper,
+    /// A script's hooks; None: every request is `request`.
+    pub script: Option<WorkerScript>,
 }
 
 /// See [`WorkerSpec::schedule`].
@@ -123,6 +126,8 @@ pub struct Worker<'a> {
     /// (the sender may be waiting for room), so the worker does not sleep on the timer alone.
     partly_read: usize,
     first_send: Option<Instant>,
+    /// A script's hooks and per-connection buffers (engine::hook); None on the plain path.
+    script: Option<Scripted>,
     stop: &'a AtomicBool,
     progress: &'a WorkerProgress,
 }
@@ -295,10 +300,14 @@ impl Chores {
 
 impl<'a> Worker<'a> {
     pub fn new(
-        spec: WorkerSpec,
+        mut spec: WorkerSpec,
         stop: &'a AtomicBool,
         progress: &'a WorkerProgress,
     ) -> Result<Worker<'a>, EngineError> {
+        let script = spec
+            .script
+            .take()
+            .map(|s| Scripted::new(s, spec.connections));
         let poll = Poll::new().map_err(EngineError::Poll)?;
         let now = spec.start;
         let (interval, timer, deferred) = match spec.pacing {
@@ -347,6 +356,7 @@ impl<'a> Worker<'a> {
             awaiting_writable: 0,
             partly_read: 0,
             first_send: None,
+            script,
             stop,
             progress,
             spec,
@@ -373,6 +383,9 @@ impl<'a> Worker<'a> {
                 break now;
             }
             if self.spec.deadline.is_some_and(|d| now >= d) || self.active == 0 {
+                break now;
+            }
+            if self.script.as_ref().is_some_and(Scripted::stopped) {
                 break now;
             }
             self.wait(&mut events, chores.next(), now)?;
@@ -413,7 +426,9 @@ impl<'a> Worker<'a> {
                 // a little): first sends and the start skew of parts are measured, not assumed.
                 Pacing::Closed => {
                     let now = Instant::now();
-                    self.start_request(i, now, now, None)
+                    if !self.delayed(i, now) {
+                        self.start_request(i, now, now, None)
+                    }
                 }
                 Pacing::Open { rate, .. } => {
                     let g = self.spec.schedule.first + self.spec.schedule.stride * i;
@@ -438,6 +453,10 @@ impl<'a> Worker<'a> {
         let mut wake = chore.min(now + MAX_POLL_WAIT);
         if let Some(d) = self.spec.deadline {
             wake = wake.min(d);
+        }
+        if let (Pacing::Closed, Some(Reverse((due, _)))) = (self.spec.pacing, self.timers.peek()) {
+            // A script's delay(): only its sends are on the heap in a closed loop.
+            wake = wake.min(*due);
         }
         let mut wait = wake.saturating_duration_since(now);
         let next_due = self.timers.peek().map(|Reverse((due, _))| *due);
@@ -497,6 +516,11 @@ impl<'a> Worker<'a> {
             // only the one for the connection's current due time sends.
             let c = &self.conns[i];
             if c.phase == Phase::Waiting && c.next_due == due {
+                if self.spec.pacing == Pacing::Closed {
+                    // Its script's delay() is over; timed from now, as wrk times it.
+                    self.start_request(i, now, now, None);
+                    continue;
+                }
                 let sent = if due <= now {
                     Sent::Late(micros(now.duration_since(due)))
                 } else {
@@ -634,6 +658,11 @@ impl<'a> Worker<'a> {
             }
             *t -= 1;
         }
+        if self.script.as_mut().is_some_and(|s| !s.begin(i)) {
+            // request() failed: the run is stopping.
+            self.park(i);
+            return;
+        }
         if let Some(sent) = sent {
             match sent {
                 Sent::Late(us) => self.rec.sent_late(us),
@@ -737,7 +766,10 @@ impl<'a> Worker<'a> {
     }
 
     fn write(&mut self, i: usize) {
-        let request = &self.spec.request;
+        let request = match &self.script {
+            Some(s) => s.request(i, &self.spec.request),
+            None => &self.spec.request,
+        };
         let conn = &mut self.conns[i];
         let Some(io) = conn.io.as_mut() else { return };
         while conn.written < request.len() {
@@ -800,7 +832,12 @@ impl<'a> Worker<'a> {
                         conn.first_byte = Some(now);
                     }
                     conn.last_data = Some(now);
-                    match conn.parser.feed(&self.buf[..n]) {
+                    let mut fed = conn.parser.feed(&self.buf[..n]);
+                    if self.script.is_some() {
+                        fed = self.scripted_feed(i, n, now, fed);
+                    }
+                    let conn = &mut self.conns[i];
+                    match fed {
                         Ok(Feed::Done { .. }) => return self.complete(i, now),
                         Ok(Feed::NeedMore) => {
                             if !conn.partial {
@@ -844,6 +881,76 @@ impl<'a> Worker<'a> {
 
     fn complete(&mut self, i: usize, now: Instant) {
         self.read_done(i);
+        self.record(i, now);
+        if let Some(s) = self.script.as_mut() {
+            s.response_done(i);
+        }
+        let conn = &mut self.conns[i];
+        if conn.parser.keep_alive && self.spec.keepalive {
+            self.rec.keepalive_responses += 1;
+        } else {
+            conn.io = None;
+        }
+        self.next(i, now);
+    }
+
+    /// With a script: what was framed goes to it, and the responses of a pipelined write
+    /// before its last are recorded here, the rest of the read fed on. Returns the last feed.
+    fn scripted_feed(
+        &mut self,
+        i: usize,
+        n: usize,
+        now: Instant,
+        mut fed: Result<Feed, ProtocolError>,
+    ) -> Result<Feed, ProtocolError> {
+        let mut off = 0;
+        loop {
+            let Some(s) = self.script.as_mut() else {
+                return fed;
+            };
+            match fed {
+                Ok(Feed::Done { consumed }) => {
+                    let end = off + consumed;
+                    s.received(i, &self.buf[off..end]);
+                    // A server closing after this response (nginx at keepalive_requests)
+                    // answers no more of the batch: it ends here, as in wrk.
+                    if s.pending[i] <= 1 || !self.conns[i].parser.keep_alive {
+                        return Ok(Feed::Done { consumed: end });
+                    }
+                    s.response_done(i);
+                    self.record(i, now);
+                    let conn = &mut self.conns[i];
+                    conn.parser.reset(self.spec.head_request, false);
+                    off = end;
+                    if off == n {
+                        return Ok(Feed::NeedMore);
+                    }
+                    fed = conn.parser.feed(&self.buf[off..n]);
+                }
+                Ok(Feed::NeedMore) => {
+                    s.received(i, &self.buf[off..n]);
+                    return fed;
+                }
+                Err(_) => return fed,
+            }
+        }
+    }
+
+    /// A script's delay() before connection `i`'s next request (closed loop): the request
+    /// waits on the timer heap. False when there is no delay.
+    fn delayed(&mut self, i: usize, now: Instant) -> bool {
+        let Some(d) = self.script.as_mut().and_then(Scripted::delay) else {
+            return false;
+        };
+        let due = now + d;
+        self.conns[i].next_due = due;
+        self.set_phase(i, Phase::Waiting);
+        self.timers.push(Reverse((due, i)));
+        true
+    }
+
+    /// Records connection `i`'s response as ended at `now`.
+    fn record(&mut self, i: usize, now: Instant) {
         if let Some(d) = self.deferred.as_mut() {
             d.large_responses |= self.conns[i].parser.body_bytes > LARGE_RESPONSE;
         }
@@ -860,17 +967,14 @@ impl<'a> Worker<'a> {
             connect_us: conn.connect_us,
         };
         self.spec.live.response(now, times.total_us);
+        if let Some(s) = self.script.as_mut() {
+            s.outcome(i, Some((conn.parser.status, times.total_us)));
+        }
         self.rec
             .response(second, conn.parser.status, conn.parser.body_bytes, times);
         if let Some(server) = conn.parser.server.take() {
             self.rec.server_header.get_or_insert(server);
         }
-        if conn.parser.keep_alive && self.spec.keepalive {
-            self.rec.keepalive_responses += 1;
-        } else {
-            conn.io = None;
-        }
-        self.next(i, now);
     }
 
     fn fail(&mut self, i: usize, kind: ErrorKind, now: Instant) {
@@ -878,6 +982,9 @@ impl<'a> Worker<'a> {
         let second = self.second(now);
         self.rec.error(second, kind);
         self.spec.live.error(now, kind);
+        if let Some(s) = self.script.as_mut() {
+            s.outcome(i, None);
+        }
         self.conns[i].io = None;
         self.next(i, now);
     }
@@ -891,8 +998,10 @@ impl<'a> Worker<'a> {
         }
         match self.spec.pacing {
             Pacing::Closed => {
-                self.set_phase(i, Phase::Ready);
-                self.ready.push(i);
+                if !self.delayed(i, now) {
+                    self.set_phase(i, Phase::Ready);
+                    self.ready.push(i);
+                }
             }
             Pacing::Open { .. } => {
                 let conn = &mut self.conns[i];

@@ -322,6 +322,9 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
         ));
     }
     table.push_str("</table>\n");
+    for (name, r) in runs {
+        table.push_str(&entries_table(name, r));
+    }
     let named = |f: &dyn Fn(&RunResult) -> Vec<(f64, f64)>| -> Vec<Line> {
         runs.iter()
             .map(|(n, r)| Line {
@@ -350,6 +353,41 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
         charts,
         about,
     })
+}
+
+/// A request mix's entries of one run (none without a mix): requests, errors, latency,
+/// status codes by entry.
+fn entries_table(name: &str, r: &RunResult) -> String {
+    if r.entries.is_empty() {
+        return String::new();
+    }
+    let mut t = format!(
+        "<table class=\"figures\"><caption>{}: request mix</caption><tr><th>entry</th><th>request</th><th>weight</th><th>answered</th><th>errors</th><th>p50</th><th>p99</th><th>max</th><th>status codes</th></tr>\n",
+        esc(name)
+    );
+    for e in &r.entries {
+        let l = &e.latency;
+        let codes: Vec<String> = e
+            .status_codes
+            .iter()
+            .map(|(c, n)| format!("{c}: {}", grouped(*n)))
+            .collect();
+        t.push_str(&format!(
+            "<tr><td>{}</td><td><code>{} {}</code></td>{}{}{}{}{}{}<td>{}</td></tr>\n",
+            esc(&e.name),
+            esc(&e.method),
+            esc(&e.path),
+            num(&e.weight.to_string(), e.weight as f64),
+            num(&grouped(e.requests), e.requests as f64),
+            num(&grouped(e.errors), e.errors as f64),
+            num(&wrk_time_us(l.p50_us as f64), l.p50_us as f64),
+            num(&wrk_time_us(l.p99_us as f64), l.p99_us as f64),
+            num(&wrk_time_us(l.max_us as f64), l.max_us as f64),
+            esc(&codes.join(", "))
+        ));
+    }
+    t.push_str("</table>\n");
+    t
 }
 
 /// Each target's command line, then the plan, environment and fingerprints of its first run.

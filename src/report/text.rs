@@ -138,8 +138,51 @@ impl Report<RunResult> for TextReport {
         }
         write_sources(r, out)?;
         writeln!(out)?;
-        write_latency(r, out)
+        write_latency(r, out)?;
+        write_entries(r, out)
     }
+}
+
+/// A request mix: per entry its share, answers, errors, status codes and total latency.
+fn write_entries(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    if r.entries.is_empty() {
+        return Ok(());
+    }
+    let total_weight: u64 = r.entries.iter().map(|e| e.weight).sum();
+    let answered: u64 = r.entries.iter().map(|e| e.requests + e.errors).sum();
+    writeln!(out)?;
+    writeln!(
+        out,
+        "  Mix              weight     sent   answered  errors     p50 µs   p99 µs   max µs  status"
+    )?;
+    for e in &r.entries {
+        let share = |n: u64, of: u64| {
+            if of == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / of as f64
+            }
+        };
+        let status: Vec<String> = e
+            .status_codes
+            .iter()
+            .map(|(c, n)| format!("{c}:{n}"))
+            .collect();
+        writeln!(
+            out,
+            "  {:<14} {:>7.1}% {:>7.1}% {:>10} {:>7} {:>10} {:>8} {:>8}  {}",
+            e.name,
+            share(e.weight, total_weight),
+            share(e.requests + e.errors, answered),
+            grouped(e.requests),
+            grouped(e.errors),
+            e.latency.p50_us,
+            e.latency.p99_us,
+            e.latency.max_us,
+            status.join(" ")
+        )?;
+    }
+    Ok(())
 }
 
 /// The first two lines: version, method and URL, then the load (connections, threads,

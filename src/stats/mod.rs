@@ -26,10 +26,10 @@ pub use recorder::{
     MAX_SERIES,
 };
 pub use result::{
-    ClientUsage, ConditionOutcome, Environment, ErrorCounts, Histograms, LatencySummaries, Limiter,
-    LimiterSide, LostSource, PacingSummary, PartSummary, PlanSummary, ResponseInfo, RunResult,
-    RunTimes, SloOutcome, SourceRun, Totals, READABLE_RESULT_VERSIONS, RESULT_KIND,
-    RESULT_SCHEMA_VERSION,
+    ClientUsage, ConditionOutcome, EntryResult, Environment, ErrorCounts, Histograms,
+    LatencySummaries, Limiter, LimiterSide, LostSource, PacingSummary, PartSummary, PlanSummary,
+    ResponseInfo, RunResult, RunTimes, SloOutcome, SourceRun, Totals, READABLE_RESULT_VERSIONS,
+    RESULT_KIND, RESULT_SCHEMA_VERSION,
 };
 pub use server::{
     requests_per_cpu_s, CounterValue, SamplingStopped, ServerFingerprint, ServerNow, ServerUsage,

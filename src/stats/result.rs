@@ -89,6 +89,28 @@ pub struct RunResult {
     /// How the run fared against `--slo`, when one was given.
     #[serde(default)]
     pub slo: Option<SloOutcome>,
+    /// A request mix (`--requests FILE`): each entry's own figures, in the file's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entries: Vec<EntryResult>,
+}
+
+/// One entry of a request mix: what it sent and how it was answered.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EntryResult {
+    pub name: String,
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    pub weight: u64,
+    /// Answered (any status).
+    pub requests: u64,
+    /// Failed without an answer (connect, read, write, timeout, …).
+    pub errors: u64,
+    pub status_codes: BTreeMap<String, u64>,
+    /// Latency from the intended start, µs (the run's `latency.total`, of this entry alone).
+    pub latency: LatencySummary,
+    /// The same, as a histogram (the run's bounds).
+    pub histogram: SerializedHistogram,
 }
 
 /// How one condition fared.
@@ -310,6 +332,13 @@ pub struct PlanSummary {
     /// (`--pacing-slack`); absent for a closed loop and in documents of older builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing_slack_us: Option<u64>,
+    /// The wrk Lua script that built the requests (`--script`, `wrk -s`): method, headers
+    /// and body above are only its defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// The request mix sent (`--mix`): its entries are in the result's `entries`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<String>,
 }
 
 /// One part of a load run by several processes together.
@@ -527,6 +556,7 @@ impl RunResult {
             lost_sources: Vec::new(),
             start_skew_s: None,
             slo: None,
+            entries: Vec::new(),
         }
     }
 

@@ -80,8 +80,8 @@ fn bad_command_lines_exit_2_with_one_line() {
             "cannot read body file",
         ),
         (
-            vec!["wrk", "-s", "x.lua", &url],
-            "Lua scripts are not supported",
+            vec!["wrk", "-s", "/nonexistent/x.lua", &url],
+            "cannot read script /nonexistent/x.lua",
         ),
         (
             vec!["wrk", "-t4", "-c2", &url],

@@ -58,6 +58,8 @@ fn fixed_result(keepalive: bool) -> RunResult {
             tls_ciphers: None,
             tls_groups: None,
             pacing_slack_us: None,
+            script: None,
+            mix: None,
         },
         Environment {
             archbench_version: "0.1.0".into(),

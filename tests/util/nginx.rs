@@ -107,6 +107,13 @@ http {{
         format!("https://127.0.0.1:{}{path}", self.port)
     }
 
+    /// Stops nginx gracefully so every log line is written, then reads a file of its
+    /// directory (a log of the test's own format).
+    pub fn stop_and_read(mut self, file: &str) -> String {
+        self.inner.stop();
+        std::fs::read_to_string(self.inner.dir().join(file)).unwrap_or_default()
+    }
+
     /// Stops nginx gracefully so every log line is written, then reads the access log.
     pub fn stop_and_read_log(mut self) -> Vec<LogLine> {
         self.inner.stop();

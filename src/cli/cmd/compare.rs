@@ -60,6 +60,20 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
         }
     }
     write_stdout(|out| TextReport.write(&result, out))?;
+    crate::script::flush_lua_output();
+    // A target's script that failed stopped its run (the figures above keep what it did).
+    let failed: Vec<String> = plan
+        .contenders
+        .iter()
+        .filter_map(|c| Some(format!("{}: {}", c.name, c.plan.hooks.as_ref()?.failure()?)))
+        .collect();
+    if !failed.is_empty() {
+        eprintln!(
+            "archbench: a script failed, its load stopped: {}",
+            failed.join("; ")
+        );
+        return Ok(EXIT_FAILURE);
+    }
     session.linger(result.interrupted);
     if result.interrupted {
         return Ok(signals.exit_code());

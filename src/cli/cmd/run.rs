@@ -48,6 +48,15 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         OutputFormat::Text => TextReport.write(&result, out),
         OutputFormat::Json => JsonReport.write(&result, out),
     })?;
+    if let Some(h) = &plan.hooks {
+        crate::script::flush_lua_output();
+        if let Some(e) = h.failure() {
+            // What was measured until the script failed is reported and saved above.
+            eprintln!("archbench: the script failed, the load stopped: {e}");
+            return Ok(EXIT_FAILURE);
+        }
+        h.done(&result)?;
+    }
     if result.totals.requests == 0 && result.totals.errors > 0 && !result.interrupted {
         eprintln!(
             "archbench: no request was answered ({} failed); see Errors above",

@@ -109,6 +109,8 @@ impl StepPlans for UrlTargets<'_> {
             rate: load.rate,
             pacing_slack: a.pacing_slack,
             no_keepalive: false,
+            script: None,
+            script_args: Vec::new(),
             request: a.request.clone(),
             perf: Vec::new(),
             slo: a.slo.clone(),

@@ -1,0 +1,4 @@
+-- A pause of 20 ms before every request.
+function delay()
+  return 20
+end
