@@ -711,7 +711,7 @@ fn sweep_charts(s: &SweepResult, k: usize) -> io::Result<Vec<Chart>> {
         LadderKind::Connections => Axis::Log2(|v| format!("{v:.0}")),
         LadderKind::Rates => Axis::Linear(rate_axis),
     };
-    Ok(vec![
+    let mut charts = vec![
         Chart {
             svg: charts::svg(&LineChart {
                 title: "Throughput against load",
@@ -743,7 +743,40 @@ fn sweep_charts(s: &SweepResult, k: usize) -> io::Result<Vec<Chart>> {
             title: "p99 at each step's throughput (medians), knees marked, the SLO's p99 dashed"
                 .into(),
         },
-    ])
+    ];
+    // Where the servers (pods) were watched: what a request costs them, against load.
+    let per_cpu: Vec<Line> = s
+        .targets
+        .iter()
+        .map(|t| Line {
+            name: t.name.clone(),
+            points: t
+                .points
+                .iter()
+                .filter_map(|p| Some((p.load, p.requests_per_server_cpu_s?)))
+                .collect(),
+        })
+        .filter(|l| !l.points.is_empty())
+        .collect();
+    if !per_cpu.is_empty() {
+        charts.push(Chart {
+            svg: charts::svg(&LineChart {
+                title: "Requests per server CPU-second against load",
+                x_title: s.ladder.unit(),
+                y_title: "req per server CPU-s",
+                x: load_axis,
+                y: Axis::Linear(rate_axis),
+                lines: &per_cpu,
+                fits: &[],
+                marks: &[],
+                threshold: None,
+            })?,
+            id: format!("chart-{k}-per-server-cpu-vs-load"),
+            title: "Answered requests per CPU-second of the watched servers (pods) at each load"
+                .into(),
+        });
+    }
+    Ok(charts)
 }
 
 /// Each target's steps as a line, placed by `at`.

@@ -1800,7 +1800,7 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         )),
         "the efficiency on the page"
     );
-    // Opened by Chromium without a network: the sweep's two charts, and the efficiency the
+    // Opened by Chromium without a network: the sweep's three charts, and the efficiency the
     // JSON has.
     if let Some(chromium) = crate::util::require_tool("chromium") {
         let dom = crate::cases::html::chromium(
@@ -1809,8 +1809,8 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         );
         assert_eq!(
             dom.split("<figure class=\"chart\"").count() - 1,
-            2,
-            "two sweep charts"
+            3,
+            "throughput and p99 against load, and requests per pod CPU-second"
         );
         assert!(dom.contains(&format!(
             "data-value=\"{}\"",
