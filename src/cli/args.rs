@@ -117,6 +117,13 @@ pub struct RequestArgs {
     /// target's name).
     #[arg(long = "watch", value_parser = parse_watch)]
     pub watch: Vec<crate::monitor::WatchSpec>,
+    /// Speak HTTP/2: prior knowledge (h2c) over http://.
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/2: concurrent streams per connection [default: 1]; the server's
+    /// MAX_CONCURRENT_STREAMS caps it (the report says so).
+    #[arg(long, requires = "http2", value_parser = super::values::count)]
+    pub streams: Option<u64>,
 }
 
 impl RequestArgs {

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use thiserror::Error;
 
 use super::args::{AbArgs, CompareArgs, LoadArgs, RunArgs, WrkArgs};
-use crate::engine::{wake, Pacing, Part, Plan, StopRule};
+use crate::engine::{wake, Http2, Pacing, Part, Plan, StopRule};
 use crate::http::tls::TlsOptions;
 use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError, Unresolved};
 
@@ -85,6 +85,8 @@ struct PlanInput<'a> {
     tls: TlsOptions,
     part: Part,
     start_at: Option<SystemTime>,
+    /// `--http2`: the streams per connection (`--streams`, default 1).
+    http2: Option<u64>,
 }
 
 pub fn default_threads() -> u64 {
@@ -103,6 +105,7 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
     check_start_at(input.start_at)?;
     check_method(&input.method)?;
     let target = Target::parse(input.url)?;
+    let http2 = http2(&input, &target)?;
     let basic_auth = Target::basic_auth(input.url);
     Ok(Plan {
         target,
@@ -128,7 +131,47 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         tls: input.tls,
         part: input.part,
         start_at: input.start_at,
+        http2,
     })
+}
+
+/// Most streams per connection: h2load allows more, but a slot per stream is kept for the
+/// run, and past a few hundred a server's MAX_CONCURRENT_STREAMS caps it anyway.
+const MAX_STREAMS: u64 = 10_000;
+
+/// `--http2` and `--streams`, and what HTTP/2 does not combine with yet.
+fn http2(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http2>, PlanError> {
+    let Some(streams) = input.http2 else {
+        return Ok(None);
+    };
+    if streams == 0 || streams > MAX_STREAMS {
+        return Err(invalid(format!(
+            "--streams must be from 1 to {MAX_STREAMS} (concurrent streams per connection)"
+        )));
+    }
+    if target.scheme == crate::http::Scheme::Https {
+        return Err(invalid(
+            "--http2 speaks h2c (prior knowledge) over http:// only so far; use an http:// URL",
+        ));
+    }
+    if input.rate.is_some() {
+        return Err(invalid(
+            "--http2 runs closed loop only so far; drop --rate, or run HTTP/1.1",
+        ));
+    }
+    if !input.keepalive {
+        return Err(invalid(
+            "--http2 keeps its connections (streams are its requests); drop --no-keepalive",
+        ));
+    }
+    if input.version == HttpVersion::Http10 {
+        return Err(invalid(
+            "--http2 and --http1.0 contradict each other; pick one",
+        ));
+    }
+    Ok(Some(Http2 {
+        streams: streams as u32,
+    }))
 }
 
 /// Connections and threads: at least one each, at most what one process supports.
@@ -324,6 +367,7 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         tls: l.request.tls_options(),
         part: Part::WHOLE,
         start_at: None,
+        http2: l.request.http2.then(|| l.request.streams.unwrap_or(1)),
     }
 }
 
@@ -368,6 +412,7 @@ pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
         tls: TlsOptions::full_handshakes(),
         part: Part::WHOLE,
         start_at: None,
+        http2: None,
     })
 }
 
@@ -441,6 +486,7 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         tls: TlsOptions::full_handshakes(),
         part: Part::WHOLE,
         start_at: None,
+        http2: None,
     })
 }
 
@@ -543,6 +589,7 @@ pub fn service_plan(
         tls: TlsOptions::default(),
         part: Part::WHOLE,
         start_at: None,
+        http2: None,
     })?;
     Ok(match known {
         // An in-cluster name only the cluster's DNS knows: its address came from the API.
@@ -617,6 +664,12 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     }
     if plan.request.version == HttpVersion::Http10 {
         w.push("--http1.0".into());
+    }
+    if let Some(h2) = plan.http2 {
+        w.push("--http2".into());
+        if h2.streams != 1 {
+            w.extend(["--streams".into(), h2.streams.to_string()]);
+        }
     }
     if !plan.request.keepalive {
         w.push("--no-keepalive".into());

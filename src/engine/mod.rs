@@ -7,6 +7,7 @@
 //! recording goes into histograms sized up front.
 
 mod conn;
+mod h2;
 pub mod live;
 pub mod wake;
 mod worker;
@@ -67,6 +68,15 @@ pub struct Plan<A = Addresses> {
     /// Start at this wall-clock instant rather than at once (so several processes start
     /// together).
     pub start_at: Option<SystemTime>,
+    /// Speak HTTP/2 (prior knowledge over http://) rather than HTTP/1.x.
+    pub http2: Option<Http2>,
+}
+
+/// How a run speaks HTTP/2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2 {
+    /// Concurrent streams per connection (`--streams`).
+    pub streams: u32,
 }
 
 /// This process's share of a load that `count` processes run together: every `count`-th
@@ -113,6 +123,7 @@ impl Plan<Unresolved> {
             tls: self.tls,
             part: self.part,
             start_at: self.start_at,
+            http2: self.http2,
         }
     }
 }
@@ -359,6 +370,18 @@ fn worker_specs(
         }),
         Scheme::Http => None,
     };
+    let http2 = plan.http2.map(|h| h2::H2Spec {
+        blocks: Arc::new(crate::http::h2::hpack::RequestBlocks::encode(
+            &crate::http::h2::hpack::request_fields(
+                &plan.request,
+                &plan.target,
+                plan.target.scheme == Scheme::Https,
+                plan.basic_auth.clone(),
+            ),
+        )),
+        body: plan.request.body.clone().into(),
+        streams: h.streams,
+    });
     let part = plan.part;
     let mut first_conn = 0;
     let mut specs = Vec::with_capacity(threads);
@@ -393,6 +416,7 @@ fn worker_specs(
             start,
             expected: plan.stop.duration,
             live,
+            h2: http2.clone(),
         });
         first_conn += conns;
     }
@@ -421,7 +445,11 @@ fn spawn_workers<'scope, 'env>(
             std::thread::Builder::new()
                 .name(format!("archbench-worker-{w}"))
                 .spawn_scoped(scope, move || {
-                    let r = worker::Worker::new(spec, stop, prog).and_then(|w| w.run());
+                    // HTTP/2 has a worker of its own; the HTTP/1.1 one is untouched by it.
+                    let r = match spec.h2.clone() {
+                        Some(h2) => h2::H2Worker::new(spec, h2, stop, prog).and_then(|w| w.run()),
+                        None => worker::Worker::new(spec, stop, prog).and_then(|w| w.run()),
+                    };
                     let _ = done.send(());
                     r
                 })
@@ -648,6 +676,7 @@ impl<A> Plan<A> {
             tls_ciphers: (!self.tls.ciphers.is_empty()).then(|| self.tls.ciphers.clone()),
             tls_groups: (!self.tls.groups.is_empty()).then(|| self.tls.groups.clone()),
             tls_version: self.tls.version.map(|v| v.number().to_string()),
+            http2_streams: self.http2.map(|h| h.streams),
             pacing_slack_us: match self.pacing {
                 Pacing::Closed => None,
                 Pacing::Open { slack, .. } => Some(slack.as_micros() as u64),

@@ -68,6 +68,8 @@ pub struct WorkerSpec {
     pub expected: Option<Duration>,
     /// Hands each quarter second's latencies to the calling thread.
     pub live: IntervalShipper,
+    /// HTTP/2: the engine runs this spec on [`super::h2::H2Worker`] instead.
+    pub h2: Option<super::h2::H2Spec>,
 }
 
 /// See [`WorkerSpec::schedule`].

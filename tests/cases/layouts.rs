@@ -57,6 +57,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             tls_version: None,
             tls_ciphers: None,
             tls_groups: None,
+            http2_streams: None,
             pacing_slack_us: None,
         },
         Environment {

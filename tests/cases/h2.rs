@@ -1,0 +1,201 @@
+//! HTTP/2 (h2c with prior knowledge) against real nginx, counted against its access log.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::util::nginx::{LogLine, Nginx, NginxConfig};
+use crate::util::{archbench, assert_consistent, run, stderr};
+
+fn h2c(server: &str) -> Option<Nginx> {
+    Nginx::start(NginxConfig {
+        http2: true,
+        server,
+        ..NginxConfig::default()
+    })
+}
+
+fn all_http2(log: &[LogLine]) {
+    assert!(
+        log.iter().all(|l| l.protocol == "HTTP/2.0"),
+        "every request over HTTP/2: {:?}",
+        log.iter().find(|l| l.protocol != "HTTP/2.0")
+    );
+}
+
+#[test]
+fn streams_carry_exactly_the_count_nginx_logs() {
+    let Some(ng) = h2c("") else { return };
+    let r = run(&[
+        &ng.url("/"),
+        "--http2",
+        "--streams",
+        "10",
+        "-n",
+        "2000",
+        "-c",
+        "4",
+        "-t",
+        "2",
+    ]);
+    let log = ng.stop_and_read_log();
+    assert_consistent(&r);
+    assert_eq!((r.totals.requests, r.totals.errors), (2000, 0));
+    assert_eq!(log.len(), 2000);
+    all_http2(&log);
+    assert_eq!(r.status_codes.get("200"), Some(&2000));
+    // Four connections, each carrying its 500 requests (nginx's default keepalive_requests is
+    // 1000): streams, not new connections.
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert_eq!(conns.len(), 4);
+    assert_eq!(r.totals.connections_opened, 4);
+    let h2 = r.http2.as_ref().expect("HTTP/2 figures in the result");
+    assert_eq!((h2.streams_asked, h2.goaways, h2.retried), (10, 0, 0));
+    assert_eq!(r.plan.http2_streams, Some(10));
+    // Several requests in flight per connection: nginx logs a request when it ends, and with
+    // ten streams, requests that end within the same millisecond on one connection are many.
+    let mut per_ms: HashMap<(u64, u64), u32> = HashMap::new();
+    for l in &log {
+        *per_ms
+            .entry((l.connection, (l.msec * 1000.0) as u64))
+            .or_default() += 1;
+    }
+    assert!(
+        per_ms.values().any(|&n| n >= 5),
+        "at most {:?} requests of a connection within one millisecond",
+        per_ms.values().max()
+    );
+}
+
+#[test]
+fn goaway_after_keepalive_requests_loses_and_doubles_nothing() {
+    // nginx ends an HTTP/2 connection with GOAWAY after keepalive_requests streams; with ten
+    // streams in flight, the ones above its last stream id are sent again elsewhere.
+    let Some(ng) = h2c("keepalive_requests 100;") else {
+        return;
+    };
+    let r = run(&[
+        &ng.url("/"),
+        "--http2",
+        "--streams",
+        "10",
+        "-n",
+        "1000",
+        "-c",
+        "2",
+        "-t",
+        "1",
+    ]);
+    let log = ng.stop_and_read_log();
+    assert_consistent(&r);
+    assert_eq!(
+        (r.totals.requests, r.totals.errors),
+        (1000, 0),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(log.len(), 1000);
+    all_http2(&log);
+    assert!(log.iter().all(|l| l.connection_requests <= 100));
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert!(
+        conns.len() >= 10,
+        "{} connections for 1,000 requests",
+        conns.len()
+    );
+    assert_eq!(r.totals.connections_opened, conns.len() as u64);
+    let h2 = r.http2.as_ref().unwrap();
+    assert!(h2.goaways >= 9, "{h2:?}");
+    crate::util::schema::assert_valid(&serde_json::to_value(&r).unwrap());
+    // Ten streams in flight when the GOAWAY comes: some were above its last stream id.
+    assert!(h2.retried > 0, "{h2:?}");
+}
+
+#[test]
+fn a_ten_mebibyte_body_flows_through_window_updates() {
+    let Some(ng) = h2c("") else { return };
+    let big = vec![b'x'; 10 << 20];
+    std::fs::write(format!("{}/big.bin", ng.root()), &big).unwrap();
+    let r = run(&[
+        &ng.url("/big.bin"),
+        "--http2",
+        "--streams",
+        "2",
+        "-n",
+        "6",
+        "-c",
+        "1",
+        "--timeout",
+        "20s",
+    ]);
+    let log = ng.stop_and_read_log();
+    assert_consistent(&r);
+    assert_eq!(
+        (r.totals.requests, r.totals.errors),
+        (6, 0),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(r.totals.body_bytes, 6 * (10 << 20));
+    assert_eq!(log.len(), 6);
+    all_http2(&log);
+}
+
+#[test]
+fn fewer_streams_allowed_than_asked_is_said() {
+    let Some(ng) = h2c("http2_max_concurrent_streams 3;") else {
+        return;
+    };
+    let r = run(&[
+        &ng.url("/"),
+        "--http2",
+        "--streams",
+        "8",
+        "-n",
+        "300",
+        "-c",
+        "2",
+        "-t",
+        "1",
+    ]);
+    let log = ng.stop_and_read_log();
+    assert_consistent(&r);
+    assert_eq!(
+        (r.totals.requests, r.totals.errors),
+        (300, 0),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(log.len(), 300);
+    let h2 = r.http2.as_ref().unwrap();
+    assert_eq!(h2.server_max_streams, Some(3));
+    assert_eq!(h2.streams_used(), 3);
+    let doc = serde_json::to_value(&r).unwrap();
+    crate::util::schema::assert_valid(&doc);
+    assert_eq!(doc["http2"]["server_max_streams"], 3);
+    // The report says so.
+    let mut text = Vec::new();
+    archbench::report::Report::write(&archbench::report::TextReport, &r, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("3 streams per connection (asked 8; the server's MAX_CONCURRENT_STREAMS is 3)"),
+        "{text}"
+    );
+    // No stream was refused: the client never opened more than nginx allows.
+    assert!(h2.resets.is_empty(), "{h2:?}");
+}
+
+#[test]
+fn http2_flags_that_do_not_combine_are_usage_errors() {
+    for (args, says) in [
+        (&["--streams", "4"][..], "--http2"),
+        (&["--http2", "--streams", "0"], "--streams"),
+        (&["--http2", "--rate", "100"], "closed loop"),
+        (&["--http2", "--no-keepalive"], "--no-keepalive"),
+        (&["--http2", "--http1.0"], "contradict"),
+    ] {
+        let mut argv = vec!["run", "http://127.0.0.1:9/", "-n", "1", "-c", "1"];
+        argv.extend_from_slice(args);
+        let out = archbench(&argv);
+        assert_eq!(out.status.code(), Some(2), "{argv:?}");
+        assert!(stderr(&out).contains(says), "{argv:?}: {}", stderr(&out));
+    }
+}
