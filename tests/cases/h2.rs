@@ -176,7 +176,9 @@ fn fewer_streams_allowed_than_asked_is_said() {
     archbench::report::Report::write(&archbench::report::TextReport, &r, &mut text).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(
-        text.contains("3 streams per connection (asked 8; the server's MAX_CONCURRENT_STREAMS is 3)"),
+        text.contains(
+            "3 streams per connection (asked 8; the server's MAX_CONCURRENT_STREAMS is 3)"
+        ),
         "{text}"
     );
     // No stream was refused: the client never opened more than nginx allows.
@@ -197,5 +199,132 @@ fn http2_flags_that_do_not_combine_are_usage_errors() {
         let out = archbench(&argv);
         assert_eq!(out.status.code(), Some(2), "{argv:?}");
         assert!(stderr(&out).contains(says), "{argv:?}: {}", stderr(&out));
+    }
+}
+
+/// The HTTP/2 fault matrix: each misbehaviour ends as the kind of error it is, in bounded
+/// time, with the right figures.
+mod faults {
+    use crate::util::faulty_h2::{FaultyH2Server, H2Fault};
+    use crate::util::{assert_consistent, run};
+    use std::sync::atomic::Ordering;
+
+    fn codes(counts: &[archbench::stats::H2CodeCount]) -> Vec<(String, u64)> {
+        counts.iter().map(|c| (c.code.clone(), c.count)).collect()
+    }
+
+    #[test]
+    fn streams_reset_by_the_server_are_protocol_errors_by_code() {
+        let server = FaultyH2Server::start(H2Fault::ResetEveryStream);
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "--streams",
+            "2",
+            "-n",
+            "20",
+            "-c",
+            "1",
+        ]);
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.errors.protocol), (0, 20));
+        let h2 = r.http2.as_ref().unwrap();
+        assert_eq!(codes(&h2.resets), [("internal_error".to_string(), 20)]);
+    }
+
+    #[test]
+    fn a_ping_is_answered() {
+        let server = FaultyH2Server::start(H2Fault::PingFirst);
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "--streams",
+            "3",
+            "-n",
+            "9",
+            "-c",
+            "1",
+        ]);
+        assert_eq!((r.totals.requests, r.totals.errors), (9, 0));
+        assert_eq!(server.ping_acks.load(Ordering::Relaxed), 1);
+        assert_eq!(server.answered.load(Ordering::Relaxed), 9);
+    }
+
+    #[test]
+    fn goaway_mid_run_retries_what_was_not_processed_exactly_once() {
+        let server = FaultyH2Server::start(H2Fault::GoAwayAfterTwo);
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "--streams",
+            "4",
+            "-n",
+            "30",
+            "-c",
+            "1",
+        ]);
+        assert_consistent(&r);
+        assert_eq!(
+            (r.totals.requests, r.totals.errors),
+            (30, 0),
+            "{:?}",
+            r.errors
+        );
+        // Every request answered once by the server: none lost, none doubled.
+        assert_eq!(server.answered.load(Ordering::Relaxed), 30);
+        let h2 = r.http2.as_ref().unwrap();
+        assert_eq!(h2.goaways, 15);
+        // Four streams out, two processed per connection: two sent again each time (the last
+        // connection's extra streams are not even opened once the count is reached).
+        assert!(h2.retried >= 14 * 2, "{h2:?}");
+        assert_eq!(r.totals.connections_opened, 15);
+    }
+
+    #[test]
+    fn a_malformed_frame_ends_the_connection_with_frame_size_error() {
+        let server = FaultyH2Server::start(H2Fault::MalformedFrame);
+        let r = run(&[&server.url(), "--http2", "-n", "5", "-c", "1"]);
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.errors.protocol), (0, 5));
+        let h2 = r.http2.as_ref().unwrap();
+        assert_eq!(
+            codes(&h2.connection_errors),
+            [("frame_size_error".to_string(), 5)]
+        );
+    }
+
+    #[test]
+    fn an_oversized_header_block_is_refused() {
+        let server = FaultyH2Server::start(H2Fault::OversizedBlock);
+        let r = run(&[&server.url(), "--http2", "-n", "3", "-c", "1"]);
+        assert_eq!((r.totals.requests, r.errors.protocol), (0, 3));
+        let h2 = r.http2.as_ref().unwrap();
+        assert_eq!(
+            codes(&h2.connection_errors),
+            [("enhance_your_calm".to_string(), 3)]
+        );
+    }
+
+    #[test]
+    fn a_window_never_opened_times_out_rather_than_hangs() {
+        let server = FaultyH2Server::start(H2Fault::WindowNeverOpened);
+        let started = std::time::Instant::now();
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "-m",
+            "POST",
+            "--body",
+            "a body that never gets a window",
+            "-n",
+            "2",
+            "-c",
+            "1",
+            "--timeout",
+            "300ms",
+        ]);
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.errors.timeout), (0, 2));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }
