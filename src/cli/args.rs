@@ -124,6 +124,10 @@ pub struct RequestArgs {
     /// MAX_CONCURRENT_STREAMS caps it (the report says so).
     #[arg(long, requires = "http2", value_parser = super::values::count)]
     pub streams: Option<u64>,
+    /// HTTP/2 over https: the protocols offered by ALPN, `h2` (the default with --http2) or
+    /// `h2,http/1.1` (the server chooses; the result's tls.alpn says what it chose).
+    #[arg(long, requires = "http2", value_parser = super::values::alpn)]
+    pub alpn: Option<bool>,
 }
 
 impl RequestArgs {

@@ -85,8 +85,9 @@ struct PlanInput<'a> {
     tls: TlsOptions,
     part: Part,
     start_at: Option<SystemTime>,
-    /// `--http2`: the streams per connection (`--streams`, default 1).
-    http2: Option<u64>,
+    /// `--http2`: the streams per connection (`--streams`, default 1), and whether http/1.1
+    /// is offered beside h2 (`--alpn h2,http/1.1`).
+    http2: Option<(u64, bool)>,
 }
 
 pub fn default_threads() -> u64 {
@@ -141,7 +142,7 @@ const MAX_STREAMS: u64 = 10_000;
 
 /// `--http2` and `--streams`, and what HTTP/2 does not combine with yet.
 fn http2(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http2>, PlanError> {
-    let Some(streams) = input.http2 else {
+    let Some((streams, offer_http11)) = input.http2 else {
         return Ok(None);
     };
     if streams == 0 || streams > MAX_STREAMS {
@@ -149,9 +150,9 @@ fn http2(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http2>, PlanEr
             "--streams must be from 1 to {MAX_STREAMS} (concurrent streams per connection)"
         )));
     }
-    if target.scheme == crate::http::Scheme::Https {
+    if offer_http11 && target.scheme == crate::http::Scheme::Http {
         return Err(invalid(
-            "--http2 speaks h2c (prior knowledge) over http:// only so far; use an http:// URL",
+            "--alpn is negotiated in the TLS handshake: it needs an https:// URL (http:// speaks h2c)",
         ));
     }
     if input.rate.is_some() {
@@ -171,6 +172,7 @@ fn http2(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http2>, PlanEr
     }
     Ok(Some(Http2 {
         streams: streams as u32,
+        offer_http11,
     }))
 }
 
@@ -367,7 +369,12 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         tls: l.request.tls_options(),
         part: Part::WHOLE,
         start_at: None,
-        http2: l.request.http2.then(|| l.request.streams.unwrap_or(1)),
+        http2: l.request.http2.then(|| {
+            (
+                l.request.streams.unwrap_or(1),
+                l.request.alpn.unwrap_or(false),
+            )
+        }),
     }
 }
 
@@ -669,6 +676,9 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
         w.push("--http2".into());
         if h2.streams != 1 {
             w.extend(["--streams".into(), h2.streams.to_string()]);
+        }
+        if h2.offer_http11 {
+            w.extend(["--alpn".into(), "h2,http/1.1".into()]);
         }
     }
     if !plan.request.keepalive {

@@ -130,6 +130,20 @@ pub fn tls_version(text: &str) -> Result<crate::http::tls::TlsVersion, String> {
         })
 }
 
+/// `--alpn`: `h2` (false) or h2 with http/1.1 (true: the server chooses), in either order.
+pub fn alpn(text: &str) -> Result<bool, String> {
+    let mut offered: Vec<&str> = text.split(',').map(str::trim).collect();
+    offered.sort_unstable();
+    offered.dedup();
+    match offered[..] {
+        ["h2"] => Ok(false),
+        ["h2", "http/1.1"] => Ok(true),
+        _ => Err(format!(
+            "invalid ALPN list {text:?}; use h2, or h2,http/1.1 to let the server choose"
+        )),
+    }
+}
+
 /// Parses `I/N`: part I (from 0) of N.
 pub fn part(text: &str) -> Result<crate::engine::Part, String> {
     let bad = || format!("invalid part {text:?}; use I/N with 0 <= I < N, e.g. 0/3");

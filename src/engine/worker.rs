@@ -581,6 +581,7 @@ impl<'a> Worker<'a> {
         if figures.wants_negotiated(!resumed) {
             let n = t.negotiated();
             (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
+            figures.alpn = n.alpn;
         }
     }
 
@@ -932,7 +933,7 @@ fn micros(d: Duration) -> u64 {
 }
 
 /// Why TLS refused, by what the user can do about it.
-fn tls_failure(e: &rustls::Error) -> TlsFailure {
+pub(super) fn tls_failure(e: &rustls::Error) -> TlsFailure {
     use rustls::{CertificateError as C, Error as E};
     match e {
         E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
@@ -951,6 +952,9 @@ fn tls_failure(e: &rustls::Error) -> TlsFailure {
             | rustls::AlertDescription::HandshakeFailure
             | rustls::AlertDescription::InsufficientSecurity,
         ) => TlsFailure::NothingInCommon,
+        E::AlertReceived(rustls::AlertDescription::NoApplicationProtocol) => {
+            TlsFailure::AlpnRefused
+        }
         E::AlertReceived(_) => TlsFailure::ServerAlert,
         E::PeerIncompatible(_) => TlsFailure::NothingInCommon,
         _ => TlsFailure::Other,

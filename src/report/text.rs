@@ -239,7 +239,8 @@ fn write_errors(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
 fn write_tls(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     let Some(t) = &r.tls else { return Ok(()) };
     if t.handshakes() > 0 {
-        let negotiated: Vec<&str> = [&t.version, &t.cipher, &t.group]
+        let alpn = t.alpn.as_deref().map(|p| format!("ALPN {p}"));
+        let negotiated: Vec<&str> = [&t.version, &t.cipher, &t.group, &alpn]
             .into_iter()
             .filter_map(|x| x.as_deref())
             .collect();

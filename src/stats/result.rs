@@ -313,6 +313,9 @@ pub struct PlanSummary {
     /// HTTP/2 (`--http2`): the concurrent streams asked for per connection (`--streams`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2_streams: Option<u32>,
+    /// Over https: the application protocols offered by ALPN, in order of preference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpn: Option<Vec<String>>,
     /// Open loop: sends due within this many µs after a wake-up went out in it, early
     /// (`--pacing-slack`); absent for a closed loop and in documents of older builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -193,6 +193,8 @@ fn http2_flags_that_do_not_combine_are_usage_errors() {
         (&["--http2", "--rate", "100"], "closed loop"),
         (&["--http2", "--no-keepalive"], "--no-keepalive"),
         (&["--http2", "--http1.0"], "contradict"),
+        (&["--http2", "--alpn", "h2,http/1.1"], "https://"),
+        (&["--http2", "--alpn", "h3"], "ALPN"),
     ] {
         let mut argv = vec!["run", "http://127.0.0.1:9/", "-n", "1", "-c", "1"];
         argv.extend_from_slice(args);
@@ -326,5 +328,110 @@ mod faults {
         assert_consistent(&r);
         assert_eq!((r.totals.requests, r.errors.timeout), (0, 2));
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+}
+
+/// h2 over TLS: ALPN chooses the protocol.
+mod tls {
+    use super::all_http2;
+    use crate::util::nginx::{Nginx, NginxConfig};
+    use crate::util::{assert_consistent, run};
+
+    fn tls_nginx(http2: bool) -> Option<Nginx> {
+        Nginx::start(NginxConfig {
+            tls: true,
+            http2,
+            ..NginxConfig::default()
+        })
+    }
+
+    #[test]
+    fn https_with_http2_negotiates_h2_by_alpn() {
+        let Some(ng) = tls_nginx(true) else { return };
+        let r = run(&[
+            &ng.https_url("/"),
+            "--http2",
+            "-k",
+            "--streams",
+            "4",
+            "-n",
+            "400",
+            "-c",
+            "2",
+            "-t",
+            "1",
+        ]);
+        let log = ng.stop_and_read_log();
+        assert_consistent(&r);
+        assert_eq!(
+            (r.totals.requests, r.totals.errors),
+            (400, 0),
+            "{:?}",
+            r.tls
+        );
+        assert_eq!(log.len(), 400);
+        all_http2(&log);
+        let t = r.tls.as_ref().unwrap();
+        assert_eq!(t.alpn.as_deref(), Some("h2"));
+        assert_eq!(t.handshakes(), 2, "one per connection");
+        assert_eq!(r.plan.alpn.as_deref(), Some(&["h2".to_string()][..]));
+    }
+
+    #[test]
+    fn offered_both_the_server_chooses_and_the_result_says_which() {
+        let Some(ng) = tls_nginx(false) else { return };
+        let r = run(&[
+            &ng.https_url("/"),
+            "--http2",
+            "--alpn",
+            "h2,http/1.1",
+            "-k",
+            "-n",
+            "100",
+            "-c",
+            "2",
+        ]);
+        let log = ng.stop_and_read_log();
+        assert_eq!((r.totals.requests, r.totals.errors), (100, 0));
+        assert_eq!(log.len(), 100);
+        assert!(log.iter().all(|l| l.protocol == "HTTP/1.1"));
+        assert_eq!(r.tls.as_ref().unwrap().alpn.as_deref(), Some("http/1.1"));
+        assert!(r.http2.is_none(), "spoke HTTP/1.1: no HTTP/2 figures");
+        crate::util::schema::assert_valid(&serde_json::to_value(&r).unwrap());
+
+        let Some(ng) = tls_nginx(true) else { return };
+        let r = run(&[
+            &ng.https_url("/"),
+            "--http2",
+            "--alpn",
+            "h2,http/1.1",
+            "-k",
+            "-n",
+            "100",
+            "-c",
+            "2",
+        ]);
+        let log = ng.stop_and_read_log();
+        assert_eq!((r.totals.requests, r.totals.errors), (100, 0));
+        all_http2(&log);
+        assert_eq!(r.tls.as_ref().unwrap().alpn.as_deref(), Some("h2"));
+    }
+
+    #[test]
+    fn h2_alone_offered_to_a_server_without_it_fails_by_alpn_with_advice() {
+        let Some(ng) = tls_nginx(false) else { return };
+        let r = run(&[&ng.https_url("/"), "--http2", "-k", "-n", "5", "-c", "1"]);
+        let log = ng.stop_and_read_log();
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.errors.tls), (0, 5));
+        assert!(log.is_empty());
+        let t = r.tls.as_ref().unwrap();
+        assert_eq!(
+            t.main_failure().map(|f| f.reason),
+            Some(archbench::stats::TlsFailure::AlpnRefused),
+            "{t:?}"
+        );
+        let note = archbench::report::tls_failure_note(t).unwrap();
+        assert!(note.contains("--alpn h2,http/1.1"), "{note}");
     }
 }

@@ -58,6 +58,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             tls_ciphers: None,
             tls_groups: None,
             http2_streams: None,
+            alpn: None,
             pacing_slack_us: None,
         },
         Environment {

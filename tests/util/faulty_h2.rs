@@ -173,8 +173,12 @@ fn play(
                         answered.fetch_add(1, Ordering::Relaxed);
                         if requests == 2 {
                             conn.write_all(&out)?;
-                            // Later streams are ignored; the client closes when its two are in.
-                            std::thread::sleep(Duration::from_millis(20));
+                            // Later streams are ignored. Closed gracefully: our FIN after the
+                            // answers, and what the client still sends read to its end, so no
+                            // RST can overtake them.
+                            conn.shutdown(std::net::Shutdown::Write)?;
+                            let mut sink = [0u8; 4096];
+                            while conn.read(&mut sink).is_ok_and(|n| n > 0) {}
                             return Ok(());
                         }
                     }

@@ -39,6 +39,8 @@ pub enum Broken {
     Read,
     /// Writing failed.
     Write,
+    /// TLS refused (counted by its reason by the worker), or the server did not choose h2.
+    Tls,
     /// A protocol error: the connection was ended with this code.
     Protocol(ErrorCode),
 }

@@ -24,6 +24,8 @@ use super::{EngineError, WorkerProgress};
 use crate::http::h2::frame::{FrameDecoder, FrameError};
 use crate::http::h2::hpack::RequestBlocks;
 use crate::http::h2::ErrorCode;
+use crate::http::tls::{tls_error, TlsStream};
+use crate::stats::TlsFailure;
 use crate::stats::{ErrorKind, Recorder};
 
 const READ_BUFFER: usize = 64 * 1024;
@@ -324,6 +326,23 @@ impl<'a> H2Worker<'a> {
         }
         self.rec.connections_opened += 1;
         let connect_us = now.duration_since(c.began).as_micros() as u64;
+        // Over https the preface and first requests wait in rustls until the handshake is
+        // done; `began` marks TCP connected for the handshake's time.
+        c.began = now;
+        if let Some(tls) = &self.spec.tls {
+            let Some(Transport::Plain(sock)) = c.io.take() else {
+                return;
+            };
+            match TlsStream::new(sock, tls.config.clone(), tls.name.clone()) {
+                Ok(t) => c.io = Some(Transport::Tls(Box::new(t))),
+                Err(_) => {
+                    self.rec
+                        .tls()
+                        .failed(TlsFailure::Other, || "TLS setup failed".into());
+                    return self.connect_failed(i, now);
+                }
+            }
+        }
         c.link = Link::Open;
         c.state.start();
         if let Some(s) = c.state.slots.iter_mut().find(|s| s.queued) {
@@ -339,6 +358,9 @@ impl<'a> H2Worker<'a> {
             Link::Connecting if readable || writable => self.finish_connect(i),
             Link::Open => {
                 if writable {
+                    if let Some(Err(e)) = self.conns[i].io.as_mut().map(|io| io.flush_pending()) {
+                        return self.failed_io(i, &e, Broken::Write);
+                    }
                     self.flush(i);
                 }
                 if readable {
@@ -366,9 +388,55 @@ impl<'a> H2Worker<'a> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return self.broken(i, Broken::Write),
+                Err(e) => return self.failed_io(i, &e, Broken::Write),
             }
         }
+    }
+
+    /// A read or write failed: over TLS, counted by its reason.
+    fn failed_io(&mut self, i: usize, e: &io::Error, doing: Broken) {
+        let how = match tls_error(e) {
+            Some(t) => {
+                let reason = super::worker::tls_failure(t);
+                self.rec.tls().failed(reason, || t.to_string());
+                Broken::Tls
+            }
+            None => doing,
+        };
+        self.broken(i, how);
+    }
+
+    /// Over TLS, once the handshake is done: timed and counted, what it negotiated noted,
+    /// and h2 required of ALPN. False when the connection was failed for it.
+    fn note_handshake(&mut self, i: usize) -> bool {
+        let c = &mut self.conns[i];
+        let Some(Transport::Tls(t)) = c.io.as_mut() else {
+            return true;
+        };
+        let Some((resumed, established)) = t.handshake_done() else {
+            return true;
+        };
+        let took = micros(established.saturating_duration_since(c.began));
+        let h2 = t.alpn() == Some(b"h2");
+        self.rec.tls_handshake(resumed, took);
+        let figures = self.rec.tls();
+        if figures.wants_negotiated(!resumed) {
+            let n = t.negotiated();
+            (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
+            figures.alpn = n.alpn;
+        }
+        if !h2 {
+            let chose = t.alpn().map(|p| String::from_utf8_lossy(p).into_owned());
+            self.rec
+                .tls()
+                .failed(TlsFailure::AlpnRefused, || match chose {
+                    Some(p) => format!("the server chose {p} by ALPN"),
+                    None => "the server chose no protocol by ALPN".into(),
+                });
+            self.broken(i, Broken::Tls);
+            return false;
+        }
+        true
     }
 
     /// Reads and decodes what the socket holds, then acts on the streams that ended.
@@ -376,8 +444,12 @@ impl<'a> H2Worker<'a> {
         loop {
             let c = &mut self.conns[i];
             let Some(io) = c.io.as_mut() else { return };
+            let tls = io.is_tls();
             let result = io.read(&mut self.buf);
             let now = Instant::now();
+            if tls && !self.note_handshake(i) {
+                break;
+            }
             match result {
                 Ok(0) => {
                     self.broken(i, Broken::Read);
@@ -397,14 +469,15 @@ impl<'a> H2Worker<'a> {
                         self.protocol_error(i, e);
                         break;
                     }
-                    if n < self.buf.len() {
+                    // TLS reads one record's plaintext at a time: read on to WouldBlock.
+                    if !tls && n < self.buf.len() {
                         break;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    self.broken(i, Broken::Read);
+                Err(e) => {
+                    self.failed_io(i, &e, Broken::Read);
                     break;
                 }
             }
@@ -500,6 +573,7 @@ impl<'a> H2Worker<'a> {
             }
             Ended::Broken(Broken::Read) => self.error(ErrorKind::Read, now, second),
             Ended::Broken(Broken::Write) => self.error(ErrorKind::Write, now, second),
+            Ended::Broken(Broken::Tls) => self.error(ErrorKind::Tls, now, second),
             Ended::Broken(Broken::Protocol(_)) => self.error(ErrorKind::Protocol, now, second),
         }
         self.request(i, s, now);
