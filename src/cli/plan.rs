@@ -155,11 +155,6 @@ fn http2(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http2>, PlanEr
             "--alpn is negotiated in the TLS handshake: it needs an https:// URL (http:// speaks h2c)",
         ));
     }
-    if input.rate.is_some() {
-        return Err(invalid(
-            "--http2 runs closed loop only so far; drop --rate, or run HTTP/1.1",
-        ));
-    }
     if !input.keepalive {
         return Err(invalid(
             "--http2 keeps its connections (streams are its requests); drop --no-keepalive",

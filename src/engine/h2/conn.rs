@@ -60,6 +60,8 @@ pub struct Slot {
     pub deadline: Instant,
     /// Connect time, for the request that opened the connection.
     pub connect_us: Option<u64>,
+    /// Open loop: when this slot's next request is due.
+    pub next_due: Instant,
     status: u16,
     body: u64,
     /// Bytes received on the stream since our last WINDOW_UPDATE for it.
@@ -81,6 +83,7 @@ impl Slot {
             first_byte: None,
             deadline: now,
             connect_us: None,
+            next_due: now,
             status: 0,
             body: 0,
             unacked: 0,
@@ -91,6 +94,11 @@ impl Slot {
 
     pub fn in_flight(&self) -> bool {
         self.id != 0
+    }
+
+    /// Neither in flight nor waiting for a stream, nor done.
+    pub fn idle(&self) -> bool {
+        self.id == 0 && !self.queued && !self.parked
     }
 }
 

@@ -6,9 +6,16 @@
 //! one). A GOAWAY stops new streams; the requests above its last stream id go out again on a
 //! new connection, opened once the old one has answered the rest. What is sent in one event
 //! batch for a connection goes out in one write.
+//!
+//! Open loop: every slot of every connection is one sender of the schedule, as a connection
+//! is for HTTP/1.1 (sender k of N at k / rate, then every N / rate); a due request whose slot
+//! is still busy goes out the moment it frees, timed from its due time and counted as held
+//! by a busy connection. A send timer (timerfd) wakes the worker at each due time.
 
 mod conn;
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,8 +26,8 @@ use mio::{Events, Interest, Poll, Token};
 
 use self::conn::{Broken, ConnState, Ended};
 use super::conn::Transport;
-use super::worker::{WorkerOutcome, WorkerSpec};
-use super::{EngineError, WorkerProgress};
+use super::worker::{SendTimer, WorkerOutcome, WorkerSpec, TIMER};
+use super::{EngineError, Pacing, WorkerProgress};
 use crate::http::h2::frame::{FrameDecoder, FrameError};
 use crate::http::h2::hpack::RequestBlocks;
 use crate::http::h2::ErrorCode;
@@ -73,6 +80,18 @@ pub struct H2Worker<'a> {
     first_send: Option<Instant>,
     stop: &'a AtomicBool,
     progress: &'a WorkerProgress,
+    /// Open loop: each slot's schedule.
+    open: Option<OpenLoop>,
+}
+
+/// The open loop's schedule over the slots (see the module documentation).
+struct OpenLoop {
+    /// Between one slot's sends: all senders of the load over the rate.
+    interval: Duration,
+    slack: Duration,
+    /// Slots waiting for their due time, soonest first: (due, connection, slot).
+    due: BinaryHeap<Reverse<(Instant, usize, usize)>>,
+    timer: SendTimer,
 }
 
 impl<'a> H2Worker<'a> {
@@ -86,8 +105,20 @@ impl<'a> H2Worker<'a> {
         let streams = h2.streams.max(1) as usize;
         let mut rec = Recorder::new(spec.expected);
         rec.h2().streams_asked = h2.streams;
+        let poll = Poll::new().map_err(EngineError::Poll)?;
+        let open = match spec.pacing {
+            Pacing::Closed => None,
+            Pacing::Open { rate, slack } => Some(OpenLoop {
+                interval: super::seconds((spec.total_connections * streams) as f64 / rate),
+                slack,
+                // One entry per slot, and room for as many again: it never grows.
+                due: BinaryHeap::with_capacity(spec.connections * streams * 2),
+                timer: SendTimer::new(&[&poll]).map_err(EngineError::Poll)?,
+            }),
+        };
         Ok(H2Worker {
-            poll: Poll::new().map_err(EngineError::Poll)?,
+            open,
+            poll,
             conns: (0..spec.connections)
                 .map(|_| H2Conn {
                     io: None,
@@ -121,13 +152,8 @@ impl<'a> H2Worker<'a> {
             let left = self.spec.start.saturating_duration_since(Instant::now());
             std::thread::sleep(left.min(MAX_POLL_WAIT));
         }
+        self.begin();
         let now = Instant::now();
-        for i in 0..self.conns.len() {
-            for s in 0..self.conns[i].state.slots.len() {
-                self.request(i, s, now);
-            }
-            self.flush(i);
-        }
         let scan_every = (self.spec.timeout / 10).clamp(Duration::from_millis(1), RATE_SAMPLE);
         let mut next_scan = now + scan_every;
         let mut rate_mark = (now, 0u64);
@@ -146,20 +172,22 @@ impl<'a> H2Worker<'a> {
             if let Some(d) = self.spec.deadline {
                 wake = wake.min(d);
             }
-            if let Err(e) = self
-                .poll
-                .poll(&mut events, Some(wake.saturating_duration_since(now)))
-            {
+            let wait = self.arm_timer(wake, now)?;
+            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     return Err(EngineError::Poll(e));
                 }
             }
             for ev in events.iter() {
+                if ev.token() == TIMER {
+                    continue;
+                }
                 let i = ev.token().0;
                 let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
                 self.on_event(i, readable, ev.is_writable());
             }
             let now = Instant::now();
+            self.send_due(now);
             if now >= next_scan {
                 self.expire(now);
                 next_scan = now + scan_every;
@@ -204,14 +232,22 @@ impl<'a> H2Worker<'a> {
     /// now if the connection takes one, else queued until it does (connecting, or every
     /// stream the server allows in use, or a GOAWAY: the next connection).
     fn request(&mut self, i: usize, s: usize, now: Instant) {
+        self.request_at(i, s, now, now);
+    }
+
+    /// [`H2Worker::request`], timed from `intended` (open loop: its due time). False when
+    /// no request was begun (no ticket left, or the run is over).
+    fn request_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool {
         if !self.queue(i, s, now) {
-            return;
+            return false;
         }
+        self.conns[i].state.slots[s].intended = intended;
         match self.conns[i].link {
             Link::Closed => self.open(i, now),
             Link::Connecting => {}
             Link::Open => self.open_queued(i, now),
         }
+        true
     }
 
     /// Takes a ticket for slot `s`'s next request and queues it; false when there is none
@@ -251,7 +287,7 @@ impl<'a> H2Worker<'a> {
                 // Closed loop: a request waiting for a stream the server allows begins when
                 // it goes out, as a connection's next request does in HTTP/1.1.
                 let slot = &mut c.state.slots[s];
-                if slot.connect_us.is_none() {
+                if slot.connect_us.is_none() && self.open.is_none() {
                     slot.intended = now;
                 }
                 slot.deadline = now + self.spec.timeout;
@@ -305,7 +341,7 @@ impl<'a> H2Worker<'a> {
             if self.conns[i].state.slots[s].queued {
                 self.conns[i].state.slots[s].queued = false;
                 self.error(ErrorKind::Connect, now, second);
-                self.queue(i, s, now);
+                self.retry_later(i, s, now);
             }
         }
     }
@@ -561,11 +597,14 @@ impl<'a> H2Worker<'a> {
                 self.rec.keepalive_responses += 1;
             }
             Ended::Unprocessed => {
-                // Never processed: the request goes out again and counts once, when answered.
+                // Never processed: the request goes out again and counts once, when answered
+                // (open loop: still timed from when it was due).
                 self.rec.h2().retried += 1;
                 if let Some(t) = self.tickets.as_mut() {
                     *t += 1;
                 }
+                self.request_at(i, s, slot.intended, now);
+                return;
             }
             Ended::Reset(code) => {
                 self.rec.h2().reset(code.name());
@@ -576,7 +615,120 @@ impl<'a> H2Worker<'a> {
             Ended::Broken(Broken::Tls) => self.error(ErrorKind::Tls, now, second),
             Ended::Broken(Broken::Protocol(_)) => self.error(ErrorKind::Protocol, now, second),
         }
-        self.request(i, s, now);
+        self.next(i, s, now);
+    }
+
+    /// Slot `s`'s next request after one ended at `now`: closed loop at once; open loop at
+    /// its next due time, or at once (late, timed from the due time) when that has passed.
+    fn next(&mut self, i: usize, s: usize, now: Instant) {
+        let Some(open) = self.open.as_mut() else {
+            return self.request(i, s, now);
+        };
+        let slot = &mut self.conns[i].state.slots[s];
+        slot.next_due += open.interval;
+        let due = slot.next_due;
+        if due <= now {
+            self.rec.sends_held_by_busy_connection += 1;
+            let sent = Instant::now();
+            self.rec
+                .sent_late(micros(sent.saturating_duration_since(now)));
+            self.request_at(i, s, due, sent);
+        } else {
+            open.due.push(Reverse((due, i, s)));
+        }
+    }
+
+    /// After a failure the worker handles itself (a connect, a timeout): slot `s`'s next
+    /// request is queued, not sent, so a failing connect cannot recurse; the next settle or
+    /// timeout scan opens the connection. Open loop: at its next due time.
+    fn retry_later(&mut self, i: usize, s: usize, now: Instant) {
+        let Some(open) = self.open.as_mut() else {
+            self.queue(i, s, now);
+            return;
+        };
+        let slot = &mut self.conns[i].state.slots[s];
+        slot.next_due += open.interval;
+        let due = slot.next_due;
+        if due > now {
+            open.due.push(Reverse((due, i, s)));
+        } else if self.queue(i, s, now) {
+            self.rec.sends_held_by_busy_connection += 1;
+            self.conns[i].state.slots[s].intended = due;
+        }
+    }
+
+    /// The first requests: closed loop, every slot at once; open loop, each slot at its place
+    /// in the schedule.
+    fn begin(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.conns.len() {
+            for s in 0..self.conns[i].state.slots.len() {
+                match (&mut self.open, self.spec.pacing) {
+                    (Some(open), Pacing::Open { rate, .. }) => {
+                        // Slot s of global connection g is sender g + s * all connections.
+                        let g = self.spec.schedule.first + self.spec.schedule.stride * i;
+                        let k = g + s * self.spec.total_connections;
+                        let due = super::after(self.spec.start, k as f64 / rate);
+                        self.conns[i].state.slots[s].next_due = due;
+                        open.due.push(Reverse((due, i, s)));
+                    }
+                    _ => self.request(i, s, now),
+                }
+            }
+            self.flush(i);
+        }
+    }
+
+    /// Open loop: how long the poll may wait, the send timer armed for the next due time.
+    fn arm_timer(&mut self, wake: Instant, now: Instant) -> Result<Duration, EngineError> {
+        let wait = wake.saturating_duration_since(now);
+        let Some(open) = self.open.as_mut() else {
+            return Ok(wait);
+        };
+        let Some(&Reverse((due, _, _))) = open.due.peek() else {
+            return Ok(wait);
+        };
+        if due <= now + open.slack {
+            return Ok(Duration::ZERO);
+        }
+        open.timer.arm(due, now).map_err(EngineError::Poll)?;
+        Ok(wait)
+    }
+
+    /// Open loop: sends what is due by `now` (timed from its due time) and within the slack
+    /// after it (early, timed from now), each connection's in one write.
+    fn send_due(&mut self, now: Instant) {
+        let Some(slack) = self.open.as_ref().map(|o| o.slack) else {
+            return;
+        };
+        let horizon = now + slack;
+        let mut touched = usize::MAX;
+        while let Some(&Reverse((due, i, s))) = self.open.as_ref().and_then(|o| o.due.peek()) {
+            if due > horizon {
+                break;
+            }
+            if let Some(open) = self.open.as_mut() {
+                open.due.pop();
+            }
+            let slot = &self.conns[i].state.slots[s];
+            if !slot.idle() || slot.next_due != due {
+                continue;
+            }
+            if touched != i && touched != usize::MAX {
+                self.flush(touched);
+            }
+            touched = i;
+            if self.request_at(i, s, due.min(now), now) {
+                if due <= now {
+                    self.rec.sent_late(micros(now.duration_since(due)));
+                } else {
+                    self.rec.sent_early(micros(due.duration_since(now)));
+                }
+            }
+        }
+        if touched != usize::MAX {
+            self.flush(touched);
+        }
     }
 
     fn error(&mut self, kind: ErrorKind, now: Instant, second: u32) {
@@ -603,7 +755,7 @@ impl<'a> H2Worker<'a> {
                 }
                 self.conns[i].state.slots[s].queued = false;
                 self.error(ErrorKind::Timeout, now, second);
-                self.queue(i, s, now);
+                self.retry_later(i, s, now);
             }
             let c = &self.conns[i];
             let idle_closed = c.link == Link::Closed && c.state.slots.iter().any(|s| s.queued);
