@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use thiserror::Error;
 
-use super::args::{AbArgs, CompareArgs, LoadArgs, RunArgs, WrkArgs};
+use super::args::{AbArgs, CompareArgs, H2loadArgs, LoadArgs, RunArgs, WrkArgs};
 use crate::engine::{wake, Http2, Pacing, Part, Plan, StopRule};
 use crate::http::tls::TlsOptions;
 use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError, Unresolved};
@@ -371,6 +371,59 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
             )
         }),
     }
+}
+
+/// `archbench h2load`'s plan, resolved.
+pub fn h2load_plan(a: &H2loadArgs) -> Result<Plan, PlanError> {
+    Ok(h2load_draft(a)?.resolve()?)
+}
+
+/// `archbench h2load`'s plan, validated without any lookup: -n across -c clients of -m
+/// streams (h2c), or HTTP/1.1 with --h1 / -p http/1.1; -D a timing-based test; --rps per
+/// client.
+pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
+    let h1 = a.h1 || a.proto == "http/1.1";
+    if !h1 && a.proto != "h2c" {
+        return Err(invalid(format!(
+            "-p {}: archbench h2load speaks h2c or http/1.1 (h2 over https by ALPN)",
+            a.proto
+        )));
+    }
+    if a.duration.is_none() && a.requests < a.clients {
+        return Err(invalid(format!(
+            "-n {} is below -c {}: each client needs at least one request; raise -n or lower -c",
+            a.requests, a.clients
+        )));
+    }
+    let body = match &a.data {
+        Some(p) => read_body(p)?,
+        None => Vec::new(),
+    };
+    build(PlanInput {
+        url: &a.url,
+        method: if a.data.is_some() { "POST" } else { "GET" }.into(),
+        headers: a.headers.clone(),
+        body,
+        version: HttpVersion::Http11,
+        keepalive: true,
+        defaults: DefaultHeaders::AgentAndAccept(format!(
+            "h2load nghttp2/1.52.0 (archbench {})",
+            env!("CARGO_PKG_VERSION")
+        )),
+        connections: a.clients,
+        threads: a.threads,
+        duration: a.duration,
+        requests: a.duration.is_none().then_some(a.requests),
+        rate: a.rps.map(|r| r * a.clients as f64),
+        slack: None,
+        timeout: a.timeout,
+        insecure: true,
+        tls: TlsOptions::default(),
+        part: Part::WHOLE,
+        start_at: None,
+        // Over https h2load offers h2 and http/1.1 by ALPN and speaks what the server chooses.
+        http2: (!h1).then_some((a.streams, a.url.starts_with("https://"))),
+    })
 }
 
 /// `archbench wrk`'s plan, resolved.

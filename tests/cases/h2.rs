@@ -506,3 +506,97 @@ mod open_loop {
         );
     }
 }
+
+/// `archbench h2load` against real h2load on the same nginx.
+mod h2load {
+    use super::{all_http2, h2c};
+    use crate::util::nginx::{Nginx, NginxConfig};
+    use crate::util::{archbench, require_tool, stdout};
+
+    /// A line's shape: its words, every token with a digit in it replaced by `#` (h2load puts
+    /// byte counts in parentheses).
+    fn shape(text: &str) -> Vec<String> {
+        text.lines()
+            .map(|l| {
+                l.split_whitespace()
+                    .map(|t| {
+                        if t.contains(|c: char| c.is_ascii_digit()) {
+                            "#"
+                        } else {
+                            t
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn output_has_real_h2loads_shape_and_nginx_logs_the_count() {
+        let Some(h2load) = require_tool("h2load") else {
+            return;
+        };
+        let Some(ng) = h2c("") else { return };
+        let url = ng.url("/");
+        for args in [
+            vec!["-n", "2000", "-c", "4", "-m", "10", url.as_str()],
+            vec!["-n", "100", "-c", "1", url.as_str()],
+            vec![
+                "-D",
+                "1",
+                "--warm-up-time",
+                "1",
+                "-c",
+                "2",
+                "-m",
+                "2",
+                url.as_str(),
+            ],
+            vec!["--rps", "200", "-n", "100", "-c", "2", url.as_str()],
+        ] {
+            let real = std::process::Command::new(&h2load)
+                .args(&args)
+                .output()
+                .unwrap();
+            let mut ours_args = vec!["h2load"];
+            ours_args.extend_from_slice(&args);
+            let ours = archbench(&ours_args);
+            assert!(ours.status.success(), "{args:?}");
+            assert_eq!(
+                shape(&stdout(&ours)),
+                shape(&stdout(&real)),
+                "{args:?}\n{}",
+                stdout(&ours)
+            );
+        }
+        let log = ng.stop_and_read_log();
+        all_http2(&log);
+        // Each count-based command line twice (real h2load's and ours), and the timing-based.
+        assert!(log.len() > 2 * (2000 + 100 + 100), "{}", log.len());
+    }
+
+    #[test]
+    fn h1_and_the_name_h2load_through_a_symlink() {
+        let Some(ng) = Nginx::start(NginxConfig::default()) else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let h2load = dir.path().join("h2load");
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_archbench"), &h2load).unwrap();
+        let out = std::process::Command::new(&h2load)
+            .args(["--h1", "-n", "300", "-c", "3", &ng.url("/")])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = stdout(&out);
+        assert!(text.contains("Application protocol: http/1.1\n"), "{text}");
+        assert!(
+            text.contains("requests: 300 total, 300 started, 300 done, 300 succeeded, 0 failed, 0 errored, 0 timeout\n"),
+            "{text}"
+        );
+        let log = ng.stop_and_read_log();
+        assert_eq!(log.len(), 300);
+        assert!(log.iter().all(|l| l.protocol == "HTTP/1.1"));
+    }
+}
