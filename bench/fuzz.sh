@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SECONDS:-300}
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(response_framing wrk_args ab_args)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(response_framing h2_frames wrk_args ab_args)
 export RUSTC_BOOTSTRAP=1
 for t in "${TARGETS[@]}"; do
   mkdir -p "fuzz/corpus/$t"

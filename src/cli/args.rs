@@ -27,6 +27,9 @@ pub enum Command {
     /// ab-compatible front end: takes ApacheBench's flags, prints ab's layout.
     #[command(disable_version_flag = true)]
     Ab(AbArgs),
+    /// h2load-compatible front end: takes h2load's core flags, prints h2load's layout.
+    #[command(disable_version_flag = true)]
+    H2load(H2loadArgs),
     /// Compare targets side by side over repeated runs, with a statistical verdict.
     Compare(CompareArgs),
     /// Render a stored result or comparison (JSON) again.
@@ -122,6 +125,17 @@ pub struct RequestArgs {
     /// target's name).
     #[arg(long = "watch", value_parser = parse_watch)]
     pub watch: Vec<crate::monitor::WatchSpec>,
+    /// Speak HTTP/2: prior knowledge (h2c) over http://.
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/2: concurrent streams per connection [default: 1]; the server's
+    /// MAX_CONCURRENT_STREAMS caps it (the report says so).
+    #[arg(long, requires = "http2", value_parser = super::values::count)]
+    pub streams: Option<u64>,
+    /// HTTP/2 over https: the protocols offered by ALPN, `h2` (the default with --http2) or
+    /// `h2,http/1.1` (the server chooses; the result's tls.alpn says what it chose).
+    #[arg(long, requires = "http2", value_parser = super::values::alpn)]
+    pub alpn: Option<bool>,
 }
 
 impl RequestArgs {
@@ -266,6 +280,54 @@ pub struct WrkArgs {
     /// Arguments for the Lua script's init(args), after `--`.
     #[arg(trailing_var_arg = true, hide = true)]
     pub script_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct H2loadArgs {
+    /// Number of requests across all clients (-D overrides it).
+    #[arg(short = 'n', long = "requests", default_value = "1", value_parser = super::values::count)]
+    pub requests: u64,
+    /// Number of concurrent clients (connections).
+    #[arg(short = 'c', long = "clients", default_value = "1", value_parser = super::values::count)]
+    pub clients: u64,
+    /// Max concurrent streams per client (HTTP/2).
+    #[arg(short = 'm', long = "max-concurrent-streams", default_value = "1", value_parser = super::values::count)]
+    pub streams: u64,
+    /// Number of native threads.
+    #[arg(short = 't', long = "threads", default_value = "1", value_parser = super::values::count)]
+    pub threads: u64,
+    /// Main duration of a timing-based test (seconds, or with a unit: 10s, 1m).
+    #[arg(short = 'D', long = "duration", value_parser = super::values::seconds_or_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Warm-up before the main duration of a timing-based test (not measured).
+    #[arg(long = "warm-up-time", value_parser = super::values::seconds_or_duration)]
+    pub warm_up: Option<std::time::Duration>,
+    /// Add/override a header to the requests.
+    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
+    pub headers: Vec<(String, String)>,
+    /// Post FILE to the server (the method becomes POST).
+    #[arg(short = 'd', long = "data")]
+    pub data: Option<PathBuf>,
+    /// Protocol used when no ALPN negotiation is done: h2c or http/1.1.
+    #[arg(short = 'p', long = "no-tls-proto", default_value = "h2c")]
+    pub proto: String,
+    /// HTTP/1.1 only (as -p http/1.1).
+    #[arg(long = "h1")]
+    pub h1: bool,
+    /// Requests per second for each client (open loop).
+    #[arg(long = "rps", value_parser = super::values::rate)]
+    pub rps: Option<f64>,
+    /// Per-request timeout (archbench extension; h2load has none by default).
+    #[arg(short = 'T', long = "timeout", default_value = REQUEST_TIMEOUT, value_parser = super::values::duration)]
+    pub timeout: std::time::Duration,
+    /// Also print latency percentiles (archbench extension).
+    #[arg(long)]
+    pub latency: bool,
+    /// Also write the JSON result to this file (archbench extension).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Target URL.
+    pub url: String,
 }
 
 #[derive(Debug, Args)]

@@ -21,13 +21,14 @@ use std::path::Path;
 use clap::CommandFactory as _;
 
 pub use args::{
-    AbArgs, Cli, Command, CompareArgs, DemoArgs, LoadArgs, MergeArgs, OutputFormat, RunArgs,
-    ServeArgs, WrkArgs,
+    AbArgs, Cli, Command, CompareArgs, DemoArgs, H2loadArgs, LoadArgs, MergeArgs, OutputFormat,
+    RunArgs, ServeArgs, WrkArgs,
 };
 pub use execute::execute;
 pub use exit::{EXIT_FAILURE, EXIT_USAGE};
 pub use plan::{
-    ab_draft, ab_plan, compare_plan, reproduce, run_draft, run_plan, wrk_draft, wrk_plan, PlanError,
+    ab_draft, ab_plan, compare_plan, h2load_draft, h2load_plan, reproduce, run_draft, run_plan,
+    wrk_draft, wrk_plan, PlanError,
 };
 pub use signals::StopSignals;
 
@@ -42,7 +43,7 @@ fn with_front_end(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
         .and_then(|a| Path::new(a).file_name())
         .and_then(|n| n.to_str())
         .map(str::to_string);
-    if let Some(name @ ("wrk" | "ab")) = invoked_as.as_deref() {
+    if let Some(name @ ("wrk" | "ab" | "h2load")) = invoked_as.as_deref() {
         args.insert(1, OsString::from(name));
     }
     args
@@ -65,6 +66,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
             Command::Run(a) => cmd::run::cmd_run(&a, signals),
             Command::Wrk(a) => cmd::wrk::cmd_wrk(&a, signals),
             Command::Ab(a) => cmd::ab::cmd_ab(&a, signals),
+            Command::H2load(a) => cmd::h2load::cmd_h2load(&a, signals),
             Command::Compare(a) => cmd::compare::cmd_compare(&a, signals),
             Command::Report(a) => cmd::report::cmd_report(&a),
             Command::Serve(a) => cmd::serve::cmd_serve(&a, signals),

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use thiserror::Error;
 
-use super::args::{AbArgs, CompareArgs, LoadArgs, RunArgs, WrkArgs};
-use crate::engine::{wake, Pacing, Part, Plan, StopRule};
+use super::args::{AbArgs, CompareArgs, H2loadArgs, LoadArgs, RunArgs, WrkArgs};
+use crate::engine::{wake, Http2, Pacing, Part, Plan, StopRule};
 use crate::http::tls::TlsOptions;
 use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError, Unresolved};
 
@@ -87,6 +87,9 @@ struct PlanInput<'a> {
     tls: TlsOptions,
     part: Part,
     start_at: Option<SystemTime>,
+    /// `--http2`: the streams per connection (`--streams`, default 1), and whether http/1.1
+    /// is offered beside h2 (`--alpn h2,http/1.1`).
+    http2: Option<(u64, bool)>,
 }
 
 pub fn default_threads() -> u64 {
@@ -105,6 +108,7 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
     check_start_at(input.start_at)?;
     check_method(&input.method)?;
     let target = Target::parse(input.url)?;
+    let http2 = http2(&input, &target)?;
     let basic_auth = Target::basic_auth(input.url);
     Ok(Plan {
         target,
@@ -131,7 +135,43 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         part: input.part,
         start_at: input.start_at,
         hooks: None,
+        http2,
     })
+}
+
+/// Most streams per connection: h2load allows more, but a slot per stream is kept for the
+/// run, and past a few hundred a server's MAX_CONCURRENT_STREAMS caps it anyway.
+const MAX_STREAMS: u64 = 10_000;
+
+/// `--http2` and `--streams`, and what HTTP/2 does not combine with yet.
+fn http2(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http2>, PlanError> {
+    let Some((streams, offer_http11)) = input.http2 else {
+        return Ok(None);
+    };
+    if streams == 0 || streams > MAX_STREAMS {
+        return Err(invalid(format!(
+            "--streams must be from 1 to {MAX_STREAMS} (concurrent streams per connection)"
+        )));
+    }
+    if offer_http11 && target.scheme == crate::http::Scheme::Http {
+        return Err(invalid(
+            "--alpn is negotiated in the TLS handshake: it needs an https:// URL (http:// speaks h2c)",
+        ));
+    }
+    if !input.keepalive {
+        return Err(invalid(
+            "--http2 keeps its connections (streams are its requests); drop --no-keepalive",
+        ));
+    }
+    if input.version == HttpVersion::Http10 {
+        return Err(invalid(
+            "--http2 and --http1.0 contradict each other; pick one",
+        ));
+    }
+    Ok(Some(Http2 {
+        streams: streams as u32,
+        offer_http11,
+    }))
 }
 
 /// Connections and threads: at least one each, at most what one process supports.
@@ -282,6 +322,12 @@ pub fn run_plan(a: &RunArgs) -> Result<Plan, PlanError> {
 /// The plan with `--script`'s hooks: the script loaded, its setup and init run for the
 /// plan's threads (a failure here is the user's to fix, before any load).
 fn with_script(mut plan: Plan, l: &LoadArgs, url: &str) -> Result<Plan, PlanError> {
+    if plan.http2.is_some() && (l.script.is_some() || l.request.mix.is_some()) {
+        // The HTTP/2 worker builds its header blocks once per connection and calls no hooks.
+        return Err(invalid(
+            "--script and --mix speak HTTP/1.1 only so far; leave out --http2 (or the script)",
+        ));
+    }
     if let Some(path) = &l.request.mix {
         if l.script.is_some() {
             return Err(invalid(
@@ -356,7 +402,66 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         tls: l.request.tls_options(),
         part: Part::WHOLE,
         start_at: None,
+        http2: l.request.http2.then(|| {
+            (
+                l.request.streams.unwrap_or(1),
+                l.request.alpn.unwrap_or(false),
+            )
+        }),
     }
+}
+
+/// `archbench h2load`'s plan, resolved.
+pub fn h2load_plan(a: &H2loadArgs) -> Result<Plan, PlanError> {
+    Ok(h2load_draft(a)?.resolve()?)
+}
+
+/// `archbench h2load`'s plan, validated without any lookup: -n across -c clients of -m
+/// streams (h2c), or HTTP/1.1 with --h1 / -p http/1.1; -D a timing-based test; --rps per
+/// client.
+pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
+    let h1 = a.h1 || a.proto == "http/1.1";
+    if !h1 && a.proto != "h2c" {
+        return Err(invalid(format!(
+            "-p {}: archbench h2load speaks h2c or http/1.1 (h2 over https by ALPN)",
+            a.proto
+        )));
+    }
+    if a.duration.is_none() && a.requests < a.clients {
+        return Err(invalid(format!(
+            "-n {} is below -c {}: each client needs at least one request; raise -n or lower -c",
+            a.requests, a.clients
+        )));
+    }
+    let body = match &a.data {
+        Some(p) => read_body(p)?,
+        None => Vec::new(),
+    };
+    build(PlanInput {
+        url: &a.url,
+        method: if a.data.is_some() { "POST" } else { "GET" }.into(),
+        headers: a.headers.clone(),
+        body,
+        version: HttpVersion::Http11,
+        keepalive: true,
+        defaults: DefaultHeaders::AgentAndAccept(format!(
+            "h2load nghttp2/1.52.0 (archbench {})",
+            env!("CARGO_PKG_VERSION")
+        )),
+        connections: a.clients,
+        threads: a.threads,
+        duration: a.duration,
+        requests: a.duration.is_none().then_some(a.requests),
+        rate: a.rps.map(|r| r * a.clients as f64),
+        slack: None,
+        timeout: a.timeout,
+        insecure: true,
+        tls: TlsOptions::default(),
+        part: Part::WHOLE,
+        start_at: None,
+        // Over https h2load offers h2 and http/1.1 by ALPN and speaks what the server chooses.
+        http2: (!h1).then_some((a.streams, a.url.starts_with("https://"))),
+    })
 }
 
 /// `archbench wrk`'s plan, resolved.
@@ -395,6 +500,7 @@ pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
         tls: TlsOptions::full_handshakes(),
         part: Part::WHOLE,
         start_at: None,
+        http2: None,
     })
 }
 
@@ -468,6 +574,7 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         tls: TlsOptions::full_handshakes(),
         part: Part::WHOLE,
         start_at: None,
+        http2: None,
     })
 }
 
@@ -570,6 +677,7 @@ pub fn service_plan(
         tls: TlsOptions::default(),
         part: Part::WHOLE,
         start_at: None,
+        http2: None,
     })?;
     Ok(match known {
         // An in-cluster name only the cluster's DNS knows: its address came from the API.
@@ -644,6 +752,15 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     }
     if plan.request.version == HttpVersion::Http10 {
         w.push("--http1.0".into());
+    }
+    if let Some(h2) = plan.http2 {
+        w.push("--http2".into());
+        if h2.streams != 1 {
+            w.extend(["--streams".into(), h2.streams.to_string()]);
+        }
+        if h2.offer_http11 {
+            w.extend(["--alpn".into(), "h2,http/1.1".into()]);
+        }
     }
     if !plan.request.keepalive {
         w.push("--no-keepalive".into());

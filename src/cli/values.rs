@@ -130,6 +130,31 @@ pub fn tls_version(text: &str) -> Result<crate::http::tls::TlsVersion, String> {
         })
 }
 
+/// h2load's durations: whole seconds by default (`-D 10`), or with a unit (`10s`, `1m`).
+pub fn seconds_or_duration(text: &str) -> Result<std::time::Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(std::time::Duration::from_secs_f64(s)),
+        Ok(_) => Err(format!(
+            "invalid duration {text:?}: use seconds above 0, e.g. 10"
+        )),
+        Err(_) => duration(text),
+    }
+}
+
+/// `--alpn`: `h2` (false) or h2 with http/1.1 (true: the server chooses), in either order.
+pub fn alpn(text: &str) -> Result<bool, String> {
+    let mut offered: Vec<&str> = text.split(',').map(str::trim).collect();
+    offered.sort_unstable();
+    offered.dedup();
+    match offered[..] {
+        ["h2"] => Ok(false),
+        ["h2", "http/1.1"] => Ok(true),
+        _ => Err(format!(
+            "invalid ALPN list {text:?}; use h2, or h2,http/1.1 to let the server choose"
+        )),
+    }
+}
+
 /// Parses `I/N`: part I (from 0) of N.
 pub fn part(text: &str) -> Result<crate::engine::Part, String> {
     let bad = || format!("invalid part {text:?}; use I/N with 0 <= I < N, e.g. 0/3");

@@ -7,6 +7,7 @@
 //! recording goes into histograms sized up front.
 
 mod conn;
+mod h2;
 pub mod hook;
 pub mod live;
 pub mod wake;
@@ -71,6 +72,30 @@ pub struct Plan<A = Addresses> {
     /// A script's hooks (wrk's Lua API), called by every worker; None: the request above,
     /// encoded once.
     pub hooks: Option<Arc<dyn hook::Hooks>>,
+    /// Speak HTTP/2 (prior knowledge over http://) rather than HTTP/1.x.
+    pub http2: Option<Http2>,
+}
+
+/// How a run speaks HTTP/2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2 {
+    /// Concurrent streams per connection (`--streams`).
+    pub streams: u32,
+    /// Over https: offer http/1.1 beside h2 by ALPN and speak what the server chooses
+    /// (`--alpn h2,http/1.1`); otherwise only h2 is offered.
+    pub offer_http11: bool,
+}
+
+/// What a run offers by ALPN over https, in order of preference.
+fn alpn_offer(http2: Option<Http2>) -> &'static [&'static [u8]] {
+    match http2 {
+        None => &[b"http/1.1"],
+        Some(Http2 {
+            offer_http11: false,
+            ..
+        }) => &[b"h2"],
+        Some(_) => &[b"h2", b"http/1.1"],
+    }
 }
 
 /// This process's share of a load that `count` processes run together: every `count`-th
@@ -118,6 +143,7 @@ impl Plan<Unresolved> {
             part: self.part,
             start_at: self.start_at,
             hooks: self.hooks,
+            http2: self.http2,
         }
     }
 }
@@ -346,6 +372,36 @@ pub fn run_from(
     })
 }
 
+/// What an HTTP/2 run's workers share (the header blocks encoded once), or None for
+/// HTTP/1.1 — also when ALPN was offered both and the server chose http/1.1: one handshake
+/// before the run says which, so each worker speaks one protocol (a server chooses the same
+/// on every connection).
+fn h2_spec(plan: &Plan, tls: Option<&worker::TlsSetup>) -> Option<h2::H2Spec> {
+    let h = plan.http2?;
+    if let (Some(t), true) = (tls, h.offer_http11) {
+        let chosen = tls::probe_alpn(
+            plan.addrs.first(),
+            t.config.clone(),
+            t.name.clone(),
+            plan.timeout,
+        );
+        if chosen.is_some_and(|p| p != b"h2") {
+            return None;
+        }
+    }
+    let fields = crate::http::h2::hpack::request_fields(
+        &plan.request,
+        &plan.target,
+        plan.target.scheme == Scheme::Https,
+        plan.basic_auth.clone(),
+    );
+    Some(h2::H2Spec {
+        blocks: Arc::new(crate::http::h2::hpack::RequestBlocks::encode(&fields)),
+        body: plan.request.body.clone().into(),
+        streams: h.streams,
+    })
+}
+
 /// One spec per worker thread: its share of the connections, its place in the open-loop
 /// schedule and of a count-bounded load, and the request encoded once for all of them.
 fn worker_specs(
@@ -361,11 +417,12 @@ fn worker_specs(
         .into();
     let tls = match plan.target.scheme {
         Scheme::Https => Some(worker::TlsSetup {
-            config: tls::client_config(plan.insecure, &plan.tls)?,
+            config: tls::client_config(plan.insecure, &plan.tls, alpn_offer(plan.http2))?,
             name: tls::server_name(&plan.target.host)?,
         }),
         Scheme::Http => None,
     };
+    let http2 = h2_spec(plan, tls.as_ref());
     let part = plan.part;
     let mut first_conn = 0;
     let mut specs = Vec::with_capacity(threads);
@@ -414,6 +471,7 @@ fn worker_specs(
             expected: plan.stop.duration,
             live,
             script,
+            h2: http2.clone(),
         });
         first_conn += conns;
     }
@@ -442,7 +500,11 @@ fn spawn_workers<'scope, 'env>(
             std::thread::Builder::new()
                 .name(format!("archbench-worker-{w}"))
                 .spawn_scoped(scope, move || {
-                    let r = worker::Worker::new(spec, stop, prog).and_then(|w| w.run());
+                    // HTTP/2 has a worker of its own; the HTTP/1.1 one is untouched by it.
+                    let r = match spec.h2.clone() {
+                        Some(h2) => h2::H2Worker::new(spec, h2, stop, prog).and_then(|w| w.run()),
+                        None => worker::Worker::new(spec, stop, prog).and_then(|w| w.run()),
+                    };
                     let _ = done.send(());
                     r
                 })
@@ -669,6 +731,13 @@ impl<A> Plan<A> {
             tls_ciphers: (!self.tls.ciphers.is_empty()).then(|| self.tls.ciphers.clone()),
             tls_groups: (!self.tls.groups.is_empty()).then(|| self.tls.groups.clone()),
             tls_version: self.tls.version.map(|v| v.number().to_string()),
+            http2_streams: self.http2.map(|h| h.streams),
+            alpn: (self.target.scheme == Scheme::Https).then(|| {
+                alpn_offer(self.http2)
+                    .iter()
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .collect()
+            }),
             pacing_slack_us: match self.pacing {
                 Pacing::Closed => None,
                 Pacing::Open { slack, .. } => Some(slack.as_micros() as u64),

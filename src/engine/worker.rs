@@ -35,7 +35,7 @@ const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
 /// wrk samples each thread's request rate this often.
 const RATE_SAMPLE: Duration = Duration::from_millis(100);
 /// The poll token of the open-loop send timer; connections use their index.
-const TIMER: Token = Token(usize::MAX);
+pub(super) const TIMER: Token = Token(usize::MAX);
 /// Open loop over plain TCP: when the next send is at most this far off, the worker sleeps on
 /// the send timer alone and reads the responses that arrived meanwhile when it wakes, timed
 /// by the kernel's receive timestamps. One wake-up then serves a send and the responses
@@ -71,6 +71,8 @@ pub struct WorkerSpec {
     pub live: IntervalShipper,
     /// A script's hooks; None: every request is `request`.
     pub script: Option<WorkerScript>,
+    /// HTTP/2: the engine runs this spec on [`super::h2::H2Worker`] instead.
+    pub h2: Option<super::h2::H2Spec>,
 }
 
 /// See [`WorkerSpec::schedule`].
@@ -186,14 +188,14 @@ impl DeferredReads {
 /// A timerfd in the worker's poll: epoll_wait alone counts whole milliseconds, so waiting for
 /// a send time with it means either sleeping past it or polling without sleeping through
 /// the last millisecond (a whole core at any rate, with enough connections).
-struct SendTimer {
+pub(super) struct SendTimer {
     fd: OwnedFd,
     /// The instant it is set to fire at (or fired at).
     armed: Option<Instant>,
 }
 
 impl SendTimer {
-    fn new(polls: &[&Poll]) -> io::Result<SendTimer> {
+    pub(super) fn new(polls: &[&Poll]) -> io::Result<SendTimer> {
         // SAFETY: timerfd_create returns a new descriptor we own, or -1.
         let raw = unsafe {
             libc::timerfd_create(
@@ -215,7 +217,7 @@ impl SendTimer {
 
     /// Makes the timer fire at `at`. Setting it also clears an earlier expiry, so a fired
     /// timer is never read: one syscall per send time, none when `at` is already set.
-    fn arm(&mut self, at: Instant, now: Instant) -> io::Result<()> {
+    pub(super) fn arm(&mut self, at: Instant, now: Instant) -> io::Result<()> {
         if self.armed == Some(at) {
             return Ok(());
         }
@@ -603,6 +605,7 @@ impl<'a> Worker<'a> {
         if figures.wants_negotiated(!resumed) {
             let n = t.negotiated();
             (figures.version, figures.cipher, figures.group) = (n.version, n.cipher, n.group);
+            figures.alpn = n.alpn;
         }
     }
 
@@ -1039,7 +1042,7 @@ fn micros(d: Duration) -> u64 {
 }
 
 /// Why TLS refused, by what the user can do about it.
-fn tls_failure(e: &rustls::Error) -> TlsFailure {
+pub(super) fn tls_failure(e: &rustls::Error) -> TlsFailure {
     use rustls::{CertificateError as C, Error as E};
     match e {
         E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
@@ -1058,6 +1061,9 @@ fn tls_failure(e: &rustls::Error) -> TlsFailure {
             | rustls::AlertDescription::HandshakeFailure
             | rustls::AlertDescription::InsufficientSecurity,
         ) => TlsFailure::NothingInCommon,
+        E::AlertReceived(rustls::AlertDescription::NoApplicationProtocol) => {
+            TlsFailure::AlpnRefused
+        }
         E::AlertReceived(_) => TlsFailure::ServerAlert,
         E::PeerIncompatible(_) => TlsFailure::NothingInCommon,
         _ => TlsFailure::Other,

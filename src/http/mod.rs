@@ -4,6 +4,7 @@
 //! Must never allocate per response once warm: the engine calls [`ResponseParser::feed`] on its
 //! hot path with slices of a buffer it owns.
 
+pub mod h2;
 mod request;
 mod response;
 mod target;

@@ -87,9 +87,11 @@ fn chosen<T: Copy>(all: &[T], names: &[String], name: impl Fn(&T) -> String) -> 
 
 /// Builds the client configuration once per run. `insecure` accepts any certificate (handshake
 /// signatures are still checked).
+/// `alpn`: the application protocols offered, in order of preference.
 pub fn client_config(
     insecure: bool,
     options: &TlsOptions,
+    alpn: &[&[u8]],
 ) -> Result<Arc<ClientConfig>, TlsSetupError> {
     let mut provider = rustls::crypto::ring::default_provider();
     provider.cipher_suites = chosen(&provider.cipher_suites, &options.ciphers, |c| {
@@ -123,7 +125,7 @@ pub fn client_config(
         }
         builder.with_root_certificates(roots).with_no_client_auth()
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     if !options.resume {
         config.resumption = rustls::client::Resumption::disabled();
     }
@@ -132,6 +134,26 @@ pub fn client_config(
 
 pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsSetupError> {
     ServerName::try_from(host.to_string()).map_err(|_| TlsSetupError::ServerName(host.to_string()))
+}
+
+/// Which of the offered application protocols the server chooses: one handshake on a
+/// blocking connection before the run (a server chooses the same for every connection, and
+/// the run's workers each speak one protocol). None when the handshake fails (the run's own
+/// handshakes then fail and are counted) or the server chose none.
+pub fn probe_alpn(
+    addr: std::net::SocketAddr,
+    config: Arc<ClientConfig>,
+    name: ServerName<'static>,
+    timeout: std::time::Duration,
+) -> Option<Vec<u8>> {
+    let mut sock = std::net::TcpStream::connect_timeout(&addr, timeout).ok()?;
+    sock.set_read_timeout(Some(timeout)).ok()?;
+    sock.set_write_timeout(Some(timeout)).ok()?;
+    let mut conn = ClientConnection::new(config, name).ok()?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut sock).ok()?;
+    }
+    conn.alpn_protocol().map(<[u8]>::to_vec)
 }
 
 /// The TLS error an I/O error carries, if it came from TLS (handshake, certificate, alert)
@@ -155,6 +177,8 @@ pub struct Negotiated {
     pub version: Option<String>,
     pub cipher: Option<String>,
     pub group: Option<String>,
+    /// The application protocol the server chose by ALPN.
+    pub alpn: Option<String>,
 }
 
 impl TlsStream {
@@ -196,7 +220,13 @@ impl TlsStream {
                 .conn
                 .negotiated_key_exchange_group()
                 .map(|g| format!("{:?}", g.name())),
+            alpn: self.alpn().map(|p| String::from_utf8_lossy(p).into_owned()),
         }
+    }
+
+    /// The application protocol the server chose by ALPN (once the handshake is done).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
     }
 
     /// Sends whatever TLS records are pending; stops quietly at WouldBlock (the socket's next

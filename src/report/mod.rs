@@ -8,6 +8,7 @@
 mod ab;
 mod charts;
 mod compare;
+mod h2load;
 mod html;
 mod markdown;
 mod sweep;
@@ -17,6 +18,7 @@ mod wrk;
 use std::io::{self, Write};
 
 pub use ab::AbReport;
+pub use h2load::{H2loadReport, H2loadSetup};
 pub use html::{Chart, HtmlDoc, HtmlPage, HtmlReport};
 pub use text::{ports_note, tls_failure_note, TextReport};
 pub use wrk::WrkReport;

@@ -126,6 +126,7 @@ impl Report<RunResult> for TextReport {
         write_totals(r, out)?;
         write_errors(r, out)?;
         write_tls(r, out)?;
+        write_http2(r, out)?;
         write_client(r, out)?;
         for s in &r.servers {
             write_server(r, s, out)?;
@@ -281,7 +282,8 @@ fn write_errors(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
 fn write_tls(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     let Some(t) = &r.tls else { return Ok(()) };
     if t.handshakes() > 0 {
-        let negotiated: Vec<&str> = [&t.version, &t.cipher, &t.group]
+        let alpn = t.alpn.as_deref().map(|p| format!("ALPN {p}"));
+        let negotiated: Vec<&str> = [&t.version, &t.cipher, &t.group, &alpn]
             .into_iter()
             .filter_map(|x| x.as_deref())
             .collect();
@@ -311,6 +313,39 @@ fn write_tls(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "  TLS errors {line}")?;
     }
     Ok(())
+}
+
+/// Over HTTP/2, the HTTP/2 line: streams per connection (and when the server allowed fewer
+/// than asked), GOAWAYs and the requests sent again after them, resets and connection errors
+/// by error code.
+fn write_http2(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let Some(h) = &r.http2 else { return Ok(()) };
+    let streams = match h.server_max_streams {
+        Some(max) if max < h.streams_asked => format!(
+            "{} streams per connection (asked {}; the server's MAX_CONCURRENT_STREAMS is {max})",
+            h.streams_used(),
+            h.streams_asked
+        ),
+        _ => format!("{} streams per connection", h.streams_asked),
+    };
+    let codes = |what: &str, counts: &[crate::stats::H2CodeCount]| {
+        if counts.is_empty() {
+            return String::new();
+        }
+        let each: Vec<String> = counts
+            .iter()
+            .map(|c| format!("{} {}", c.code, grouped(c.count)))
+            .collect();
+        format!("; {what} {}", each.join(", "))
+    };
+    writeln!(
+        out,
+        "  HTTP/2     {streams}; {} GOAWAY, {} requests sent again{}{}",
+        grouped(h.goaways),
+        grouped(h.retried),
+        codes("streams reset", &h.resets),
+        codes("connection errors", &h.connection_errors)
+    )
 }
 
 /// Why TLS failed, in one line: how many, the main reason with what to do, the first message.

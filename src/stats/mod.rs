@@ -4,6 +4,7 @@
 //! Recording must cost no allocation per request: histograms are sized once, counters are
 //! fixed arrays, and the per-second series grows once per second at most.
 
+mod h2;
 mod histogram;
 mod latency_series;
 mod merge;
@@ -12,6 +13,7 @@ mod result;
 mod server;
 mod tls;
 
+pub use h2::{H2CodeCount, H2Figures};
 pub use histogram::{
     latency_histogram, within_one_stdev as histogram_within_stdev, LatencySummary,
     SerializedHistogram, HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS,

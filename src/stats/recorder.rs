@@ -137,6 +137,8 @@ pub struct Recorder {
     pub server_header: Option<String>,
     /// Over https: handshakes, what they negotiated, why they failed (None over plain HTTP).
     pub tls: Option<Box<super::TlsFigures>>,
+    /// Over HTTP/2: streams, resets, GOAWAYs (made by the first HTTP/2 connection).
+    pub h2: Option<Box<super::H2Figures>>,
     pub series: Vec<SecondSample>,
     /// Seconds each series sample covers: 1, doubled each time the series outgrows
     /// [`MAX_SERIES`].
@@ -211,6 +213,7 @@ impl Recorder {
             body_len_mismatches: 0,
             server_header: None,
             tls: None,
+            h2: None,
             // Room for the expected run, grown once a second beyond it; never sized by
             // what a user typed alone (-d 100000h would ask for gigabytes).
             series: Vec::with_capacity(seconds.min(4096)),
@@ -310,6 +313,11 @@ impl Recorder {
             .saturating_record(took_us);
     }
 
+    /// Over HTTP/2: its figures, made on first use.
+    pub fn h2(&mut self) -> &mut super::H2Figures {
+        self.h2.get_or_insert_with(Default::default)
+    }
+
     /// Over https: the TLS figures, made on first use.
     pub fn tls(&mut self) -> &mut super::TlsFigures {
         self.tls.get_or_insert_with(Default::default)
@@ -344,6 +352,9 @@ impl Recorder {
         self.add_counts(other);
         if self.server_header.is_none() {
             self.server_header.clone_from(&other.server_header);
+        }
+        if let Some(theirs) = &other.h2 {
+            self.h2.get_or_insert_with(Default::default).add(theirs);
         }
         if let Some(theirs) = &other.tls {
             self.tls.get_or_insert_with(Default::default).add(theirs);

@@ -65,6 +65,10 @@ pub struct RunResult {
     /// Over https: handshakes full and resumed, what was negotiated, failures by reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<super::TlsFigures>,
+    /// Over HTTP/2: streams asked for and allowed, GOAWAYs, retried requests, resets and
+    /// connection errors by error code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<super::H2Figures>,
     /// The full distributions, to merge or re-analyse later.
     pub histograms: Histograms,
     /// What archbench itself used (its worker threads).
@@ -328,6 +332,12 @@ pub struct PlanSummary {
     pub tls_ciphers: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_groups: Option<Vec<String>>,
+    /// HTTP/2 (`--http2`): the concurrent streams asked for per connection (`--streams`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2_streams: Option<u32>,
+    /// Over https: the application protocols offered by ALPN, in order of preference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpn: Option<Vec<String>>,
     /// Open loop: sends due within this many µs after a wake-up went out in it, early
     /// (`--pacing-slack`); absent for a closed loop and in documents of older builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -545,6 +555,7 @@ impl RunResult {
             latency_step_s: rec.latency.step_s,
             pacing,
             tls: recorded_tls(&rec, elapsed_s),
+            http2: rec.h2.as_deref().cloned(),
             histograms: recorded_histograms(rec, open_loop),
             client: ClientUsage::default(),
             servers: Vec::new(),
@@ -614,6 +625,7 @@ impl RunResult {
         rec.body_len_mismatches = self.response.body_length_mismatches;
         rec.server_header.clone_from(&self.response.server);
         rec.tls = self.tls.clone().map(Box::new);
+        rec.h2 = self.http2.clone().map(Box::new);
         rec.series.clone_from(&self.series);
         rec.series_step_s = self.series_step_s;
         rec.latency = latency;

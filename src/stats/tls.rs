@@ -79,6 +79,9 @@ pub enum TlsFailure {
     ServerAlert,
     /// No protocol version, cipher suite or key-exchange group in common.
     NothingInCommon,
+    /// The server accepts none of the application protocols offered by ALPN (or, offered
+    /// h2 alone, chose another).
+    AlpnRefused,
     /// Anything else TLS refused.
     Other,
 }
@@ -105,6 +108,9 @@ impl TlsFailure {
             TlsFailure::NothingInCommon => {
                 "the server accepts no TLS version, cipher suite or group this client offered (see --tls-version)"
             }
+            TlsFailure::AlpnRefused => {
+                "the server accepts none of the protocols offered by ALPN (h2 with --http2, else http/1.1): turn HTTP/2 on for its listener, drop --http2, or let it choose with --alpn h2,http/1.1"
+            }
             TlsFailure::Other => "the TLS handshake or a record failed",
         }
     }
@@ -129,6 +135,9 @@ pub struct TlsFigures {
     pub cipher: Option<String>,
     /// The key-exchange group (X25519, secp256r1, …), when the version names one.
     pub group: Option<String>,
+    /// The application protocol the server chose by ALPN (`h2`, `http/1.1`), if it chose one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpn: Option<String>,
     /// Each handshake's time from TCP connected to TLS established (µs); absent in a
     /// recording, filled in the result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -185,6 +194,9 @@ impl TlsFigures {
             self.version.clone_from(&other.version);
             self.cipher.clone_from(&other.cipher);
             self.group.clone_from(&other.group);
+        }
+        if self.alpn.is_none() {
+            self.alpn.clone_from(&other.alpn);
         }
         for f in &other.failures {
             match self.failures.iter_mut().find(|m| m.reason == f.reason) {

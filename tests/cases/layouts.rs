@@ -57,6 +57,8 @@ fn fixed_result(keepalive: bool) -> RunResult {
             tls_version: None,
             tls_ciphers: None,
             tls_groups: None,
+            http2_streams: None,
+            alpn: None,
             pacing_slack_us: None,
             script: None,
             mix: None,

@@ -3,6 +3,7 @@ mod cli;
 mod compare;
 mod embedded;
 mod faults;
+mod h2;
 mod html;
 #[cfg(feature = "k8s")]
 mod k8s;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod faulty;
+pub mod faulty_h2;
 pub mod nginx;
 pub mod prometheus;
 pub mod schema;

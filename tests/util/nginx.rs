@@ -11,6 +11,8 @@ pub struct LogLine {
     pub msec: f64,
     /// Over TLS: nginx's `$ssl_session_reused` said `r` (a resumed session).
     pub session_reused: bool,
+    /// `$server_protocol`: HTTP/1.1, HTTP/2.0, ...
+    pub protocol: String,
 }
 
 pub struct Nginx {
@@ -27,6 +29,9 @@ pub struct NginxConfig<'a> {
     /// `ssl` on the listen socket, with a self-signed certificate for 127.0.0.1 (ECDSA P-256,
     /// made here), as a test server of a user's would have.
     pub tls: bool,
+    /// `http2` on the listen socket: h2c with prior knowledge (nginx 1.22 speaks no HTTP/1.1
+    /// on it then), or h2 through ALPN with `tls`.
+    pub http2: bool,
 }
 
 /// A loopback port that refuses connections while the returned socket lives: bound, never
@@ -60,13 +65,18 @@ impl Nginx {
         } else {
             ("{listen}", "", Vec::new())
         };
+        let listen = if cfg.http2 {
+            format!("{listen} http2")
+        } else {
+            listen.to_string()
+        };
         let config = format!(
             r#"
 master_process off;
 worker_processes 1;
 events {{ worker_connections 4096; }}
 http {{
-  log_format counted '$connection $connection_requests $status $msec $ssl_session_reused "$request"';
+  log_format counted '$connection $connection_requests $status $msec $ssl_session_reused $server_protocol "$request"';
   access_log {{dir}}/access.log counted;
   types {{ text/html html; }}
   {http}
@@ -136,6 +146,7 @@ pub fn read_log(path: &std::path::Path) -> Vec<LogLine> {
                 status: f[2].parse().unwrap(),
                 msec: f[3].parse().unwrap(),
                 session_reused: f.get(4) == Some(&"r"),
+                protocol: f.last().map_or(String::new(), |p| p.to_string()),
                 request: request.trim_end_matches('"').to_string(),
             }
         })

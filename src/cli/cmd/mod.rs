@@ -5,6 +5,7 @@ pub mod ab;
 pub mod agent;
 pub mod compare;
 pub mod demo;
+pub mod h2load;
 #[cfg(feature = "k8s")]
 pub mod k8s;
 pub mod k8s_executable;

@@ -1,0 +1,213 @@
+//! h2load's layout (nghttp2 1.52), line for line with the numbers in its formats, so scripts
+//! that parse h2load keep working; `--latency` adds percentiles after it.
+//!
+//! What archbench does not measure as h2load does is said here and in the README: the
+//! `headers` traffic is every byte read beside the bodies (HTTP/2 framing included) and its
+//! space savings 0 (responses' header blocks are skipped, not decoded); the `req/s` row is
+//! the run's rate per client (archbench keeps no per-client counts: min = max = mean).
+
+use std::io::{self, Write};
+
+use hdrhistogram::Histogram;
+
+use crate::stats::{histogram_within_stdev, RunResult};
+
+pub struct H2loadReport {
+    /// `--latency`: percentiles after h2load's table.
+    pub latency: bool,
+}
+
+/// What the preamble needs from the plan.
+pub struct H2loadSetup {
+    pub threads: usize,
+    pub clients: u64,
+    /// None: a timing-based test.
+    pub requests: Option<u64>,
+    pub warm_up_s: f64,
+    pub duration_s: f64,
+}
+
+/// h2load's util::format_duration: whole µs below a millisecond, else two decimals.
+pub fn h2load_time_us(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.2}s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.2}ms", us / 1e3)
+    } else {
+        format!("{}us", us as u64)
+    }
+}
+
+/// h2load's util::utos_funit: bytes, else two decimals of KB, MB, GB (powers of 1024).
+pub fn h2load_bytes(n: f64) -> String {
+    let units = ["B", "KB", "MB", "GB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{}B", n as u64)
+    } else {
+        format!("{v:.2}{}", units[u])
+    }
+}
+
+fn share(total: u64, parts: usize, w: usize) -> u64 {
+    let parts = parts.max(1) as u64;
+    total / parts + u64::from((w as u64) < total % parts)
+}
+
+impl H2loadReport {
+    /// What h2load prints before the load: one line per thread.
+    pub fn preamble(setup: &H2loadSetup, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "starting benchmark...")?;
+        for w in 0..setup.threads {
+            let clients = share(setup.clients, setup.threads, w);
+            match setup.requests {
+                Some(n) => writeln!(
+                    out,
+                    "spawning thread #{w}: {clients} total client(s). {} total requests",
+                    share(n, setup.threads, w)
+                )?,
+                None => writeln!(
+                    out,
+                    "spawning thread #{w}: {clients} total client(s). Timing-based test with {}s of warm-up time and {}s of main duration for measurements.",
+                    setup.warm_up_s, setup.duration_s
+                )?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The protocol line: what was spoken (ALPN over TLS, else h2c or http/1.1).
+    pub fn protocol(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+        let proto = match (r.tls.as_ref().and_then(|t| t.alpn.as_deref()), &r.http2) {
+            (Some(p), _) => p,
+            (None, Some(_)) => "h2c",
+            (None, None) => "http/1.1",
+        };
+        writeln!(out, "Application protocol: {proto}")
+    }
+
+    /// Everything after the load. `elapsed_s`: the whole test (warm-up included).
+    pub fn write_body(&self, r: &RunResult, elapsed_s: f64, out: &mut dyn Write) -> io::Result<()> {
+        let t = &r.totals;
+        let e = &r.errors;
+        let measured = t.elapsed_s.max(1e-9);
+        let class = |c: char| {
+            r.status_codes
+                .iter()
+                .filter(|(k, _)| k.starts_with(c))
+                .map(|(_, n)| n)
+                .sum::<u64>()
+        };
+        let succeeded = class('2') + class('3');
+        // A request whose connection never opened was never started (h2load counts so).
+        let started = t.attempted - e.connect;
+        let total = r.plan.requests.unwrap_or(t.attempted).max(t.attempted);
+        writeln!(out)?;
+        writeln!(
+            out,
+            "finished in {}, {:.2} req/s, {}/s",
+            h2load_time_us(elapsed_s * 1e6),
+            t.requests as f64 / measured,
+            h2load_bytes(t.bytes_read as f64 / measured)
+        )?;
+        writeln!(
+            out,
+            "requests: {total} total, {started} started, {} done, {succeeded} succeeded, {} failed, {} errored, {} timeout",
+            t.attempted,
+            total - succeeded,
+            t.errors - e.timeout,
+            e.timeout
+        )?;
+        writeln!(
+            out,
+            "status codes: {} 2xx, {} 3xx, {} 4xx, {} 5xx",
+            class('2'),
+            class('3'),
+            class('4'),
+            class('5')
+        )?;
+        let headers = t.bytes_read.saturating_sub(t.body_bytes);
+        writeln!(
+            out,
+            "traffic: {} ({}) total, {} ({headers}) headers (space savings 0.00%), {} ({}) data",
+            h2load_bytes(t.bytes_read as f64),
+            t.bytes_read,
+            h2load_bytes(headers as f64),
+            h2load_bytes(t.body_bytes as f64),
+            t.body_bytes
+        )?;
+        writeln!(
+            out,
+            "                     min         max         mean         sd        +/- sd"
+        )?;
+        let h = &r.histograms;
+        time_row(out, "time for request:", &h.total.0)?;
+        time_row(out, "time for connect:", &h.connect.0)?;
+        time_row(out, "time to 1st byte:", &h.first_byte.0)?;
+        let per_client = t.requests as f64 / measured / r.plan.connections.max(1) as f64;
+        writeln!(
+            out,
+            "req/s           : {per_client:>10.2}  {per_client:>10.2}  {per_client:>10.2}  {:>10.2}  {:>7.2}%",
+            0.0, 100.0
+        )?;
+        if self.latency {
+            writeln!(out, "latency percentiles (archbench):")?;
+            let l = &r.latency.total;
+            for (label, us) in [
+                ("50%", l.p50_us),
+                ("75%", l.p75_us),
+                ("90%", l.p90_us),
+                ("99%", l.p99_us),
+                ("99.9%", l.p99_9_us),
+            ] {
+                writeln!(out, "  {label:>6}  {}", h2load_time_us(us as f64))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn time_row(out: &mut dyn Write, name: &str, h: &Histogram<u64>) -> io::Result<()> {
+    let (min, max, mean, sd, within) = if h.is_empty() {
+        (0.0, 0.0, 0.0, 0.0, 0.0)
+    } else {
+        (
+            h.min() as f64,
+            h.max() as f64,
+            h.mean(),
+            h.stdev(),
+            histogram_within_stdev(h),
+        )
+    };
+    writeln!(
+        out,
+        "{name} {:>10}  {:>10}  {:>10}  {:>10}  {within:>7.2}%",
+        h2load_time_us(min),
+        h2load_time_us(max),
+        h2load_time_us(mean),
+        h2load_time_us(sd)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_in_h2loads_formats() {
+        assert_eq!(h2load_time_us(49.0), "49us");
+        assert_eq!(h2load_time_us(9_630.0), "9.63ms");
+        assert_eq!(h2load_time_us(713_680.0), "713.68ms");
+        assert_eq!(h2load_time_us(2_000_000.0), "2.00s");
+        assert_eq!(h2load_bytes(600.0), "600B");
+        assert_eq!(h2load_bytes(24_000.0), "23.44KB");
+        assert_eq!(h2load_bytes(2_560_196.0), "2.44MB");
+        assert_eq!(share(5, 2, 0), 3);
+        assert_eq!(share(5, 2, 1), 2);
+    }
+}

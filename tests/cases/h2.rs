@@ -1,0 +1,602 @@
+//! HTTP/2 (h2c with prior knowledge) against real nginx, counted against its access log.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::util::nginx::{LogLine, Nginx, NginxConfig};
+use crate::util::{archbench, assert_consistent, run, stderr};
+
+fn h2c(server: &str) -> Option<Nginx> {
+    Nginx::start(NginxConfig {
+        http2: true,
+        server,
+        ..NginxConfig::default()
+    })
+}
+
+fn all_http2(log: &[LogLine]) {
+    assert!(
+        log.iter().all(|l| l.protocol == "HTTP/2.0"),
+        "every request over HTTP/2: {:?}",
+        log.iter().find(|l| l.protocol != "HTTP/2.0")
+    );
+}
+
+#[test]
+fn streams_carry_exactly_the_count_nginx_logs() {
+    let Some(ng) = h2c("") else { return };
+    let r = run(&[
+        &ng.url("/"),
+        "--http2",
+        "--streams",
+        "10",
+        "-n",
+        "2000",
+        "-c",
+        "4",
+        "-t",
+        "2",
+    ]);
+    let log = ng.stop_and_read_log();
+    assert_consistent(&r);
+    assert_eq!((r.totals.requests, r.totals.errors), (2000, 0));
+    assert_eq!(log.len(), 2000);
+    all_http2(&log);
+    assert_eq!(r.status_codes.get("200"), Some(&2000));
+    // Four connections, each carrying its 500 requests (nginx's default keepalive_requests is
+    // 1000): streams, not new connections.
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert_eq!(conns.len(), 4);
+    assert_eq!(r.totals.connections_opened, 4);
+    let h2 = r.http2.as_ref().expect("HTTP/2 figures in the result");
+    assert_eq!((h2.streams_asked, h2.goaways, h2.retried), (10, 0, 0));
+    assert_eq!(r.plan.http2_streams, Some(10));
+    // Several requests in flight per connection: nginx logs a request when it ends, and with
+    // ten streams, requests that end within the same millisecond on one connection are many.
+    let mut per_ms: HashMap<(u64, u64), u32> = HashMap::new();
+    for l in &log {
+        *per_ms
+            .entry((l.connection, (l.msec * 1000.0) as u64))
+            .or_default() += 1;
+    }
+    assert!(
+        per_ms.values().any(|&n| n >= 5),
+        "at most {:?} requests of a connection within one millisecond",
+        per_ms.values().max()
+    );
+}
+
+#[test]
+fn goaway_after_keepalive_requests_loses_and_doubles_nothing() {
+    // nginx ends an HTTP/2 connection with GOAWAY after keepalive_requests streams; with ten
+    // streams in flight, the ones above its last stream id are sent again elsewhere.
+    let Some(ng) = h2c("keepalive_requests 100;") else {
+        return;
+    };
+    let r = run(&[
+        &ng.url("/"),
+        "--http2",
+        "--streams",
+        "10",
+        "-n",
+        "1000",
+        "-c",
+        "2",
+        "-t",
+        "1",
+    ]);
+    let log = ng.stop_and_read_log();
+    assert_consistent(&r);
+    assert_eq!(
+        (r.totals.requests, r.totals.errors),
+        (1000, 0),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(log.len(), 1000);
+    all_http2(&log);
+    assert!(log.iter().all(|l| l.connection_requests <= 100));
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert!(
+        conns.len() >= 10,
+        "{} connections for 1,000 requests",
+        conns.len()
+    );
+    assert_eq!(r.totals.connections_opened, conns.len() as u64);
+    let h2 = r.http2.as_ref().unwrap();
+    assert!(h2.goaways >= 9, "{h2:?}");
+    crate::util::schema::assert_valid(&serde_json::to_value(&r).unwrap());
+    // Ten streams in flight when the GOAWAY comes: some were above its last stream id.
+    assert!(h2.retried > 0, "{h2:?}");
+}
+
+#[test]
+fn a_ten_mebibyte_body_flows_through_window_updates() {
+    let Some(ng) = h2c("") else { return };
+    let big = vec![b'x'; 10 << 20];
+    std::fs::write(format!("{}/big.bin", ng.root()), &big).unwrap();
+    let r = run(&[
+        &ng.url("/big.bin"),
+        "--http2",
+        "--streams",
+        "2",
+        "-n",
+        "6",
+        "-c",
+        "1",
+        "--timeout",
+        "20s",
+    ]);
+    let log = ng.stop_and_read_log();
+    assert_consistent(&r);
+    assert_eq!(
+        (r.totals.requests, r.totals.errors),
+        (6, 0),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(r.totals.body_bytes, 6 * (10 << 20));
+    assert_eq!(log.len(), 6);
+    all_http2(&log);
+}
+
+#[test]
+fn fewer_streams_allowed_than_asked_is_said() {
+    let Some(ng) = h2c("http2_max_concurrent_streams 3;") else {
+        return;
+    };
+    let r = run(&[
+        &ng.url("/"),
+        "--http2",
+        "--streams",
+        "8",
+        "-n",
+        "300",
+        "-c",
+        "2",
+        "-t",
+        "1",
+    ]);
+    let log = ng.stop_and_read_log();
+    assert_consistent(&r);
+    assert_eq!(
+        (r.totals.requests, r.totals.errors),
+        (300, 0),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(log.len(), 300);
+    let h2 = r.http2.as_ref().unwrap();
+    assert_eq!(h2.server_max_streams, Some(3));
+    assert_eq!(h2.streams_used(), 3);
+    let doc = serde_json::to_value(&r).unwrap();
+    crate::util::schema::assert_valid(&doc);
+    assert_eq!(doc["http2"]["server_max_streams"], 3);
+    // The report says so.
+    let mut text = Vec::new();
+    archbench::report::Report::write(&archbench::report::TextReport, &r, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains(
+            "3 streams per connection (asked 8; the server's MAX_CONCURRENT_STREAMS is 3)"
+        ),
+        "{text}"
+    );
+    // No stream was refused: the client never opened more than nginx allows.
+    assert!(h2.resets.is_empty(), "{h2:?}");
+}
+
+#[test]
+fn http2_flags_that_do_not_combine_are_usage_errors() {
+    for (args, says) in [
+        (&["--streams", "4"][..], "--http2"),
+        (&["--http2", "--streams", "0"], "--streams"),
+        (&["--http2", "--no-keepalive"], "--no-keepalive"),
+        (&["--http2", "--http1.0"], "contradict"),
+        (&["--http2", "--alpn", "h2,http/1.1"], "https://"),
+        (&["--http2", "--alpn", "h3"], "ALPN"),
+    ] {
+        let mut argv = vec!["run", "http://127.0.0.1:9/", "-n", "1", "-c", "1"];
+        argv.extend_from_slice(args);
+        let out = archbench(&argv);
+        assert_eq!(out.status.code(), Some(2), "{argv:?}");
+        assert!(stderr(&out).contains(says), "{argv:?}: {}", stderr(&out));
+    }
+}
+
+/// The HTTP/2 fault matrix: each misbehaviour ends as the kind of error it is, in bounded
+/// time, with the right figures.
+mod faults {
+    use crate::util::faulty_h2::{FaultyH2Server, H2Fault};
+    use crate::util::{assert_consistent, run};
+    use std::sync::atomic::Ordering;
+
+    fn codes(counts: &[archbench::stats::H2CodeCount]) -> Vec<(String, u64)> {
+        counts.iter().map(|c| (c.code.clone(), c.count)).collect()
+    }
+
+    #[test]
+    fn streams_reset_by_the_server_are_protocol_errors_by_code() {
+        let server = FaultyH2Server::start(H2Fault::ResetEveryStream);
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "--streams",
+            "2",
+            "-n",
+            "20",
+            "-c",
+            "1",
+        ]);
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.errors.protocol), (0, 20));
+        let h2 = r.http2.as_ref().unwrap();
+        assert_eq!(codes(&h2.resets), [("internal_error".to_string(), 20)]);
+    }
+
+    #[test]
+    fn a_ping_is_answered() {
+        let server = FaultyH2Server::start(H2Fault::PingFirst);
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "--streams",
+            "3",
+            "-n",
+            "9",
+            "-c",
+            "1",
+        ]);
+        assert_eq!((r.totals.requests, r.totals.errors), (9, 0));
+        assert_eq!(server.ping_acks.load(Ordering::Relaxed), 1);
+        assert_eq!(server.answered.load(Ordering::Relaxed), 9);
+    }
+
+    #[test]
+    fn goaway_mid_run_retries_what_was_not_processed_exactly_once() {
+        let server = FaultyH2Server::start(H2Fault::GoAwayAfterTwo);
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "--streams",
+            "4",
+            "-n",
+            "30",
+            "-c",
+            "1",
+        ]);
+        assert_consistent(&r);
+        assert_eq!(
+            (r.totals.requests, r.totals.errors),
+            (30, 0),
+            "{:?}",
+            r.errors
+        );
+        // Every request answered once by the server: none lost, none doubled.
+        assert_eq!(server.answered.load(Ordering::Relaxed), 30);
+        let h2 = r.http2.as_ref().unwrap();
+        assert_eq!(h2.goaways, 15);
+        // Four streams out, two processed per connection: two sent again each time (the last
+        // connection's extra streams are not even opened once the count is reached).
+        assert!(h2.retried >= 14 * 2, "{h2:?}");
+        assert_eq!(r.totals.connections_opened, 15);
+    }
+
+    #[test]
+    fn a_malformed_frame_ends_the_connection_with_frame_size_error() {
+        let server = FaultyH2Server::start(H2Fault::MalformedFrame);
+        let r = run(&[&server.url(), "--http2", "-n", "5", "-c", "1"]);
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.errors.protocol), (0, 5));
+        let h2 = r.http2.as_ref().unwrap();
+        assert_eq!(
+            codes(&h2.connection_errors),
+            [("frame_size_error".to_string(), 5)]
+        );
+    }
+
+    #[test]
+    fn an_oversized_header_block_is_refused() {
+        let server = FaultyH2Server::start(H2Fault::OversizedBlock);
+        let r = run(&[&server.url(), "--http2", "-n", "3", "-c", "1"]);
+        assert_eq!((r.totals.requests, r.errors.protocol), (0, 3));
+        let h2 = r.http2.as_ref().unwrap();
+        assert_eq!(
+            codes(&h2.connection_errors),
+            [("enhance_your_calm".to_string(), 3)]
+        );
+    }
+
+    #[test]
+    fn a_window_never_opened_times_out_rather_than_hangs() {
+        let server = FaultyH2Server::start(H2Fault::WindowNeverOpened);
+        let started = std::time::Instant::now();
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "-m",
+            "POST",
+            "--body",
+            "a body that never gets a window",
+            "-n",
+            "2",
+            "-c",
+            "1",
+            "--timeout",
+            "300ms",
+        ]);
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.errors.timeout), (0, 2));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+}
+
+/// h2 over TLS: ALPN chooses the protocol.
+mod tls {
+    use super::all_http2;
+    use crate::util::nginx::{Nginx, NginxConfig};
+    use crate::util::{assert_consistent, run};
+
+    fn tls_nginx(http2: bool) -> Option<Nginx> {
+        Nginx::start(NginxConfig {
+            tls: true,
+            http2,
+            ..NginxConfig::default()
+        })
+    }
+
+    #[test]
+    fn https_with_http2_negotiates_h2_by_alpn() {
+        let Some(ng) = tls_nginx(true) else { return };
+        let r = run(&[
+            &ng.https_url("/"),
+            "--http2",
+            "-k",
+            "--streams",
+            "4",
+            "-n",
+            "400",
+            "-c",
+            "2",
+            "-t",
+            "1",
+        ]);
+        let log = ng.stop_and_read_log();
+        assert_consistent(&r);
+        assert_eq!(
+            (r.totals.requests, r.totals.errors),
+            (400, 0),
+            "{:?}",
+            r.tls
+        );
+        assert_eq!(log.len(), 400);
+        all_http2(&log);
+        let t = r.tls.as_ref().unwrap();
+        assert_eq!(t.alpn.as_deref(), Some("h2"));
+        assert_eq!(t.handshakes(), 2, "one per connection");
+        assert_eq!(r.plan.alpn.as_deref(), Some(&["h2".to_string()][..]));
+    }
+
+    #[test]
+    fn offered_both_the_server_chooses_and_the_result_says_which() {
+        let Some(ng) = tls_nginx(false) else { return };
+        let r = run(&[
+            &ng.https_url("/"),
+            "--http2",
+            "--alpn",
+            "h2,http/1.1",
+            "-k",
+            "-n",
+            "100",
+            "-c",
+            "2",
+        ]);
+        let log = ng.stop_and_read_log();
+        assert_eq!((r.totals.requests, r.totals.errors), (100, 0));
+        assert_eq!(log.len(), 100);
+        assert!(log.iter().all(|l| l.protocol == "HTTP/1.1"));
+        assert_eq!(r.tls.as_ref().unwrap().alpn.as_deref(), Some("http/1.1"));
+        assert!(r.http2.is_none(), "spoke HTTP/1.1: no HTTP/2 figures");
+        crate::util::schema::assert_valid(&serde_json::to_value(&r).unwrap());
+
+        let Some(ng) = tls_nginx(true) else { return };
+        let r = run(&[
+            &ng.https_url("/"),
+            "--http2",
+            "--alpn",
+            "h2,http/1.1",
+            "-k",
+            "-n",
+            "100",
+            "-c",
+            "2",
+        ]);
+        let log = ng.stop_and_read_log();
+        assert_eq!((r.totals.requests, r.totals.errors), (100, 0));
+        all_http2(&log);
+        assert_eq!(r.tls.as_ref().unwrap().alpn.as_deref(), Some("h2"));
+    }
+
+    #[test]
+    fn h2_alone_offered_to_a_server_without_it_fails_by_alpn_with_advice() {
+        let Some(ng) = tls_nginx(false) else { return };
+        let r = run(&[&ng.https_url("/"), "--http2", "-k", "-n", "5", "-c", "1"]);
+        let log = ng.stop_and_read_log();
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.errors.tls), (0, 5));
+        assert!(log.is_empty());
+        let t = r.tls.as_ref().unwrap();
+        assert_eq!(
+            t.main_failure().map(|f| f.reason),
+            Some(archbench::stats::TlsFailure::AlpnRefused),
+            "{t:?}"
+        );
+        let note = archbench::report::tls_failure_note(t).unwrap();
+        assert!(note.contains("--alpn h2,http/1.1"), "{note}");
+    }
+}
+
+/// The open loop over HTTP/2: each stream slot is a sender of the schedule.
+mod open_loop {
+    use super::{all_http2, h2c};
+    use crate::util::{assert_consistent, run};
+
+    #[test]
+    fn a_rate_over_streams_is_kept_and_counted_as_nginx_logs() {
+        let Some(ng) = h2c("") else { return };
+        let started = std::time::Instant::now();
+        let r = run(&[
+            &ng.url("/"),
+            "--http2",
+            "--streams",
+            "4",
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "--rate",
+            "2000",
+            "-n",
+            "1000",
+        ]);
+        let took = started.elapsed();
+        let log = ng.stop_and_read_log();
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.totals.errors), (1000, 0));
+        assert_eq!(log.len(), 1000);
+        all_http2(&log);
+        // 1,000 at 2,000/s: half a second, not as fast as nginx answers.
+        assert!(took.as_millis() >= 450, "{took:?}");
+        let p = r.pacing.as_ref().expect("open loop: pacing figures");
+        // The rate kept (a slot comes free 4 ms after its send at most times: a loaded
+        // machine may hold a few sends, which the held count says).
+        assert!((p.achieved_rate - 2000.0).abs() < 100.0, "{p:?}");
+        // One lateness per request sent (a retried one is sent twice).
+        let retried = r.http2.as_ref().unwrap().retried;
+        assert_eq!(p.lateness.count, 1000 + retried, "{p:?} {:?}", r.http2);
+        let conns: std::collections::HashSet<u64> = log.iter().map(|l| l.connection).collect();
+        assert_eq!(conns.len(), 2);
+    }
+
+    #[test]
+    fn too_few_slots_for_the_rate_are_reported_as_held_sends() {
+        let Some(ng) = h2c("") else { return };
+        // One stream cannot carry 100,000 requests a second: due sends wait for it.
+        let r = run(&[
+            &ng.url("/"),
+            "--http2",
+            "-c",
+            "1",
+            "-t",
+            "1",
+            "--rate",
+            "100000",
+            "-n",
+            "2000",
+        ]);
+        let log = ng.stop_and_read_log();
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, log.len()), (2000, 2000));
+        let p = r.pacing.as_ref().unwrap();
+        assert!(p.held_by_busy_connection > 0, "{p:?}");
+        // Latency from the due time: it grows with the backlog, well beyond the service time.
+        assert!(
+            r.latency.total.p99_us > 2 * r.latency.service.p99_us,
+            "{:?}",
+            r.latency
+        );
+    }
+}
+
+/// `archbench h2load` against real h2load on the same nginx.
+mod h2load {
+    use super::{all_http2, h2c};
+    use crate::util::nginx::{Nginx, NginxConfig};
+    use crate::util::{archbench, require_tool, stdout};
+
+    /// A line's shape: its words, every token with a digit in it replaced by `#` (h2load puts
+    /// byte counts in parentheses).
+    fn shape(text: &str) -> Vec<String> {
+        text.lines()
+            .map(|l| {
+                l.split_whitespace()
+                    .map(|t| {
+                        if t.contains(|c: char| c.is_ascii_digit()) {
+                            "#"
+                        } else {
+                            t
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn output_has_real_h2loads_shape_and_nginx_logs_the_count() {
+        let Some(h2load) = require_tool("h2load") else {
+            return;
+        };
+        let Some(ng) = h2c("") else { return };
+        let url = ng.url("/");
+        for args in [
+            vec!["-n", "2000", "-c", "4", "-m", "10", url.as_str()],
+            vec!["-n", "100", "-c", "1", url.as_str()],
+            vec![
+                "-D",
+                "1",
+                "--warm-up-time",
+                "1",
+                "-c",
+                "2",
+                "-m",
+                "2",
+                url.as_str(),
+            ],
+            vec!["--rps", "200", "-n", "100", "-c", "2", url.as_str()],
+        ] {
+            let real = std::process::Command::new(&h2load)
+                .args(&args)
+                .output()
+                .unwrap();
+            let mut ours_args = vec!["h2load"];
+            ours_args.extend_from_slice(&args);
+            let ours = archbench(&ours_args);
+            assert!(ours.status.success(), "{args:?}");
+            assert_eq!(
+                shape(&stdout(&ours)),
+                shape(&stdout(&real)),
+                "{args:?}\n{}",
+                stdout(&ours)
+            );
+        }
+        let log = ng.stop_and_read_log();
+        all_http2(&log);
+        // Each count-based command line twice (real h2load's and ours), and the timing-based.
+        assert!(log.len() > 2 * (2000 + 100 + 100), "{}", log.len());
+    }
+
+    #[test]
+    fn h1_and_the_name_h2load_through_a_symlink() {
+        let Some(ng) = Nginx::start(NginxConfig::default()) else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let h2load = dir.path().join("h2load");
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_archbench"), &h2load).unwrap();
+        let out = std::process::Command::new(&h2load)
+            .args(["--h1", "-n", "300", "-c", "3", &ng.url("/")])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = stdout(&out);
+        assert!(text.contains("Application protocol: http/1.1\n"), "{text}");
+        assert!(
+            text.contains("requests: 300 total, 300 started, 300 done, 300 succeeded, 0 failed, 0 errored, 0 timeout\n"),
+            "{text}"
+        );
+        let log = ng.stop_and_read_log();
+        assert_eq!(log.len(), 300);
+        assert!(log.iter().all(|l| l.protocol == "HTTP/1.1"));
+    }
+}
