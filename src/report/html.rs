@@ -598,7 +598,7 @@ fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String
         esc(&t.name),
         esc(&t.name),
         if watched {
-            "<th>server cores</th><th>req/server CPU-s</th>"
+            "<th>server cores</th><th>req/server CPU-s</th><th>server memory</th>"
         } else {
             ""
         }
@@ -613,7 +613,10 @@ fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String
                 .map_or("<td>not measurable</td>".into(), |r| {
                     num(&grouped(r.round() as u64), r)
                 });
-            format!("{cores}{per_cpu}")
+            let memory = p.server_memory_bytes.map_or("<td>–</td>".into(), |b| {
+                num(&crate::units::bytes_iec(b), b)
+            });
+            format!("{cores}{per_cpu}{memory}")
         } else {
             String::new()
         };

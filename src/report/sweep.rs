@@ -102,13 +102,13 @@ fn write_points(ladder: LadderKind, t: &TargetSweep, out: &mut dyn Write) -> io:
     };
     writeln!(
         out,
-        "  {first:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>11} {:>5}",
-        "req/s", "p50", "p90", "p99", "p99.9", "errors", "cores", "req/CPU-s", "SLO"
+        "  {first:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>11} {:>10} {:>5}",
+        "req/s", "p50", "p90", "p99", "p99.9", "errors", "cores", "req/CPU-s", "memory", "SLO"
     )?;
     for p in &t.points {
         writeln!(
             out,
-            "  {:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>6.2}% {:>7} {:>11} {:>5}",
+            "  {:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>6.2}% {:>7} {:>11} {:>10} {:>5}",
             load_text(p.load),
             grouped(p.requests_per_sec.round() as u64),
             wrk_time_us(p.p50_us),
@@ -119,6 +119,8 @@ fn write_points(ladder: LadderKind, t: &TargetSweep, out: &mut dyn Write) -> io:
             p.server_cores.map_or("-".into(), |c| format!("{c:.2}")),
             p.requests_per_server_cpu_s
                 .map_or("-".into(), |r| grouped(r.round() as u64)),
+            p.server_memory_bytes
+                .map_or("-".into(), crate::units::bytes_iec),
             match p.slo_passed {
                 Some(true) => "pass",
                 Some(false) => "FAIL",

@@ -113,6 +113,9 @@ pub struct StepFigures {
     /// Watched servers' CPU, in cores, and answered requests per server CPU-second.
     pub server_cores: Option<f64>,
     pub requests_per_server_cpu_s: Option<f64>,
+    /// Watched servers' peak memory together, in bytes.
+    #[serde(default)]
+    pub server_memory_bytes: Option<f64>,
     /// Whether the step met the SLO (None without one).
     pub slo_passed: Option<bool>,
     /// With `--cost`: a million requests at this step's throughput.
@@ -163,6 +166,10 @@ pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
         requests_per_server_cpu_s: median(&|r| {
             let cpu: f64 = r.servers.iter().map(|s| s.cpu_s).sum();
             crate::stats::requests_per_cpu_s(r.totals.requests, cpu)
+        }),
+        server_memory_bytes: median(&|r| {
+            (!r.servers.is_empty())
+                .then(|| r.servers.iter().map(|s| s.peak_memory_bytes as f64).sum())
         }),
         slo_passed: c
             .slo
@@ -353,6 +360,7 @@ mod tests {
             error_percent: errors,
             server_cores: None,
             requests_per_server_cpu_s: None,
+            server_memory_bytes: None,
             slo_passed: slo,
             cost_per_million: None,
         }

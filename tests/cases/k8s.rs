@@ -1759,6 +1759,12 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
             }
         }
     }
+    // Every step's pod memory, from the same runs' servers.
+    for t in doc["targets"].as_array().unwrap() {
+        for p in t["points"].as_array().unwrap() {
+            assert!(p["server_memory_bytes"].as_f64().unwrap() > 0.0, "{p}");
+        }
+    }
     let first: Vec<&str> = steps[0]["comparison"]["targets"]
         .as_array()
         .unwrap()
@@ -1793,11 +1799,17 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         text.contains("Scaling    large vs small: 8.00x the vCPUs"),
         "{text}"
     );
+    // (Compared as numbers: serde_json's reading of a float may be one ulp off its writing.)
+    let on_page = |page: &str| -> f64 {
+        let at = page
+            .find("class=\"scaling\" data-value=\"")
+            .expect("the scaling line on the page");
+        let rest = &page[at + "class=\"scaling\" data-value=\"".len()..];
+        rest[..rest.find('"').unwrap()].parse().unwrap()
+    };
+    let efficiency = scaling["efficiency"].as_f64().unwrap();
     assert!(
-        page.contains(&format!(
-            "data-value=\"{}\"",
-            scaling["efficiency"].as_f64().unwrap()
-        )),
+        (on_page(&page) - efficiency).abs() <= 1e-12 * efficiency.abs(),
         "the efficiency on the page"
     );
     // Opened by Chromium without a network: the sweep's three charts, and the efficiency the
@@ -1812,10 +1824,7 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
             3,
             "throughput and p99 against load, and requests per pod CPU-second"
         );
-        assert!(dom.contains(&format!(
-            "data-value=\"{}\"",
-            scaling["efficiency"].as_f64().unwrap()
-        )));
+        assert!((on_page(&dom) - efficiency).abs() <= 1e-12 * efficiency.abs());
     }
     // The same sweep from inside the cluster: each run an Indexed Job of two load pods
     // (kept off nginx's nodes), started together, merged; their requests the pods logged.
