@@ -169,6 +169,8 @@ pub struct K8sLoadArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
     #[command(flatten)]
+    pub http: K8sHttpArgs,
+    #[command(flatten)]
     pub inside: K8sInClusterArgs,
     /// A target's node price per hour, NAME=PRICE (intel=0.192 arm=0.154; repeatable): the
     /// cost of a million requests at each one's median throughput.
@@ -242,9 +244,30 @@ pub struct K8sSweepArgs {
     #[arg(short = 'q', long)]
     pub quiet: bool,
     #[command(flatten)]
+    pub http: K8sHttpArgs,
+    #[command(flatten)]
     pub inside: K8sInClusterArgs,
     #[command(flatten)]
     pub live: LiveArgs,
+}
+
+/// The protocol `k8s load` and `k8s sweep` speak to the services.
+#[derive(Debug, Args)]
+pub struct K8sHttpArgs {
+    /// HTTP/2 with prior knowledge (h2c: nginx's `listen 80 http2;`), from here and from the
+    /// in-cluster workers alike.
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/2: concurrent streams per connection [default: 1].
+    #[arg(long, requires = "http2", value_parser = crate::cli::values::count)]
+    pub streams: Option<u64>,
+}
+
+impl K8sHttpArgs {
+    /// With --http2, its streams per connection.
+    pub fn streams(&self) -> Option<u64> {
+        self.http2.then(|| self.streams.unwrap_or(1))
+    }
 }
 
 /// Where `k8s load` and `k8s sweep` load from: here, or an Indexed Job of archbench pods.

@@ -657,6 +657,7 @@ pub fn service_plan(
     duration: Duration,
     rate: Option<f64>,
     timeout: Duration,
+    http2_streams: Option<u64>,
 ) -> Result<Plan, PlanError> {
     let unresolved = build(PlanInput {
         url,
@@ -677,7 +678,7 @@ pub fn service_plan(
         tls: TlsOptions::default(),
         part: Part::WHOLE,
         start_at: None,
-        http2: None,
+        http2: http2_streams.map(|s| (s, false)),
     })?;
     Ok(match known {
         // An in-cluster name only the cluster's DNS knows: its address came from the API.

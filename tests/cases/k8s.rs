@@ -1966,6 +1966,76 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
     assert!(!configured(0).contains("-moutline-atomics"));
     assert!(configured(1).contains("--with-cc-opt=-moutline-atomics"));
     ok(&k8s(c, builds_ns, &["down"]));
+    // HTTP/2 to the pods (h2c: nginx listening with http2), from here and from in-cluster
+    // workers: every request counted one the pod logged as HTTP/2.0.
+    let h2_ns = "http2";
+    let h2_conf = dir.path().join("h2.conf");
+    std::fs::write(
+        &h2_conf,
+        counted_conf().replace("listen 80;", "listen 80 http2;"),
+    )
+    .unwrap();
+    ok(&k8s(
+        c,
+        h2_ns,
+        &[
+            "up",
+            "--variant",
+            "h2:instance-type=Standard_D2s_v6",
+            "--config",
+            h2_conf.to_str().unwrap(),
+            "--service-type",
+            "NodePort",
+            "--wait-timeout",
+            "90s",
+        ],
+    ));
+    let h2_pods = pod_names(&ok(&k8s(c, h2_ns, &["status"])));
+    let logged_h2 = || -> usize {
+        h2_pods
+            .iter()
+            .map(|p| c.pod_log(h2_ns, p).matches("\"GET / HTTP/2.0\"").count())
+            .sum()
+    };
+    let h2_out = dir.path().join("h2");
+    for (k, inside) in [(0, false), (1, true)] {
+        let before = logged_h2();
+        let mut args = vec![
+            "load",
+            "h2",
+            "--http2",
+            "--streams",
+            "4",
+            "-c",
+            "2",
+            "-d",
+            "1s",
+            "--out-dir",
+        ];
+        let out_dir = h2_out.join(k.to_string());
+        args.push(out_dir.to_str().unwrap());
+        if inside {
+            args.extend([
+                "--in-cluster",
+                "--workers",
+                "2",
+                "--image",
+                "archbench:test",
+            ]);
+        }
+        ok(&k8s(c, h2_ns, &args));
+        let doc = read_json(the_run_dir(&out_dir).join("k8s-load.json"));
+        let run = &doc["targets"][0]["runs"][0];
+        let counted = run["totals"]["requests"].as_u64().unwrap();
+        assert_eq!(run["plan"]["http2_streams"], 4, "{}", run["plan"]);
+        let served = (logged_h2() - before) as u64;
+        // At most one stream's request per slot in flight when the time ran out: 2 x 4.
+        assert!(
+            counted > 0 && served >= counted && served <= counted + 8,
+            "in-cluster {inside}: nginx logged {served} HTTP/2 requests, archbench counted {counted}"
+        );
+    }
+    ok(&k8s(c, h2_ns, &["down"]));
     // down removes every variant's objects, their own ConfigMaps too.
     let down = ok(&k8s(c, ns, &["down"]));
     for gone in [

@@ -591,6 +591,7 @@ fn announce_wrk(targets: &[k8s::LoadTarget], commands: &[String]) {
 /// The load of every target as given, before it is split among in-cluster workers.
 fn whole_load(l: &K8sLoadArgs) -> k8s::WholeLoad {
     k8s::WholeLoad {
+        http2_streams: l.http.streams(),
         connections: l.connections,
         threads: l.threads,
         duration: l.duration,
@@ -660,6 +661,7 @@ fn load_plan(
             l.duration,
             l.rate,
             l.timeout,
+            l.http.streams(),
         )?;
         contenders.push(Contender {
             name: t.name.clone(),
@@ -731,6 +733,9 @@ fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String 
         format!("--timeout {}ms", l.timeout.as_millis()),
         format!("--image {}", l.inside.image),
     ];
+    if let Some(streams) = l.http.streams() {
+        words.push(format!("--http2 --streams {streams}"));
+    }
     if let Some(r) = l.rate {
         words.push(format!("--rate {r}"));
     }
@@ -847,6 +852,7 @@ mod tests {
             duration: Duration::from_secs(30),
             rate: Some(1000.0),
             timeout: Duration::from_secs(2),
+            http2_streams: None,
         };
         let job = k8s::distributed::job(&target, "nginx", "j", &how, &load, "t0k");
         let container = &job.spec.unwrap().template.spec.unwrap().containers[0];

@@ -47,6 +47,7 @@ impl StepPlans for ServiceTargets<'_> {
                 w.duration,
                 load.rate,
                 w.timeout,
+                w.http.streams(),
             )?;
             contenders.push(Contender {
                 name: t.name.clone(),
@@ -74,6 +75,7 @@ fn whole_of(c: &Contender, timeout: std::time::Duration) -> k8s::WholeLoad {
             Pacing::Closed => None,
         },
         timeout,
+        http2_streams: c.plan.http2.map(|h| u64::from(h.streams)),
     }
 }
 

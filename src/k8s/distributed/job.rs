@@ -143,6 +143,9 @@ fn agent_args(target: &LoadTarget, how: &InCluster, load: &WholeLoad) -> Vec<Str
     if let Some(r) = load.rate {
         args.extend(["--rate".into(), r.to_string()]);
     }
+    if let Some(streams) = load.http2_streams {
+        args.extend(["--http2".into(), "--streams".into(), streams.to_string()]);
+    }
     if let Some(h) = host {
         args.extend(["-H".into(), format!("Host: {h}")]);
     }
@@ -237,6 +240,7 @@ pub fn preview_jobs(setup: &crate::k8s::Setup, how: &InCluster) -> Vec<Job> {
         duration: Duration::from_secs(30),
         rate: None,
         timeout: Duration::from_secs(10),
+        http2_streams: None,
     };
     setup
         .variants
@@ -305,6 +309,7 @@ mod tests {
         duration: Duration::from_secs(30),
         rate: Some(1000.0),
         timeout: Duration::from_secs(2),
+        http2_streams: None,
     };
 
     #[test]

@@ -56,6 +56,8 @@ pub struct WholeLoad {
     pub duration: Duration,
     pub rate: Option<f64>,
     pub timeout: Duration,
+    /// HTTP/2 (h2c): streams per connection.
+    pub http2_streams: Option<u64>,
 }
 
 /// One target's distributed run.
