@@ -652,13 +652,16 @@ pub fn targets_plan(
 pub fn service_plan(
     url: &str,
     known: Option<std::net::SocketAddr>,
-    connections: u64,
-    threads: u64,
-    duration: Duration,
-    rate: Option<f64>,
-    timeout: Duration,
-    http2_streams: Option<u64>,
+    load: &crate::k8s::WholeLoad,
 ) -> Result<Plan, PlanError> {
+    let crate::k8s::WholeLoad {
+        connections,
+        threads,
+        duration,
+        rate,
+        timeout,
+        http2_streams,
+    } = *load;
     let unresolved = build(PlanInput {
         url,
         method: "GET".into(),

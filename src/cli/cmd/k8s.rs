@@ -653,16 +653,7 @@ fn load_plan(
 ) -> anyhow::Result<(ComparePlan, Vec<String>)> {
     let mut contenders = Vec::new();
     for t in targets {
-        let plan = plan::service_plan(
-            &t.url,
-            t.cluster_address,
-            l.connections,
-            l.threads,
-            l.duration,
-            l.rate,
-            l.timeout,
-            l.http.streams(),
-        )?;
+        let plan = plan::service_plan(&t.url, t.cluster_address, &whole_load(l))?;
         contenders.push(Contender {
             name: t.name.clone(),
             plan,

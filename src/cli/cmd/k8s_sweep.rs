@@ -39,16 +39,15 @@ impl StepPlans for ServiceTargets<'_> {
         let w = self.w;
         let mut contenders = Vec::new();
         for t in self.targets.iter().filter(|t| active.contains(&t.name)) {
-            let plan = plan::service_plan(
-                &t.url,
-                t.cluster_address,
-                load.connections,
-                w.threads,
-                w.duration,
-                load.rate,
-                w.timeout,
-                w.http.streams(),
-            )?;
+            let whole = k8s::WholeLoad {
+                connections: load.connections,
+                threads: w.threads,
+                duration: w.duration,
+                rate: load.rate,
+                timeout: w.timeout,
+                http2_streams: w.http.streams(),
+            };
+            let plan = plan::service_plan(&t.url, t.cluster_address, &whole)?;
             contenders.push(Contender {
                 name: t.name.clone(),
                 plan,
