@@ -118,12 +118,17 @@ fn a_static_script_allocates_nothing_per_request() {
     drop(server);
     assert_eq!((small_done, large_done), (1_000, 20_000));
     assert_eq!((mix_small_done, mix_large_done), (1_000, 20_000));
+    // The quarter-second hand-over of the live histograms allocates with time, not with
+    // requests (about 50 a second): on a loaded machine the longer run took 118 more (136 vs
+    // 254 once in the full suite). The bound is one allocation per 50 requests; one per
+    // request would add 19,000.
+    let bound = 19_000 / 50;
     assert!(
-        large <= small + 64,
+        large <= small + bound,
         "static script: 1,000 requests: {small} allocations; 20,000 requests: {large}"
     );
     assert!(
-        mix_large <= mix_small + 64,
+        mix_large <= mix_small + bound,
         "request mix: 1,000 requests: {mix_small} allocations; 20,000 requests: {mix_large}"
     );
 }
