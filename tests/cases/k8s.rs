@@ -124,10 +124,12 @@ fn access_lines(c: &TestCluster, ns: &str, pods: &[String]) -> usize {
         .sum()
 }
 
+/// The pods of the status table (the lines before the first blank one).
 fn pod_names(status: &str) -> Vec<String> {
     status
         .lines()
         .skip(1)
+        .take_while(|l| !l.is_empty())
         .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
         .collect()
 }
@@ -1568,6 +1570,12 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
     // load of both variants and the multi-arch service, in the order named (the first the
     // baseline), every request counted one the pods' nginx logged.
     let status = ok(&k8s(c, ns, &["status"]));
+    // Under the table, what each variant runs: its CPU and its nginx build.
+    let model = archbench::os::cpu_model_in(&std::fs::read_to_string("/proc/cpuinfo").unwrap());
+    assert!(
+        status.contains(&format!("small: {model} (amd64); nginx version: nginx/")),
+        "{status}"
+    );
     let pods = pod_names(&status);
     assert_eq!(pods.len(), 3, "{status}");
     let out = dir.path().join("results");

@@ -96,7 +96,11 @@ fn run(
         K8sCommand::Up(s) => up(runtime, cluster, &setup(s, &a.namespace)?, stop)?,
         K8sCommand::Status => {
             let rows = runtime.block_on(k8s::status(cluster))?;
-            write_stdout(|out| k8s::write_status(&rows, out))?;
+            let builds = builds(runtime, cluster, &rows);
+            write_stdout(|out| {
+                k8s::write_status(&rows, out)?;
+                write_builds(&builds, out)
+            })?;
             0
         }
         K8sCommand::Config(c) => config(runtime, cluster, c, stop)?,
@@ -194,6 +198,53 @@ fn config(
             EXIT_FAILURE
         }
     })
+}
+
+/// What each variant runs: its pod's CPU model and nginx build (None where exec is refused:
+/// a reader may list pods without exec).
+fn builds(
+    runtime: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    rows: &[k8s::PodRow],
+) -> Vec<(String, Option<k8s::ArchFingerprint>)> {
+    let mut variants: Vec<&str> = rows.iter().map(|r| r.variant.as_str()).collect();
+    variants.dedup();
+    variants
+        .into_iter()
+        .map(|v| {
+            let print = runtime.block_on(async {
+                tokio::time::timeout(Duration::from_secs(20), k8s::fingerprint(cluster, v)).await
+            });
+            (v.to_string(), print.ok().and_then(Result::ok))
+        })
+        .collect()
+}
+
+/// Under the status table: per variant, the CPU it runs on and its nginx build.
+fn write_builds(
+    builds: &[(String, Option<k8s::ArchFingerprint>)],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if builds.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    for (variant, print) in builds {
+        match print {
+            Some(f) => {
+                let nginx = f.nginx.describe().unwrap_or_else(|| "nginx -V printed no version".into());
+                writeln!(out, "{variant}: {} ({}); {nginx}", f.cpu_model, f.node_arch)?;
+                for w in &f.nginx.warnings {
+                    writeln!(out, "  WARNING: {w}")?;
+                }
+            }
+            None => writeln!(
+                out,
+                "{variant}: CPU and nginx build not read (exec into its pod is not allowed, or it is not running)"
+            )?,
+        }
+    }
+    Ok(())
 }
 
 /// `k8s fingerprint`: one per variant that runs.
