@@ -88,11 +88,12 @@ fn write_costs(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
             (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 && v > 0.0 => {
                 let d = (v / base - 1.0) * 100.0;
                 format!(
-                    " ({:.1}% {} than {}: {:.2}x its requests per dollar)",
+                    " ({:.1}% {} than {}: {:.2}x its requests per dollar{})",
                     d.abs(),
                     if d <= 0.0 { "less" } else { "more" },
                     f.name,
-                    base / v
+                    base / v,
+                    under_slo(c, &f.name, &t.name)
                 )
             }
             _ => String::new(),
@@ -110,6 +111,22 @@ fn write_costs(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// With `--slo`: whether the two targets a cost line compares both met it, so the ratio is
+/// the guide's claim measured ("at p99<5ms"), or which one missed it.
+fn under_slo(c: &ComparisonResult, base: &str, name: &str) -> String {
+    let outcome = |n: &str| c.slo.iter().find(|t| t.name == n).map(|t| &t.outcome);
+    let (Some(b), Some(t)) = (outcome(base), outcome(name)) else {
+        return String::new();
+    };
+    let conditions: Vec<&str> = t.conditions.iter().map(|c| c.condition.as_str()).collect();
+    match (b.passed, t.passed) {
+        (true, true) => format!(" at {}", conditions.join(", ")),
+        (true, false) => format!(", but {name} misses the SLO"),
+        (false, true) => format!(", but {base} misses the SLO"),
+        (false, false) => ", but both miss the SLO".into(),
+    }
 }
 
 /// The client machine of the first run: architecture, CPU, cores, kernel, LSE atomics.

@@ -1600,10 +1600,17 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
             "2",
             "--prices",
             prices.to_str().unwrap(),
+            "--slo",
+            "errors<50%",
             "--out-dir",
             out.to_str().unwrap(),
         ],
     ));
+    // The guide's claim, measured under the SLO both met.
+    assert!(
+        text.contains("x its requests per dollar at errors<50%)"),
+        "{text}"
+    );
     let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
     crate::util::schema::assert_valid(&doc);
     // What each ran on, and its price from its node's instance type: its share of the node's
