@@ -247,36 +247,34 @@ impl Scaling {
     }
 }
 
-/// One line per target whose vCPUs differ from the first placed target's (the baseline),
-/// from each one's throughput (`rps`: None leaves the target out).
+/// One line per pair of targets whose vCPUs differ, the earlier one (as given) the baseline
+/// of the pair, from each one's throughput (`rps`: None leaves the target out).
 pub fn scaling(placements: &[Placement], rps: &dyn Fn(&str) -> Option<f64>) -> Vec<Scaling> {
-    let Some(base) = placements.first() else {
-        return Vec::new();
-    };
-    let (Some(base_vcpus), Some(base_rps)) = (base.vcpus(), rps(&base.name)) else {
-        return Vec::new();
-    };
-    if base_rps <= 0.0 {
-        return Vec::new();
-    }
-    placements[1..]
+    placements
         .iter()
-        .filter_map(|p| {
-            let vcpus = p.vcpus()?;
-            let r = rps(&p.name)?;
-            ((vcpus - base_vcpus).abs() > 1e-9).then(|| Scaling {
-                baseline: base.name.clone(),
-                name: p.name.clone(),
-                baseline_vcpus: base_vcpus,
-                vcpus,
-                baseline_requests_per_sec: base_rps,
-                requests_per_sec: r,
-                baseline_per_vcpu: base_rps / base_vcpus,
-                per_vcpu: r / vcpus,
-                efficiency: (r / base_rps) / (vcpus / base_vcpus),
-            })
+        .enumerate()
+        .flat_map(|(i, base)| {
+            placements[i + 1..]
+                .iter()
+                .filter_map(|p| pair(base, p, rps))
         })
         .collect()
+}
+
+fn pair(base: &Placement, p: &Placement, rps: &dyn Fn(&str) -> Option<f64>) -> Option<Scaling> {
+    let (base_vcpus, base_rps) = (base.vcpus()?, rps(&base.name)?);
+    let (vcpus, r) = (p.vcpus()?, rps(&p.name)?);
+    (base_rps > 0.0 && (vcpus - base_vcpus).abs() > 1e-9).then(|| Scaling {
+        baseline: base.name.clone(),
+        name: p.name.clone(),
+        baseline_vcpus: base_vcpus,
+        vcpus,
+        baseline_requests_per_sec: base_rps,
+        requests_per_sec: r,
+        baseline_per_vcpu: base_rps / base_vcpus,
+        per_vcpu: r / vcpus,
+        efficiency: (r / base_rps) / (vcpus / base_vcpus),
+    })
 }
 
 #[cfg(test)]
@@ -362,7 +360,15 @@ mod tests {
             _ => Some(9_000.0),
         };
         let lines = scaling(&placements, &rps);
-        assert_eq!(lines.len(), 1, "same vCPUs: no line");
+        assert_eq!(
+            lines.len(),
+            2,
+            "a line per pair whose vCPUs differ: {lines:?}"
+        );
+        assert_eq!(
+            (lines[1].baseline.as_str(), lines[1].name.as_str()),
+            ("large", "same")
+        );
         let l = &lines[0];
         assert!((l.efficiency - 0.75).abs() < 1e-12);
         assert!((l.per_vcpu - 3_750.0).abs() < 1e-9);

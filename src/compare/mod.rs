@@ -91,7 +91,7 @@ pub struct ComparisonResult {
     /// Where each target ran, when a cluster said so (`k8s load`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placements: Vec<crate::placement::Placement>,
-    /// Targets whose vCPUs differ from the baseline's: throughput per vCPU and scaling
+    /// Pairs of targets whose vCPUs differ (the earlier one the pair's baseline): throughput per vCPU and scaling
     /// efficiency at their median throughputs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scaling: Vec<crate::placement::Scaling>,

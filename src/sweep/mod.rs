@@ -55,7 +55,7 @@ pub struct SweepResult {
     /// Where each target ran, when a cluster said so (`k8s sweep`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placements: Vec<crate::placement::Placement>,
-    /// Targets whose vCPUs differ from the baseline's: throughput per vCPU and scaling
+    /// Pairs of targets whose vCPUs differ (the earlier one the pair's baseline): throughput per vCPU and scaling
     /// efficiency at each one's knee.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scaling: Vec<crate::placement::Scaling>,

@@ -1922,6 +1922,21 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         !deployments.contains("huge") && !deployments.contains("wide"),
         "{deployments}"
     );
+    // A variant whose image cannot be pulled: the runtime's words, in one line.
+    let o = k8s(
+        c,
+        "unpulled",
+        &[
+            "up",
+            "--variant",
+            "gone:instance-type=Standard_D2s_v6,image=registry.example/no-such-image:1",
+            "--wait-timeout",
+            "60s",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot be pulled"), "{}", stderr(&o));
+    ok(&k8s(c, "unpulled", &["down"]));
     // Two builds of nginx by image, side by side on one node type: the fingerprint and every
     // load's document say which build each variant ran.
     let builds_ns = "builds";
