@@ -959,16 +959,13 @@ impl<'a> Worker<'a> {
         }
         let second = self.second(now);
         let conn = &mut self.conns[i];
-        let times = crate::stats::ResponseTimes {
-            total_us: micros(now.saturating_duration_since(conn.intended)),
-            service_us: micros(now.saturating_duration_since(conn.sent)),
-            first_byte_us: micros(
-                conn.first_byte
-                    .unwrap_or(now)
-                    .saturating_duration_since(conn.sent),
-            ),
-            connect_us: conn.connect_us,
-        };
+        let times = crate::stats::ResponseTimes::ended(
+            now,
+            conn.intended,
+            conn.sent,
+            conn.first_byte,
+            conn.connect_us,
+        );
         self.spec.live.response(now, times.total_us);
         if let Some(s) = self.script.as_mut() {
             s.outcome(i, Some((conn.parser.status, times.total_us)));
@@ -1037,7 +1034,7 @@ impl<'a> Worker<'a> {
     }
 }
 
-fn micros(d: Duration) -> u64 {
+pub(super) fn micros(d: Duration) -> u64 {
     d.as_micros() as u64
 }
 

@@ -463,6 +463,28 @@ pub struct ResponseTimes {
     pub connect_us: Option<u64>,
 }
 
+impl ResponseTimes {
+    /// A response that ended at `now`: its total from when it was intended (the open loop's
+    /// coordinated-omission correction), service and first byte from its actual send.
+    pub fn ended(
+        now: std::time::Instant,
+        intended: std::time::Instant,
+        sent: std::time::Instant,
+        first_byte: Option<std::time::Instant>,
+        connect_us: Option<u64>,
+    ) -> ResponseTimes {
+        let us = |from: std::time::Instant, to: std::time::Instant| {
+            to.saturating_duration_since(from).as_micros() as u64
+        };
+        ResponseTimes {
+            total_us: us(intended, now),
+            service_us: us(sent, now),
+            first_byte_us: us(sent, first_byte.unwrap_or(now)),
+            connect_us,
+        }
+    }
+}
+
 /// The part of a step of `step_s` seconds from `from_s` that a run of `elapsed_s` covered,
 /// when it is enough to show as a rate: the last step of a run ends with it, and one a few
 /// milliseconds long (responses read at the deadline, or a stop by `q`) would show as a

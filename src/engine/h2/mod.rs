@@ -26,7 +26,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use self::conn::{Broken, ConnState, Ended};
 use super::conn::Transport;
-use super::worker::{SendTimer, WorkerOutcome, WorkerSpec, TIMER};
+use super::worker::{micros, SendTimer, WorkerOutcome, WorkerSpec, TIMER};
 use super::{EngineError, Pacing, WorkerProgress};
 use crate::http::h2::frame::{FrameDecoder, FrameError};
 use crate::http::h2::hpack::RequestBlocks;
@@ -582,16 +582,13 @@ impl<'a> H2Worker<'a> {
         let slot = self.conns[i].state.slots[s];
         match how {
             Ended::Response { status, body } => {
-                let times = crate::stats::ResponseTimes {
-                    total_us: micros(now.saturating_duration_since(slot.intended)),
-                    service_us: micros(now.saturating_duration_since(slot.sent)),
-                    first_byte_us: micros(
-                        slot.first_byte
-                            .unwrap_or(now)
-                            .saturating_duration_since(slot.sent),
-                    ),
-                    connect_us: slot.connect_us,
-                };
+                let times = crate::stats::ResponseTimes::ended(
+                    now,
+                    slot.intended,
+                    slot.sent,
+                    slot.first_byte,
+                    slot.connect_us,
+                );
                 self.spec.live.response(now, times.total_us);
                 self.rec.response(second, status, body, times);
                 self.rec.keepalive_responses += 1;
@@ -764,8 +761,4 @@ impl<'a> H2Worker<'a> {
             }
         }
     }
-}
-
-fn micros(d: Duration) -> u64 {
-    d.as_micros() as u64
 }
