@@ -372,7 +372,7 @@ impl<'a> Worker<'a> {
             .tid
             .store(crate::os::this_thread_id(), Ordering::Relaxed);
         let mut events = Events::with_capacity(1024);
-        if !self.wait_for_start() {
+        if !wait_for_start(self.spec.start, self.stop) {
             return Ok(self.outcome(true, Instant::now()));
         }
         self.begin();
@@ -542,22 +542,6 @@ impl<'a> Worker<'a> {
             stopped_at,
             cpu_s: crate::os::thread_cpu(),
             demand_s: crate::os::this_thread_demand_s(),
-        }
-    }
-
-    /// Sleeps until the run's start instant (a start given on the command line, so several
-    /// processes begin together), waking at least every 50 ms to see a stop signal. Returns
-    /// false when stopped first.
-    fn wait_for_start(&self) -> bool {
-        loop {
-            if self.stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            let left = self.spec.start.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            std::thread::sleep(left.min(MAX_POLL_WAIT));
         }
     }
 
@@ -1031,6 +1015,21 @@ impl<'a> Worker<'a> {
                 self.fail(i, ErrorKind::Timeout, now);
             }
         }
+    }
+}
+
+/// Sleeps until `start` (a run's common start instant), waking to check the stop flag;
+/// false when the flag stopped it first.
+pub(super) fn wait_for_start(start: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let left = start.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(MAX_POLL_WAIT));
     }
 }
 

@@ -69,9 +69,18 @@ impl Variant {
             PoolSelector::Agentpool => ("agentpool", arch.name()),
         };
         Variant {
-            name: arch.name().to_string(),
             preset: Some(arch),
             node_selector: BTreeMap::from([(key.to_string(), value.to_string())]),
+            ..Variant::named(arch.name())
+        }
+    }
+
+    /// A variant of that name with every key at its default.
+    fn named(name: &str) -> Variant {
+        Variant {
+            name: name.to_string(),
+            preset: None,
+            node_selector: BTreeMap::new(),
             image: None,
             config: None,
             replicas: 1,
@@ -90,18 +99,7 @@ impl Variant {
     ) -> Result<Variant, String> {
         let (name, keys) = text.split_once(':').unwrap_or((text, ""));
         let name = check_name(name.trim())?;
-        let mut v = Variant {
-            name: name.clone(),
-            preset: None,
-            node_selector: BTreeMap::new(),
-            image: None,
-            config: None,
-            replicas: 1,
-            cpu: None,
-            memory: None,
-            workers: None,
-            spec: String::new(),
-        };
+        let mut v = Variant::named(&name);
         let mut seen: Vec<(&str, String)> = Vec::new();
         for pair in keys.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let Some((key, value)) = pair.split_once('=') else {

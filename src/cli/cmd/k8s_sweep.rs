@@ -2,16 +2,13 @@
 //! interleaved across the variants, knee, early stop, USL, SLO, cost), the services loaded
 //! from here or from an Indexed Job per run, each variant's pods watched at every step.
 
-use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use anyhow::Context as _;
 
 use super::k8s_incluster::{in_cluster, InClusterRun};
 use super::k8s_placed::{pairs, placed_and_priced};
-use super::sweep::{
-    check_every_step, climb, ladder, slo_exit_code, StepLoad, StepPlans, SweepSpec,
-};
+use super::sweep::{check_every_step, climb, exit_status, ladder, StepLoad, StepPlans, SweepSpec};
 use crate::cli::k8s_args::K8sSweepArgs;
 use crate::cli::output::{check_prices, write_as, write_html, write_stdout};
 use crate::cli::session::{RunOne, Session};
@@ -177,14 +174,7 @@ pub fn sweep(
     session.close();
     let sweep = result?;
     write_outputs(&sweep, w, &json)?;
-    let interrupted = sweep.interrupted || signals.stop.load(Ordering::Relaxed);
-    let code = if interrupted {
-        signals.exit_code()
-    } else {
-        slo_exit_code(&sweep, spec.slo.is_some())
-    };
-    session.linger(interrupted);
-    Ok(code)
+    Ok(exit_status(&sweep, &spec, &session, signals))
 }
 
 /// The sweep where `--json` and `--html` name, and its report on stdout.

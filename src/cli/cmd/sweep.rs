@@ -196,14 +196,25 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     // The terminal is restored before the report (an error above restores it on drop).
     session.close();
     write_stdout(|out| TextReport.write(&sweep, out))?;
+    Ok(exit_status(&sweep, &spec, &session, signals))
+}
+
+/// How a finished sweep exits, once its report is out: a signal's status when one stopped
+/// it, else 1 when a target met the SLO at no load; the live views linger first if asked.
+pub fn exit_status(
+    sweep: &SweepResult,
+    spec: &SweepSpec<'_>,
+    session: &Session<'_>,
+    signals: &StopSignals,
+) -> i32 {
     let interrupted = sweep.interrupted || signals.stop.load(Ordering::Relaxed);
     let code = if interrupted {
         signals.exit_code()
     } else {
-        slo_exit_code(&sweep, spec.slo.is_some())
+        slo_exit_code(sweep, spec.slo.is_some())
     };
     session.linger(interrupted);
-    Ok(code)
+    code
 }
 
 /// The names of `sweep`'s NAME=URL targets, in order (a malformed one is kept whole, for
@@ -366,7 +377,7 @@ impl Climb {
 }
 
 /// With an SLO: a target that met it at no load fails the sweep.
-pub fn slo_exit_code(sweep: &SweepResult, judged: bool) -> i32 {
+fn slo_exit_code(sweep: &SweepResult, judged: bool) -> i32 {
     let missed: Vec<&str> = sweep
         .targets
         .iter()

@@ -26,7 +26,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use self::conn::{Broken, ConnState, Ended};
 use super::conn::Transport;
-use super::worker::{micros, SendTimer, WorkerOutcome, WorkerSpec, TIMER};
+use super::worker::{micros, wait_for_start, SendTimer, WorkerOutcome, WorkerSpec, TIMER};
 use super::{EngineError, Pacing, WorkerProgress};
 use crate::http::h2::frame::{FrameDecoder, FrameError};
 use crate::http::h2::hpack::RequestBlocks;
@@ -145,12 +145,8 @@ impl<'a> H2Worker<'a> {
             .tid
             .store(crate::os::this_thread_id(), Ordering::Relaxed);
         let mut events = Events::with_capacity(1024);
-        while Instant::now() < self.spec.start {
-            if self.stop.load(Ordering::Relaxed) {
-                return Ok(self.outcome(true, Instant::now()));
-            }
-            let left = self.spec.start.saturating_duration_since(Instant::now());
-            std::thread::sleep(left.min(MAX_POLL_WAIT));
+        if !wait_for_start(self.spec.start, self.stop) {
+            return Ok(self.outcome(true, Instant::now()));
         }
         self.begin();
         let now = Instant::now();
