@@ -131,7 +131,10 @@ pub fn check_prices(prices: &[(String, f64)], names: &[&str]) -> Result<(), Plan
     }
 }
 
-pub fn write_markdown(c: &crate::compare::ComparisonResult, path: &Path) -> anyhow::Result<()> {
+pub fn write_markdown<D: ?Sized>(c: &D, path: &Path) -> anyhow::Result<()>
+where
+    MarkdownReport: Report<D>,
+{
     let mut text = Vec::new();
     MarkdownReport.write(c, &mut text)?;
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))

@@ -10,13 +10,13 @@ use super::k8s_incluster::{in_cluster, InClusterRun};
 use super::k8s_placed::{pairs, placed_and_priced};
 use super::sweep::{check_every_step, climb, exit_status, ladder, StepLoad, StepPlans, SweepSpec};
 use crate::cli::k8s_args::K8sSweepArgs;
-use crate::cli::output::{check_prices, write_as, write_html, write_stdout};
+use crate::cli::output::{check_prices, write_as, write_html, write_markdown, write_stdout};
 use crate::cli::session::{RunOne, Session};
 use crate::cli::{live, plan, PlanError, StopSignals};
 use crate::compare::{ComparePlan, Contender, Schedule};
 use crate::engine::Pacing;
 use crate::k8s::{self, Cluster};
-use crate::report::{HtmlDoc, MarkdownReport, Report};
+use crate::report::HtmlDoc;
 use crate::sweep::LadderKind;
 use crate::timefmt;
 
@@ -195,9 +195,7 @@ fn write_outputs(
         )?;
     }
     if let Some(md) = &w.markdown {
-        let mut text = Vec::new();
-        MarkdownReport.write(sweep, &mut text)?;
-        std::fs::write(md, text).with_context(|| format!("cannot write {}", md.display()))?;
+        write_markdown(sweep, md)?;
     }
     write_stdout(|out| write_as(sweep, w.output, out))?;
     eprintln!("archbench k8s sweep: wrote {}", json.display());
