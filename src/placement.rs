@@ -110,8 +110,8 @@ pub enum PriceError {
 pub struct PriceBasis {
     pub name: String,
     pub price_per_hour: f64,
-    /// "Standard_D8s_v6 at 0.384/h x 4 of 8 cpu x 2 replicas", or "--cost".
-    pub basis: String,
+    /// "Standard_D8s_v6 at 0.384/h x 4 of 8 cpu x 2 replicas"; None: given with --cost.
+    pub basis: Option<String>,
 }
 
 impl Prices {
@@ -158,7 +158,7 @@ impl Prices {
                 out.push(PriceBasis {
                     name: p.name.clone(),
                     price_per_hour: *price,
-                    basis: "--cost".into(),
+                    basis: None,
                 });
                 continue;
             }
@@ -194,7 +194,7 @@ impl Prices {
             out.push(PriceBasis {
                 name: p.name.clone(),
                 price_per_hour: node_price * share * replicas,
-                basis: format!("{kind} at {node_price}/h{of}{times}"),
+                basis: Some(format!("{kind} at {node_price}/h{of}{times}")),
             });
         }
         for (name, price) in overrides {
@@ -202,7 +202,7 @@ impl Prices {
                 out.push(PriceBasis {
                     name: name.clone(),
                     price_per_hour: *price,
-                    basis: "--cost".into(),
+                    basis: None,
                 });
             }
         }
@@ -334,10 +334,19 @@ mod tests {
             .charge("p.csv", &placements, &[("manual".into(), 0.5)])
             .unwrap();
         assert!((charged[0].price_per_hour - 0.4 * 0.5 * 2.0).abs() < 1e-12);
-        assert_eq!(charged[0].basis, "D8 at 0.4/h x 4 of 8 cpu x 2 replicas");
+        assert_eq!(
+            charged[0].basis.as_deref(),
+            Some("D8 at 0.4/h x 4 of 8 cpu x 2 replicas")
+        );
         assert!((charged[1].price_per_hour - 0.1).abs() < 1e-12);
-        assert_eq!(charged[1].basis, "D2 at 0.1/h (the whole node)");
-        assert_eq!(charged[2].price_per_hour, 0.5);
+        assert_eq!(
+            charged[1].basis.as_deref(),
+            Some("D2 at 0.1/h (the whole node)")
+        );
+        assert_eq!(
+            (charged[2].price_per_hour, charged[2].basis.as_deref()),
+            (0.5, None)
+        );
         let e = prices
             .charge("p.csv", &[placed("x", "E64", 64.0, None, 1)], &[])
             .unwrap_err();

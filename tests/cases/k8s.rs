@@ -1748,8 +1748,12 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
             sweep_out.to_str().unwrap(),
             "--html",
             html.to_str().unwrap(),
+            "--markdown",
+            dir.path().join("sweep.md").to_str().unwrap(),
         ],
     ));
+    let md = std::fs::read_to_string(dir.path().join("sweep.md")).unwrap();
+    assert!(md.contains("Per dollar large: "), "{md}");
     assert!(text.contains("small") && text.contains("large"), "{text}");
     let doc = read_json(the_run_dir(&sweep_out).join("k8s-sweep.json"));
     crate::util::schema::assert_valid(&doc);

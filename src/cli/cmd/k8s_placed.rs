@@ -23,7 +23,7 @@ pub fn placed_and_priced(
             .map(|(name, price)| PriceBasis {
                 name: name.clone(),
                 price_per_hour: *price,
-                basis: "--cost".into(),
+                basis: None,
             })
             .collect(),
         Some(path) => {
@@ -52,7 +52,7 @@ pub fn with_basis(costs: &mut [TargetCost], charged: &[PriceBasis]) {
     for c in costs {
         c.basis = charged
             .iter()
-            .find(|b| b.name == c.name && b.basis != "--cost")
-            .map(|b| b.basis.clone());
+            .find(|b| b.name == c.name)
+            .and_then(|b| b.basis.clone());
     }
 }
