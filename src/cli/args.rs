@@ -101,6 +101,10 @@ pub struct RequestArgs {
     /// Do not verify TLS certificates.
     #[arg(short = 'k', long)]
     pub insecure: bool,
+    /// Over https: accept exactly the certificate in this PEM file and no other, whatever
+    /// names and issuer it has (a self-signed one, as `k8s up --tls` makes).
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub pinned_cert: Option<PathBuf>,
     /// Over https: resume earlier TLS sessions on new connections (tickets or ids), or make
     /// every handshake a full one (what ab and wrk do); the result counts both.
     #[arg(long, value_enum, default_value_t = Switch::On)]
@@ -146,6 +150,7 @@ impl RequestArgs {
             version: self.tls_version,
             ciphers: self.tls_ciphers.clone().map(|n| n.0).unwrap_or_default(),
             groups: self.tls_groups.clone().map(|n| n.0).unwrap_or_default(),
+            pinned: None,
         }
     }
 }

@@ -365,7 +365,7 @@ pub fn run_draft(a: &RunArgs) -> Result<Plan<Unresolved>, PlanError> {
         (None, None) => Some(RUN_DURATION),
         (d, _) => d,
     };
-    build(PlanInput {
+    let mut plan = build(PlanInput {
         method: a.method.to_ascii_uppercase(),
         body,
         version: if a.http10 {
@@ -378,7 +378,27 @@ pub fn run_draft(a: &RunArgs) -> Result<Plan<Unresolved>, PlanError> {
         part: a.part.unwrap_or(Part::WHOLE),
         start_at: a.start_at,
         ..load_input(&a.url, &a.load)
-    })
+    })?;
+    plan.tls.pinned = pinned_cert(a.load.request.pinned_cert.as_deref())?;
+    Ok(plan)
+}
+
+/// `--pinned-cert FILE`'s certificate.
+pub fn pinned_cert(
+    path: Option<&std::path::Path>,
+) -> Result<Option<crate::http::tls::PinnedCert>, PlanError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let shown = path.display().to_string();
+    let pem = std::fs::read(path).map_err(|e| {
+        PlanError::Invalid(format!(
+            "--pinned-cert {shown}: {e}; give a PEM certificate file"
+        ))
+    })?;
+    crate::http::tls::PinnedCert::from_pem(&shown, &pem)
+        .map(Some)
+        .map_err(|e| PlanError::Invalid(e.to_string()))
 }
 
 /// The input a `LoadArgs` gives: GET, archbench's own headers, no stop rule yet.
@@ -620,7 +640,9 @@ pub fn targets_plan(
         if contenders.iter().any(|c| c.name == name) {
             return Err(invalid(format!("target name {name:?} is given twice")));
         }
-        let plan = with_script(build(load_input(url, load))?.resolve()?, load, url)?;
+        let mut draft = build(load_input(url, load))?;
+        draft.tls.pinned = pinned_cert(load.request.pinned_cert.as_deref())?;
+        let plan = with_script(draft.resolve()?, load, url)?;
         contenders.push(Contender {
             name: name.to_string(),
             plan,
@@ -742,6 +764,9 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     }
     if let Some(v) = tls.version {
         w.extend(["--tls-version".into(), v.number().into()]);
+    }
+    if let Some(p) = &tls.pinned {
+        w.extend(["--pinned-cert".into(), p.path.clone()]);
     }
     if let Pacing::Open { rate, slack } = plan.pacing {
         w.extend(["--rate".into(), rate.to_string()]);

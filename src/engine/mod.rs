@@ -730,6 +730,7 @@ impl<A> Plan<A> {
             tls_resume: (self.target.scheme == Scheme::Https).then_some(self.tls.resume),
             tls_ciphers: (!self.tls.ciphers.is_empty()).then(|| self.tls.ciphers.clone()),
             tls_groups: (!self.tls.groups.is_empty()).then(|| self.tls.groups.clone()),
+            pinned_cert: self.tls.pinned.as_ref().map(|p| p.path.clone()),
             tls_version: self.tls.version.map(|v| v.number().to_string()),
             http2_streams: self.http2.map(|h| h.streams),
             alpn: (self.target.scheme == Scheme::Https).then(|| {

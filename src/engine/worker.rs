@@ -1050,6 +1050,7 @@ pub(super) fn tls_failure(e: &rustls::Error) -> TlsFailure {
         E::InvalidCertificate(
             C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
         ) => TlsFailure::CertificateDates,
+        E::InvalidCertificate(C::ApplicationVerificationFailure) => TlsFailure::NotPinned,
         E::InvalidCertificate(_) | E::NoCertificatesPresented => TlsFailure::BadCertificate,
         // The alerts a server sends when nothing offered is acceptable to it.
         E::AlertReceived(

@@ -17,6 +17,8 @@ pub enum TlsSetupError {
     ServerName(String),
     #[error("these TLS settings leave nothing to offer: {0} (see --tls-version, --tls-ciphers)")]
     Settings(String),
+    #[error("--pinned-cert {0}")]
+    Pinned(String),
 }
 
 /// A TLS protocol version a run may be held to (`--tls-version`).
@@ -49,6 +51,33 @@ pub struct TlsOptions {
     pub ciphers: Vec<String>,
     /// Only these key-exchange groups (rustls's names), in this order; empty: all.
     pub groups: Vec<String>,
+    /// Accept exactly this certificate and no other (`--pinned-cert`), whatever its names
+    /// and issuer: a self-signed one (`k8s up --tls`) verified without trusting anything else.
+    pub pinned: Option<PinnedCert>,
+}
+
+/// The one certificate a run accepts, and the file it came from (for reports and the
+/// reproduce line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedCert {
+    pub path: String,
+    pub der: Arc<[u8]>,
+}
+
+impl PinnedCert {
+    /// The first certificate of a PEM text; Err says what is wrong with it.
+    pub fn from_pem(path: &str, pem: &[u8]) -> Result<PinnedCert, TlsSetupError> {
+        use rustls::pki_types::pem::PemObject;
+        let bad = |why: String| TlsSetupError::Pinned(format!("{path}: {why}"));
+        let first = CertificateDer::pem_slice_iter(pem)
+            .next()
+            .ok_or_else(|| bad("no PEM certificate (-----BEGIN CERTIFICATE-----) in it".into()))?
+            .map_err(|e| bad(format!("not a PEM certificate: {e:?}")))?;
+        Ok(PinnedCert {
+            path: path.to_string(),
+            der: Arc::from(first.as_ref()),
+        })
+    }
 }
 
 impl Default for TlsOptions {
@@ -59,6 +88,7 @@ impl Default for TlsOptions {
             version: None,
             ciphers: Vec::new(),
             groups: Vec::new(),
+            pinned: None,
         }
     }
 }
@@ -109,10 +139,14 @@ pub fn client_config(
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
         .map_err(|e| TlsSetupError::Settings(e.to_string()))?;
-    let mut config = if insecure {
+    let mut config = if insecure || options.pinned.is_some() {
+        let verifier = AcceptCertificate {
+            provider,
+            pinned: options.pinned.as_ref().map(|p| p.der.clone()),
+        };
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+            .with_custom_certificate_verifier(Arc::new(verifier))
             .with_no_client_auth()
     } else {
         let mut roots = rustls::RootCertStore::empty();
@@ -277,20 +311,32 @@ impl TlsStream {
     }
 }
 
-/// `--insecure`: accept every certificate but still check handshake signatures.
+/// `--insecure`: accept every certificate; `--pinned-cert`: exactly that one (its names,
+/// issuer and dates do not matter: it is the one the user holds). Handshake signatures are
+/// checked either way, so the server holds the certificate's key.
 #[derive(Debug)]
-struct AcceptAnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+struct AcceptCertificate {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    pinned: Option<Arc<[u8]>>,
+}
 
-impl ServerCertVerifier for AcceptAnyCertificate {
+impl ServerCertVerifier for AcceptCertificate {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
+        end_entity: &CertificateDer<'_>,
         _intermediates: &[CertificateDer<'_>],
         _server_name: &ServerName<'_>,
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        match &self.pinned {
+            Some(der) if der.as_ref() != end_entity.as_ref() => {
+                Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::ApplicationVerificationFailure,
+                ))
+            }
+            _ => Ok(ServerCertVerified::assertion()),
+        }
     }
 
     fn verify_tls12_signature(
@@ -303,7 +349,7 @@ impl ServerCertVerifier for AcceptAnyCertificate {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -317,11 +363,13 @@ impl ServerCertVerifier for AcceptAnyCertificate {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

@@ -207,10 +207,11 @@ fn write_header(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         } else {
             "new connection per request"
         },
-        if p.insecure && p.url.starts_with("https") {
-            ", TLS NOT VERIFIED (--insecure)"
-        } else {
-            ""
+        match &p.pinned_cert {
+            _ if !p.url.starts_with("https") => String::new(),
+            _ if p.insecure => ", TLS NOT VERIFIED (--insecure)".into(),
+            Some(file) => format!(", TLS pinned to the certificate of {file}"),
+            None => String::new(),
         },
         if r.interrupted { "  [INTERRUPTED]" } else { "" },
     )

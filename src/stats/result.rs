@@ -332,6 +332,9 @@ pub struct PlanSummary {
     pub tls_ciphers: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_groups: Option<Vec<String>>,
+    /// Over https: the file of the one certificate accepted (`--pinned-cert`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_cert: Option<String>,
     /// HTTP/2 (`--http2`): the concurrent streams asked for per connection (`--streams`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2_streams: Option<u32>,

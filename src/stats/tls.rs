@@ -75,6 +75,8 @@ pub enum TlsFailure {
     CertificateDates,
     /// Any other problem with the certificate (revoked, bad encoding, bad signature).
     BadCertificate,
+    /// Not the certificate `--pinned-cert` names.
+    NotPinned,
     /// The server ended the handshake with an alert.
     ServerAlert,
     /// No protocol version, cipher suite or key-exchange group in common.
@@ -101,6 +103,9 @@ impl TlsFailure {
             }
             TlsFailure::BadCertificate => {
                 "the server's certificate was refused; -k/--insecure skips verification"
+            }
+            TlsFailure::NotPinned => {
+                "the server presented another certificate than the one --pinned-cert names (a new one, or another server?)"
             }
             TlsFailure::ServerAlert => {
                 "the server refused the handshake with an alert (see its error log)"

@@ -57,6 +57,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             tls_version: None,
             tls_ciphers: None,
             tls_groups: None,
+            pinned_cert: None,
             http2_streams: None,
             alpn: None,
             pacing_slack_us: None,

@@ -228,6 +228,88 @@ fn tls_verified_by_default_and_skipped_with_insecure() {
 }
 
 #[test]
+fn a_pinned_certificate_is_the_one_accepted_and_any_other_refused() {
+    let Some(ng) = Nginx::start(NginxConfig {
+        tls: true,
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let url = ng.https_url("/");
+    let cert = ng.file("cert.pem");
+    let cert = cert.to_str().unwrap();
+    // Self-signed, and named 127.0.0.1: verified by being exactly the pinned certificate.
+    let r = run(&[&url, "-n", "60", "-c", "2", "--pinned-cert", cert]);
+    assert_consistent(&r);
+    assert_eq!(r.totals.requests, 60);
+    assert_eq!(r.plan.pinned_cert.as_deref(), Some(cert));
+    assert!(!r.plan.insecure);
+    let o = archbench(&["run", &url, "-n", "5", "-c", "1", "--pinned-cert", cert]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains(&format!("TLS pinned to the certificate of {cert}")),
+        "{text}"
+    );
+
+    // Another certificate, of the same name: refused, by its own reason.
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.pem");
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    std::fs::write(&other, ck.cert.pem()).unwrap();
+    let o = archbench(&[
+        "run",
+        &url,
+        "-n",
+        "8",
+        "-c",
+        "2",
+        "-q",
+        "-o",
+        "json",
+        "--pinned-cert",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["errors"]["tls"], 8, "{}", doc["errors"]);
+    assert_eq!(
+        doc["tls"]["failures"][0]["reason"], "not_pinned",
+        "{}",
+        doc["tls"]
+    );
+    assert!(
+        stderr(&o).contains("another certificate than the one --pinned-cert names"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Not a certificate, no file, or beside --insecure: one line, exit 2, nothing sent.
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n").unwrap();
+    for (args, says) in [
+        (
+            vec!["--pinned-cert", junk.to_str().unwrap()],
+            "no PEM certificate",
+        ),
+        (
+            vec!["--pinned-cert", "/nonexistent/cert.pem"],
+            "/nonexistent/cert.pem",
+        ),
+        (vec!["--pinned-cert", cert, "-k"], "cannot be used with"),
+    ] {
+        let mut all = vec!["run", url.as_str(), "-n", "1", "-c", "1"];
+        all.extend(args);
+        let o = archbench(&all);
+        assert_eq!(o.status.code(), Some(2), "{all:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{all:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+    let log = ng.stop_and_read_log();
+    assert_eq!(log.len(), 65, "only the pinned runs reached nginx");
+}
+
+#[test]
 fn tls_sessions_resumed_are_counted_and_off_or_under_ab_none_is() {
     let Some(ng) = Nginx::start(NginxConfig {
         tls: true,

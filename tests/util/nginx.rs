@@ -99,6 +99,11 @@ http {{
         Some(Nginx { inner, port })
     }
 
+    /// A file of nginx's directory (`cert.pem`, the certificate of a `tls` server).
+    pub fn file(&self, name: &str) -> std::path::PathBuf {
+        self.inner.dir().join(name)
+    }
+
     /// The directory nginx serves files from.
     pub fn root(&self) -> String {
         self.inner.dir().join("www").display().to_string()
