@@ -261,6 +261,10 @@ pub struct K8sHttpArgs {
     /// HTTP/2: concurrent streams per connection [default: 1].
     #[arg(long, requires = "http2", value_parser = crate::cli::values::count)]
     pub streams: Option<u64>,
+    /// https to the Services' port 443 (`k8s up --tls`), accepting exactly the certificate
+    /// of the Secret nginx-tls; with --http2, h2 by ALPN.
+    #[arg(long)]
+    pub tls: bool,
 }
 
 impl K8sHttpArgs {
@@ -308,7 +312,7 @@ pub struct K8sSetupArgs {
     /// A deployment of your own, NAME:KEY=VALUE[,KEY=VALUE…] (repeatable; replaces --arch).
     /// Keys: arch (amd64|arm64), pool (agentpool), instance-type, node-selector (KEY=VALUE),
     /// image, config (tuned|stock|FILE), replicas, cpu and memory (requests = limits),
-    /// workers (nginx worker_processes).
+    /// workers (nginx worker_processes), tls (on|off: as --tls, for this variant).
     #[arg(long, conflicts_with_all = ["arch", "pools_by"])]
     pub variant: Vec<String>,
     /// The nginx image.
@@ -327,6 +331,11 @@ pub struct K8sSetupArgs {
     /// How long to wait for rollouts and addresses.
     #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
     pub wait_timeout: std::time::Duration,
+    /// Serve https too: a self-signed certificate (made once, kept in the Secret nginx-tls),
+    /// nginx listening `443 ssl http2` beside 80, the Services exposing 443 (`k8s load
+    /// --tls` loads it, the certificate pinned).
+    #[arg(long)]
+    pub tls: bool,
 }
 
 #[derive(Debug, Args)]

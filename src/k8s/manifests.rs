@@ -10,12 +10,14 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, Namespace, PodSpec,
-    PodTemplateSpec, ResourceRequirements, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    PodTemplateSpec, ResourceRequirements, Secret, SecretVolumeSource, Service, ServicePort,
+    ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::tls::{self, HTTPS_PORT};
 use super::variant::SPEC_ANNOTATION;
 use super::{Setup, Variant, APP, MANAGED_BY, MULTIARCH_SERVICE};
 
@@ -59,6 +61,7 @@ pub const CONFIG_HASH: &str = "archbench.dev/nginx-conf-sha256";
 pub enum Manifest {
     Namespace(Box<Namespace>),
     ConfigMap(Box<ConfigMap>),
+    Secret(Box<Secret>),
     Deployment(Box<Deployment>),
     Service(Box<Service>),
 }
@@ -69,6 +72,7 @@ impl Manifest {
         let (kind, meta) = match self {
             Manifest::Namespace(o) => ("Namespace", &o.metadata),
             Manifest::ConfigMap(o) => ("ConfigMap", &o.metadata),
+            Manifest::Secret(o) => ("Secret", &o.metadata),
             Manifest::Deployment(o) => ("Deployment", &o.metadata),
             Manifest::Service(o) => ("Service", &o.metadata),
         };
@@ -166,7 +170,13 @@ pub fn deployment(setup: &Setup, variant: &Variant) -> Deployment {
     let mut extra = vec![APP];
     extra.extend(variant.labels());
     let (key, name) = variant.selector();
-    let config = variant.config_text(&setup.config);
+    let config = setup.config_text(variant);
+    // A setup that serves https always has its certificate by now (`up` and `manifests`
+    // make it or read it back); without one the pods would not start, so none is mounted.
+    let tls = setup
+        .tls_of(variant)
+        .then_some(setup.certificate.as_ref())
+        .flatten();
     let config_map = if setup.own_config(variant) {
         variant.config_map()
     } else {
@@ -176,13 +186,18 @@ pub fn deployment(setup: &Setup, variant: &Variant) -> Deployment {
     if let Some(text) = &config {
         annotations.insert(CONFIG_HASH.to_string(), sha256_hex(text));
     }
-    let mut metadata = meta(&variant.deployment(), Some(ns), &extra);
-    if variant.preset.is_none() {
-        metadata.annotations = Some(BTreeMap::from([(
-            SPEC_ANNOTATION.to_string(),
-            variant.spec.clone(),
-        )]));
+    if let Some(cert) = tls {
+        annotations.insert(tls::CERT_HASH.to_string(), sha256_hex(&cert.cert_pem));
     }
+    let mut metadata = meta(&variant.deployment(), Some(ns), &extra);
+    let mut kept = BTreeMap::new();
+    if variant.preset.is_none() {
+        kept.insert(SPEC_ANNOTATION.to_string(), variant.spec.clone());
+    }
+    if tls.is_some() {
+        kept.insert(tls::TLS_ANNOTATION.to_string(), "on".to_string());
+    }
+    metadata.annotations = (!kept.is_empty()).then_some(kept);
     Deployment {
         metadata,
         spec: DeploymentSpec {
@@ -201,17 +216,8 @@ pub fn deployment(setup: &Setup, variant: &Variant) -> Deployment {
                 spec: Some(PodSpec {
                     node_selector: (!variant.node_selector.is_empty())
                         .then(|| variant.node_selector.clone()),
-                    containers: vec![container(setup, variant, config.is_some())],
-                    volumes: config.as_ref().map(|_| {
-                        vec![Volume {
-                            name: CONFIG_MAP.into(),
-                            config_map: Some(ConfigMapVolumeSource {
-                                name: config_map,
-                                ..ConfigMapVolumeSource::default()
-                            }),
-                            ..Volume::default()
-                        }]
-                    }),
+                    containers: vec![container(setup, variant, config.is_some(), tls.is_some())],
+                    volumes: volumes(config.is_some().then_some(config_map), tls.is_some()),
                     ..PodSpec::default()
                 }),
             },
@@ -219,6 +225,32 @@ pub fn deployment(setup: &Setup, variant: &Variant) -> Deployment {
         },
         status: None,
     }
+}
+
+/// The pod's volumes: the nginx.conf ConfigMap, the TLS Secret.
+fn volumes(config_map: Option<String>, tls: bool) -> Option<Vec<Volume>> {
+    let mut out = Vec::new();
+    if let Some(name) = config_map {
+        out.push(Volume {
+            name: CONFIG_MAP.into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name,
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    if tls {
+        out.push(Volume {
+            name: tls::SECRET.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(tls::SECRET.into()),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// How a sized variant rolls: one pod replaced at a time, no extra pod first. Its pods may
@@ -235,8 +267,9 @@ fn sized_rollout(variant: &Variant) -> Option<DeploymentStrategy> {
 }
 
 /// The nginx container of a variant: its image, nginx.conf mounted when it has one, and its
-/// CPU and memory as requests = limits (a Guaranteed pod: sizes compare fairly).
-fn container(setup: &Setup, variant: &Variant, mounted: bool) -> Container {
+/// CPU and memory as requests = limits (a Guaranteed pod: sizes compare fairly); with `tls`,
+/// port 443 and the certificate.
+fn container(setup: &Setup, variant: &Variant, mounted: bool, tls: bool) -> Container {
     let sizes: BTreeMap<String, Quantity> = [("cpu", &variant.cpu), ("memory", &variant.memory)]
         .into_iter()
         .filter_map(|(k, v)| Some((k.to_string(), Quantity(v.as_ref()?.0.clone()))))
@@ -244,30 +277,60 @@ fn container(setup: &Setup, variant: &Variant, mounted: bool) -> Container {
     Container {
         name: "nginx".into(),
         image: Some(setup.image_of(variant).to_string()),
-        ports: Some(vec![ContainerPort {
-            container_port: 80,
-            name: Some("http".into()),
-            ..ContainerPort::default()
-        }]),
+        ports: Some(
+            ports(tls)
+                .map(|(name, port)| ContainerPort {
+                    container_port: port,
+                    name: Some(name.into()),
+                    ..ContainerPort::default()
+                })
+                .collect(),
+        ),
         resources: (!sizes.is_empty()).then(|| ResourceRequirements {
             limits: Some(sizes.clone()),
             requests: Some(sizes),
             ..ResourceRequirements::default()
         }),
-        volume_mounts: mounted.then(|| {
-            vec![VolumeMount {
-                name: CONFIG_MAP.into(),
-                mount_path: "/etc/nginx/nginx.conf".into(),
-                sub_path: Some("nginx.conf".into()),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            }]
-        }),
+        volume_mounts: mounts(mounted, tls),
         ..Container::default()
     }
 }
 
-fn service(setup: &Setup, name: &str, selector: (&str, &str), labels: &[(&str, &str)]) -> Service {
+/// http, and https with `tls`: (name, port) of the containers and the Services alike.
+fn ports(tls: bool) -> impl Iterator<Item = (&'static str, i32)> {
+    std::iter::once(("http", 80)).chain(tls.then_some(HTTPS_PORT))
+}
+
+fn mounts(config: bool, tls: bool) -> Option<Vec<VolumeMount>> {
+    let mut out = Vec::new();
+    if config {
+        out.push(VolumeMount {
+            name: CONFIG_MAP.into(),
+            mount_path: "/etc/nginx/nginx.conf".into(),
+            sub_path: Some("nginx.conf".into()),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
+    if tls {
+        out.push(VolumeMount {
+            name: tls::SECRET.into(),
+            mount_path: tls::MOUNT.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// A Service over the pods `selector` picks; with `tls`, port 443 beside 80.
+fn service(
+    setup: &Setup,
+    name: &str,
+    selector: (&str, &str),
+    labels: &[(&str, &str)],
+    tls: bool,
+) -> Service {
     let kind = setup.service_type.as_str();
     Service {
         metadata: meta(name, Some(&setup.namespace), labels),
@@ -277,13 +340,17 @@ fn service(setup: &Setup, name: &str, selector: (&str, &str), labels: &[(&str, &
                 selector.0.to_string(),
                 selector.1.to_string(),
             )])),
-            ports: Some(vec![ServicePort {
-                name: Some("http".into()),
-                port: 80,
-                target_port: Some(IntOrString::String("http".into())),
-                protocol: Some("TCP".into()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(
+                ports(tls)
+                    .map(|(port_name, port)| ServicePort {
+                        name: Some(port_name.into()),
+                        port,
+                        target_port: Some(IntOrString::String(port_name.into())),
+                        protocol: Some("TCP".into()),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
             ..ServiceSpec::default()
         }),
         status: None,
@@ -306,13 +373,21 @@ pub fn manifests(setup: &Setup) -> Vec<Manifest> {
             ..ConfigMap::default()
         }))
     };
-    if let Some(text) = setup.config.text().filter(|_| setup.shares_config()) {
-        out.push(config_map(CONFIG_MAP, text, &[APP]));
+    if let Some(text) = setup.shared_text().filter(|_| setup.shares_config()) {
+        out.push(config_map(CONFIG_MAP, &text, &[APP]));
     }
     for v in setup.variants.iter().filter(|v| setup.own_config(v)) {
-        if let Some(text) = v.config_text(&setup.config) {
+        if let Some(text) = setup.config_text(v) {
             out.push(config_map(&v.config_map(), &text, &[APP, v.selector()]));
         }
+    }
+    if let Some(cert) = setup.certificate.as_ref().filter(|_| setup.any_tls()) {
+        out.push(Manifest::Secret(Box::new(Secret {
+            metadata: meta(tls::SECRET, Some(&setup.namespace), &[APP]),
+            type_: Some("kubernetes.io/tls".into()),
+            data: Some(cert.data()),
+            ..Secret::default()
+        })));
     }
     for v in &setup.variants {
         out.push(Manifest::Deployment(Box::new(deployment(setup, v))));
@@ -327,13 +402,17 @@ pub fn manifests(setup: &Setup) -> Vec<Manifest> {
             &v.service(),
             v.selector(),
             labels,
+            setup.tls_of(v),
         ))));
     }
+    // https over every variant's pods only when every one serves it.
+    let all_tls = setup.variants.iter().all(|v| setup.tls_of(v));
     out.push(Manifest::Service(Box::new(service(
         setup,
         MULTIARCH_SERVICE,
         APP,
         &[APP],
+        all_tls,
     ))));
     out
 }
@@ -345,6 +424,7 @@ pub fn write_yaml(manifests: &[Manifest], out: &mut dyn Write) -> io::Result<()>
         match m {
             Manifest::Namespace(o) => write_doc(&what, o.as_ref(), out)?,
             Manifest::ConfigMap(o) => write_doc(&what, o.as_ref(), out)?,
+            Manifest::Secret(o) => write_doc(&what, o.as_ref(), out)?,
             Manifest::Deployment(o) => write_doc(&what, o.as_ref(), out)?,
             Manifest::Service(o) => write_doc(&what, o.as_ref(), out)?,
         }
@@ -383,6 +463,8 @@ mod tests {
             config: NginxConfig::Tuned,
             service_type: ServiceType::LoadBalancer,
             wait_timeout: std::time::Duration::from_secs(300),
+            tls: false,
+            certificate: None,
         }
     }
 
@@ -487,6 +569,129 @@ mod tests {
                 _ => None,
             })
             .unwrap()
+    }
+
+    fn service_ports(all: &[Manifest], name: &str) -> Vec<(String, i32)> {
+        all.iter()
+            .find_map(|m| match m {
+                Manifest::Service(s) if s.metadata.name.as_deref() == Some(name) => Some(s),
+                _ => None,
+            })
+            .unwrap()
+            .spec
+            .as_ref()
+            .unwrap()
+            .ports
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| (p.name.clone().unwrap(), p.port))
+            .collect()
+    }
+
+    #[test]
+    fn tls_adds_the_secret_the_listener_the_mount_and_port_443() {
+        let mut s = setup();
+        s.tls = true;
+        s.variants.push(variant("plain:arch=amd64,tls=off"));
+        s.certificate = Some(tls::ServingCert::generate(tls::names(&s)).unwrap());
+        assert_eq!(s.tls_problem(), None);
+        let all = manifests(&s);
+        let names: Vec<String> = all.iter().map(Manifest::describe).collect();
+        assert_eq!(
+            &names[..4],
+            [
+                "Namespace nginx",
+                "ConfigMap nginx-config",
+                "ConfigMap nginx-plain-config",
+                "Secret nginx-tls",
+            ]
+        );
+        let Manifest::ConfigMap(shared) = &all[1] else {
+            panic!("a config map")
+        };
+        let text = &shared.data.as_ref().unwrap()["nginx.conf"];
+        assert!(
+            text.contains("listen 443 ssl http2; # archbench k8s --tls"),
+            "{text}"
+        );
+        let Manifest::ConfigMap(plain) = &all[2] else {
+            panic!("a config map")
+        };
+        assert_eq!(plain.data.as_ref().unwrap()["nginx.conf"], TUNED_NGINX_CONF);
+        let Manifest::Secret(secret) = &all[3] else {
+            panic!("a secret")
+        };
+        assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+        let data = secret.data.as_ref().unwrap();
+        assert!(data.contains_key("tls.crt") && data.contains_key("tls.key"));
+        let d = deployment_of(&all, "nginx-arm-deployment");
+        assert_eq!(
+            d.metadata.annotations.as_ref().unwrap()[tls::TLS_ANNOTATION],
+            "on"
+        );
+        let template = &d.spec.template;
+        let hash = &template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .annotations
+            .as_ref()
+            .unwrap()[tls::CERT_HASH];
+        assert_eq!(*hash, sha256_hex(&s.certificate.as_ref().unwrap().cert_pem));
+        let pod = template.spec.as_ref().unwrap();
+        let volume = &pod.volumes.as_ref().unwrap()[1];
+        assert_eq!(
+            volume.secret.as_ref().unwrap().secret_name.as_deref(),
+            Some(tls::SECRET)
+        );
+        let c = &pod.containers[0];
+        assert_eq!(c.volume_mounts.as_ref().unwrap()[1].mount_path, tls::MOUNT);
+        let ports: Vec<i32> = c
+            .ports
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| p.container_port)
+            .collect();
+        assert_eq!(ports, [80, 443]);
+        let plain_pod = deployment_of(&all, "nginx-plain-deployment")
+            .spec
+            .template
+            .spec
+            .clone();
+        assert_eq!(
+            plain_pod.unwrap().volumes.unwrap().len(),
+            1,
+            "no certificate mounted"
+        );
+        let both = vec![("http".to_string(), 80), ("https".to_string(), 443)];
+        assert_eq!(service_ports(&all, "nginx-intel-svc"), both);
+        assert_eq!(
+            service_ports(&all, "nginx-plain-svc"),
+            [("http".to_string(), 80)]
+        );
+        // Not every pod behind it serves https: the multi-arch Service does not offer it.
+        assert_eq!(
+            service_ports(&all, MULTIARCH_SERVICE),
+            [("http".to_string(), 80)]
+        );
+        s.variants.pop();
+        assert_eq!(service_ports(&manifests(&s), MULTIARCH_SERVICE), both);
+
+        // Nowhere to add the listener: said before anything is built.
+        s.config = NginxConfig::Stock;
+        assert!(s
+            .tls_problem()
+            .unwrap()
+            .contains("the stock one is the image's own"));
+        s.config = NginxConfig::File {
+            path: "x.conf".into(),
+            text: "events {}\nhttp {}\n".into(),
+        };
+        assert!(s.tls_problem().unwrap().contains("no `server {` block"));
+        s.tls = false;
+        assert_eq!(s.tls_problem(), None);
     }
 
     #[test]

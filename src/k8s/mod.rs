@@ -22,6 +22,7 @@ mod placed;
 mod pods;
 mod reconfigure;
 mod setup;
+pub mod tls;
 mod usage;
 mod variant;
 mod watch;
@@ -186,6 +187,11 @@ pub struct Setup {
     pub service_type: ServiceType,
     /// How long `up` waits for rollouts and addresses.
     pub wait_timeout: Duration,
+    /// `--tls`: the variants that say nothing of it serve https too.
+    pub tls: bool,
+    /// The certificate of the variants that serve https (made by `up` once, then kept in
+    /// the Secret); None when none does.
+    pub certificate: Option<tls::ServingCert>,
 }
 
 impl Setup {
@@ -199,9 +205,57 @@ impl Setup {
         v.image.as_deref().unwrap_or(&self.image)
     }
 
+    /// Whether a variant serves https (`tls=` of its own, else `--tls`).
+    pub fn tls_of(&self, v: &Variant) -> bool {
+        v.tls.unwrap_or(self.tls)
+    }
+
+    /// Whether any variant serves https.
+    pub fn any_tls(&self) -> bool {
+        self.variants.iter().any(|v| self.tls_of(v))
+    }
+
+    /// The text a variant's nginx runs (None: the image's own): its configuration or the
+    /// setup's, with `workers` and the https listener set in it.
+    pub fn config_text(&self, v: &Variant) -> Option<String> {
+        let text = v.config_text(&self.config)?;
+        Some(self.with_tls_if(self.tls_of(v), text))
+    }
+
+    /// The shared ConfigMap's text: the setup's configuration, with the https listener under
+    /// `--tls`.
+    pub fn shared_text(&self) -> Option<String> {
+        let text = self.config.text()?;
+        Some(self.with_tls_if(self.tls, text.to_string()))
+    }
+
+    /// Checked by [`Setup::tls_problem`] before anything is built, so it holds here.
+    fn with_tls_if(&self, tls: bool, text: String) -> String {
+        match tls {
+            true => tls::with_tls(&text).unwrap_or(text),
+            false => text,
+        }
+    }
+
+    /// Why a variant cannot serve https: the image's own configuration (nowhere to add the
+    /// listener), or one without a `server` block.
+    pub fn tls_problem(&self) -> Option<String> {
+        self.variants.iter().filter(|v| self.tls_of(v)).find_map(|v| {
+            match v.config_text(&self.config) {
+                None => Some(format!(
+                    "{}: https needs a configuration to listen on 443 in; the stock one is the image's own (use tuned or a FILE)",
+                    v.name
+                )),
+                Some(text) => tls::with_tls(&text)
+                    .err()
+                    .map(|why| format!("{}: its nginx.conf {why}", v.name)),
+            }
+        })
+    }
+
     /// Whether a variant runs a configuration of its own (its own ConfigMap), not the shared one.
     pub fn own_config(&self, v: &Variant) -> bool {
-        v.config_text(&self.config).as_deref() != self.config.text()
+        self.config_text(v) != self.shared_text()
     }
 
     /// Whether any variant mounts the shared ConfigMap.

@@ -14,6 +14,7 @@ use super::client::api_error;
 use super::manifests::CONFIG_MAP;
 use super::pods::{exec, pods_of};
 use super::setup::{apply_all, wait_ready, PodRow};
+use super::tls;
 use super::variant::{config_map_of, SPEC_ANNOTATION};
 use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup, Variant};
 
@@ -56,7 +57,10 @@ pub async fn current_setup(
         .get_opt(CONFIG_MAP)
         .await
         .map_err(|e| api_error(e, "get", "configmaps"))?;
-    let config = match shared.map(|c| text_of(Some(c))) {
+    // The https listener `--tls` added is not part of the configuration the user gave.
+    let shared = shared.map(|c| text_of(Some(c)));
+    let shared_tls = shared.as_deref().map(tls::has_tls);
+    let config = match shared.map(|t| tls::without_tls(&t)) {
         Some(text) if text == super::TUNED_NGINX_CONF => NginxConfig::Tuned,
         Some(text) => NginxConfig::File {
             path: "(the running configuration)".into(),
@@ -79,14 +83,22 @@ pub async fn current_setup(
         Some(v) => service_type_of(cluster, &v.service()).await?,
         None => ServiceType::LoadBalancer,
     };
-    Ok(Setup {
+    let mut setup = Setup {
         namespace: ns.to_string(),
         variants,
         image,
         config,
         service_type,
         wait_timeout,
-    })
+        tls: false,
+        certificate: None,
+    };
+    // Without a shared ConfigMap, every variant says its own.
+    setup.tls = shared_tls.unwrap_or_else(|| setup.variants.iter().any(|v| v.tls == Some(true)));
+    if setup.any_tls() {
+        setup.certificate = tls::existing(cluster).await?;
+    }
+    Ok(setup)
 }
 
 /// The nginx.conf a ConfigMap holds ("" without).
@@ -104,11 +116,11 @@ async fn variant_from(d: &Deployment, maps: &Api<ConfigMap>) -> Result<Option<Va
     let Some(spec) = d.annotations().get(SPEC_ANNOTATION) else {
         return Ok(Arch::from_name(name).map(|arch| Variant::preset(arch, pools_of(d))));
     };
-    let own_text = text_of(
+    let own_text = tls::without_tls(&text_of(
         maps.get_opt(&config_map_of(name))
             .await
             .map_err(|e| api_error(e, "get", "configmaps"))?,
-    );
+    ));
     let config = |kind: &str| match kind {
         "tuned" => Ok(NginxConfig::Tuned),
         "stock" => Ok(NginxConfig::Stock),
@@ -117,8 +129,14 @@ async fn variant_from(d: &Deployment, maps: &Api<ConfigMap>) -> Result<Option<Va
             text: own_text.clone(),
         }),
     };
+    let serves_tls = d.annotations().get(tls::TLS_ANNOTATION).map(String::as_str) == Some("on");
     Variant::parse(&format!("{name}:{spec}"), &config)
-        .map(Some)
+        .map(|v| {
+            Some(Variant {
+                tls: Some(serves_tls),
+                ..v
+            })
+        })
         .map_err(|e| K8sError::Failed {
             what: format!("read the setup of {}", d.name_any()),
             message: format!("its {SPEC_ANNOTATION} annotation does not parse: {e}"),
@@ -225,7 +243,7 @@ pub async fn reconfigure(
             let hashes: Vec<String> = new
                 .variants
                 .iter()
-                .filter_map(|v| v.config_text(&new.config))
+                .filter_map(|v| new.config_text(v))
                 .map(|t| super::manifests::sha256_hex(&t))
                 .collect();
             let mut logs = Vec::new();

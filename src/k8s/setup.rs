@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
@@ -179,6 +179,9 @@ pub async fn apply_all(cluster: &Cluster, setup: &Setup) -> Result<Vec<Applied>,
                 )
                 .await?
             }
+            Manifest::Secret(o) => {
+                apply(&Api::namespaced(client.clone(), ns), o.as_ref(), "secrets").await?
+            }
             Manifest::Deployment(o) => {
                 apply(
                     &Api::namespaced(client.clone(), ns),
@@ -216,6 +219,7 @@ pub async fn up(
 ) -> Result<UpReport, K8sError> {
     let started = tokio::time::Instant::now();
     check_placement(cluster, setup).await?;
+    let setup = &with_certificate(cluster, setup).await?;
     let changes = apply_all(cluster, setup).await?;
     wait_ready(cluster, setup, progress, stop).await?;
     let rows = status(cluster).await?;
@@ -230,6 +234,21 @@ pub async fn up(
         rows,
         not_answering,
     })
+}
+
+/// The setup with the certificate its https variants serve: the Secret's when archbench
+/// made one before (a second `up` changes nothing), else a new one for the Services' names.
+pub async fn with_certificate(cluster: &Cluster, setup: &Setup) -> Result<Setup, K8sError> {
+    let mut setup = setup.clone();
+    if setup.any_tls() && setup.certificate.is_none() {
+        setup.certificate = match super::tls::existing(cluster).await? {
+            Some(cert) => Some(cert),
+            None => Some(super::tls::ServingCert::generate(super::tls::names(
+                &setup,
+            ))?),
+        };
+    }
+    Ok(setup)
 }
 
 /// How long `up` tries a ready Service's address before saying it does not answer.
@@ -670,8 +689,8 @@ fn current_pods<'a>(seen: &'a Seen, setup: &Setup) -> Vec<&'a Pod> {
             let Some(variant) = variant_of(pod.labels()).and_then(|v| setup.variant(v)) else {
                 return false;
             };
-            let expected_hash = variant
-                .config_text(&setup.config)
+            let expected_hash = setup
+                .config_text(variant)
                 .map(|t| super::manifests::sha256_hex(&t));
             pod.metadata.deletion_timestamp.is_none()
                 && pod.annotations().get(super::manifests::CONFIG_HASH) == expected_hash.as_ref()
@@ -1041,6 +1060,7 @@ pub async fn down(
         .extend(delete_managed::<Deployment>(client, ns, "deployments.apps", "Deployment").await?);
     deleted.extend(delete_managed::<Service>(client, ns, "services", "Service").await?);
     deleted.extend(delete_managed::<ConfigMap>(client, ns, "configmaps", "ConfigMap").await?);
+    deleted.extend(delete_managed::<Secret>(client, ns, "secrets", "Secret").await?);
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ours = namespaces
         .get_opt(ns)
@@ -1167,6 +1187,8 @@ mod tests {
             config: NginxConfig::Tuned,
             service_type: ServiceType::LoadBalancer,
             wait_timeout: Duration::from_secs(5),
+            tls: false,
+            certificate: None,
         }
     }
 

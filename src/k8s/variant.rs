@@ -18,7 +18,7 @@ pub const SPEC_ANNOTATION: &str = "archbench.dev/variant";
 /// Names a selection means something else by.
 const RESERVED: [&str; 3] = ["multiarch", "both", "all"];
 /// The keys `--variant` takes.
-pub const KEYS: [&str; 10] = [
+pub const KEYS: [&str; 11] = [
     "arch",
     "pool",
     "instance-type",
@@ -29,6 +29,7 @@ pub const KEYS: [&str; 10] = [
     "cpu",
     "memory",
     "workers",
+    "tls",
 ];
 
 /// At most this many replicas per variant: a benchmark setup, not a fleet.
@@ -56,6 +57,8 @@ pub struct Variant {
     pub memory: Option<(String, u64)>,
     /// nginx's `worker_processes` (None: the configuration's own).
     pub workers: Option<u32>,
+    /// https beside http (`tls=on|off`; None: as the setup's `--tls`).
+    pub tls: Option<bool>,
     /// The keys as given, canonical order, `config` by its kind: tuned, stock or file
     /// ([`SPEC_ANNOTATION`]).
     pub spec: String,
@@ -87,6 +90,7 @@ impl Variant {
             cpu: None,
             memory: None,
             workers: None,
+            tls: None,
             spec: String::new(),
         }
     }
@@ -206,6 +210,13 @@ impl Variant {
                             format!("workers={value}: give auto or 1 to {MAX_WORKERS}")
                         })?,
                 )
+            }
+            "tls" => {
+                self.tls = Some(match value {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("tls={value}: give on or off")),
+                })
             }
             _ => unreachable!("every key of KEYS is handled"),
         }

@@ -25,8 +25,12 @@ use crate::timefmt;
 
 pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     if let K8sCommand::Manifests(m) = &a.command {
-        // No cluster needed: the YAML `up` would apply.
-        let setup = setup(&m.setup, &a.namespace)?;
+        // No cluster needed: the YAML `up` would apply (with a certificate of its own: `up`
+        // keeps the one a cluster already has).
+        let mut setup = setup(&m.setup, &a.namespace)?;
+        if setup.any_tls() {
+            setup.certificate = Some(k8s::tls::ServingCert::generate(k8s::tls::names(&setup))?);
+        }
         let jobs = if m.load_job {
             let workers = worker_count(m.workers)?;
             let how = k8s::InCluster {
@@ -355,14 +359,20 @@ fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
             "--wait-timeout must be above zero; use e.g. 5m".into(),
         ));
     }
-    Ok(Setup {
+    let setup = Setup {
         namespace: namespace.to_string(),
         variants,
         image: s.image.clone(),
         config: nginx_config(&s.config)?,
         service_type: s.service_type,
         wait_timeout: s.wait_timeout,
-    })
+        tls: s.tls,
+        certificate: None,
+    };
+    match setup.tls_problem() {
+        Some(why) => Err(K8sError::Usage(format!("--tls: {why}"))),
+        None => Ok(setup),
+    }
 }
 
 fn curl(
