@@ -675,6 +675,7 @@ pub fn service_plan(
     url: &str,
     known: Option<std::net::SocketAddr>,
     load: &crate::k8s::WholeLoad,
+    pinned: Option<&crate::http::tls::PinnedCert>,
 ) -> Result<Plan, PlanError> {
     let crate::k8s::WholeLoad {
         connections,
@@ -683,6 +684,7 @@ pub fn service_plan(
         rate,
         timeout,
         http2_streams,
+        tls: _,
     } = *load;
     let unresolved = build(PlanInput {
         url,
@@ -700,7 +702,10 @@ pub fn service_plan(
         slack: None,
         timeout,
         insecure: false,
-        tls: TlsOptions::default(),
+        tls: TlsOptions {
+            pinned: pinned.cloned(),
+            ..TlsOptions::default()
+        },
         part: Part::WHOLE,
         start_at: None,
         http2: http2_streams.map(|s| (s, false)),

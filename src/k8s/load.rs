@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::{Node, Service, ServicePort};
 use kube::api::ListParams;
 use kube::Api;
 
 use super::client::api_error;
-use super::setup::service_address;
+use super::setup::port_address;
 use super::watch::PodWatch;
 use kube::ResourceExt;
 
@@ -70,12 +70,30 @@ pub enum Vantage {
     InCluster,
 }
 
+/// Which of a Service's ports a load speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// 80, `http://`.
+    Http,
+    /// 443, `https://` (`k8s up --tls`).
+    Https,
+}
+
+impl Port {
+    fn name(self) -> &'static str {
+        match self {
+            Port::Http => "http",
+            Port::Https => super::tls::HTTPS_PORT.0,
+        }
+    }
+}
+
 /// Resolves selections into services with addresses, and the pods behind each (in the order
 /// named, each once).
 pub async fn targets(
     cluster: &Cluster,
     selections: &[LoadSelection],
-    vantage: Vantage,
+    (vantage, port): (Vantage, Port),
     runtime: &tokio::runtime::Handle,
 ) -> Result<Vec<LoadTarget>, K8sError> {
     let services: Vec<Service> =
@@ -105,7 +123,7 @@ pub async fn targets(
     }
     wanted_all
         .into_iter()
-        .map(|variant| found.target(variant, vantage))
+        .map(|variant| found.target(variant, vantage, port))
         .collect()
 }
 
@@ -161,7 +179,12 @@ struct FoundServices<'a> {
 
 impl FoundServices<'_> {
     /// The target of one variant's service (None: the multi-arch one).
-    fn target(&self, variant: Option<String>, vantage: Vantage) -> Result<LoadTarget, K8sError> {
+    fn target(
+        &self,
+        variant: Option<String>,
+        vantage: Vantage,
+        port: Port,
+    ) -> Result<LoadTarget, K8sError> {
         let cluster = self.cluster;
         let (name, service) = match &variant {
             Some(v) => (v.clone(), format!("nginx-{v}-svc")),
@@ -179,16 +202,21 @@ impl FoundServices<'_> {
                 }
             ),
         })?;
+        let service_port = service_port(svc, &service, port)?;
+        let scheme = port.name();
         let (url, cluster_address) = match vantage {
             Vantage::Outside => {
-                let address =
-                    service_address(svc, &self.nodes).ok_or_else(|| K8sError::Failed {
+                let address = port_address(svc, service_port, &self.nodes).ok_or_else(|| {
+                    K8sError::Failed {
                         what: format!("address of {service}"),
                         message: "its LoadBalancer address is still pending; wait, or use --service-type NodePort with `archbench k8s up`".into(),
-                    })?;
-                (format!("http://{address}/"), None)
+                    }
+                })?;
+                (format!("{scheme}://{address}/"), None)
             }
-            Vantage::InCluster => in_cluster_address(svc, &service, &cluster.namespace)?,
+            Vantage::InCluster => {
+                in_cluster_address(svc, &service, &cluster.namespace, (scheme, service_port))?
+            }
         };
         let watch = self.pod_watches(variant.as_deref(), &name);
         Ok(LoadTarget {
@@ -226,11 +254,40 @@ impl FoundServices<'_> {
     }
 }
 
+/// The Service's port of that kind (by name; a Service of another's with one unnamed port
+/// serves http on it), or why it has none.
+fn service_port<'s>(
+    svc: &'s Service,
+    service: &str,
+    port: Port,
+) -> Result<&'s ServicePort, K8sError> {
+    let ports: &[ServicePort] = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_deref())
+        .unwrap_or_default();
+    let named = ports
+        .iter()
+        .find(|p| p.name.as_deref() == Some(port.name()));
+    let unnamed = (port == Port::Http).then(|| ports.first()).flatten();
+    named.or(unnamed).ok_or_else(|| K8sError::Failed {
+        what: format!("find the {} port of {service}", port.name()),
+        message: match port {
+            Port::Https => {
+                "it serves no https; `archbench k8s up --tls` (or the variant's tls=on) sets it up"
+                    .into()
+            }
+            Port::Http => "it has no port".into(),
+        },
+    })
+}
+
 /// A service's in-cluster URL (its DNS name) and the ClusterIP:port behind the name.
 fn in_cluster_address(
     svc: &Service,
     service: &str,
     namespace: &str,
+    (scheme, port): (&str, &ServicePort),
 ) -> Result<(String, Option<std::net::SocketAddr>), K8sError> {
     let spec = svc.spec.as_ref();
     let ip = spec
@@ -242,15 +299,13 @@ fn in_cluster_address(
                 "it has none (a headless service?); load it from outside, without --in-cluster"
                     .into(),
         })?;
-    let port = spec
-        .and_then(|s| s.ports.as_ref()?.first())
-        .map_or(80, |p| p.port);
-    let port = u16::try_from(port).unwrap_or(80);
+    let port = u16::try_from(port.port).unwrap_or(80);
     let host = format!("{service}.{namespace}.svc.cluster.local");
-    let url = if port == 80 {
-        format!("http://{host}/")
+    let default = if scheme == "https" { 443 } else { 80 };
+    let url = if port == default {
+        format!("{scheme}://{host}/")
     } else {
-        format!("http://{host}:{port}/")
+        format!("{scheme}://{host}:{port}/")
     };
     Ok((url, Some(std::net::SocketAddr::new(ip, port))))
 }

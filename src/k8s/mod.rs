@@ -35,7 +35,7 @@ pub use curl::{fetch, split, Fetched};
 pub use distributed::{Distributed, InCluster, WholeLoad, JOB_LABEL, MAX_WORKERS};
 pub use error::K8sError;
 pub use inspect::{fingerprint, write_fingerprints, ArchFingerprint};
-pub use load::{targets, LoadSelection, LoadTarget, Vantage};
+pub use load::{targets, LoadSelection, LoadTarget, Port, Vantage};
 pub use login::login;
 pub use manifests::{manifests, write_yaml, Manifest, TUNED_NGINX_CONF};
 pub use placed::placements;

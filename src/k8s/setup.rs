@@ -414,8 +414,17 @@ pub fn rolled_out(d: &Deployment) -> bool {
 
 /// The address clients reach a Service at, or None while a LoadBalancer's is pending.
 pub fn service_address(svc: &Service, nodes: &[Node]) -> Option<String> {
+    let port = svc.spec.as_ref()?.ports.as_ref()?.first()?;
+    port_address(svc, port, nodes)
+}
+
+/// The address of one port of a Service, as [`service_address`] gives its first.
+pub fn port_address(
+    svc: &Service,
+    port: &k8s_openapi::api::core::v1::ServicePort,
+    nodes: &[Node],
+) -> Option<String> {
     let spec = svc.spec.as_ref()?;
-    let port = spec.ports.as_ref()?.first()?;
     let with_port = |host: &str, p: i32| {
         if p == 80 {
             host.to_string()

@@ -383,7 +383,7 @@ fn curl(
     let targets = runtime.block_on(k8s::targets(
         cluster,
         std::slice::from_ref(&c.target),
-        k8s::Vantage::Outside,
+        (k8s::Vantage::Outside, k8s::Port::Http),
         runtime.handle(),
     ))?;
     let rows = runtime.block_on(k8s::status(cluster))?;
@@ -502,13 +502,22 @@ fn load(
         Some(_) => k8s::Vantage::InCluster,
         None => k8s::Vantage::Outside,
     };
-    let targets = runtime.block_on(k8s::targets(cluster, &l.targets, vantage, runtime.handle()))?;
+    let port = super::k8s_sweep::port_of(l.http.tls);
+    let targets =
+        runtime.block_on(k8s::targets(cluster, &l.targets, (vantage, port), runtime.handle()))?;
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     check_prices(&l.cost, &names)?;
     let (placements, charged) =
         placed_and_priced(runtime, cluster, &targets, l.prices.as_deref(), &l.cost)?;
-    let (plan, commands) = load_plan(&targets, l, runs, how.is_some(), &cluster.namespace)?;
     let files = LoadFiles::create(l)?;
+    let pinned = super::k8s_tls::pinned(runtime, cluster, l.http.tls, &files.dir)?;
+    let planned = Planned {
+        runs,
+        in_cluster: how.is_some(),
+        namespace: &cluster.namespace,
+        pinned: pinned.as_ref(),
+    };
+    let (plan, commands) = load_plan(&targets, l, &planned)?;
     if l.layout == K8sLayout::Wrk {
         announce_wrk(&targets, &commands);
     }
@@ -653,6 +662,7 @@ fn announce_wrk(targets: &[k8s::LoadTarget], commands: &[String]) {
 fn whole_load(l: &K8sLoadArgs) -> k8s::WholeLoad {
     k8s::WholeLoad {
         http2_streams: l.http.streams(),
+        tls: l.http.tls,
         connections: l.connections,
         threads: l.threads,
         duration: l.duration,
@@ -704,17 +714,25 @@ fn write_load_report(
     })
 }
 
+/// What shapes `k8s load`'s plan beside its flags.
+struct Planned<'a> {
+    runs: usize,
+    in_cluster: bool,
+    namespace: &'a str,
+    /// `--tls`: the Secret's certificate.
+    pinned: Option<&'a crate::http::tls::PinnedCert>,
+}
+
 /// The comparison `k8s load` runs, and how to reproduce each target's run.
 fn load_plan(
     targets: &[k8s::LoadTarget],
     l: &K8sLoadArgs,
-    runs: usize,
-    in_cluster: bool,
-    namespace: &str,
+    p: &Planned<'_>,
 ) -> anyhow::Result<(ComparePlan, Vec<String>)> {
+    let (runs, in_cluster, namespace) = (p.runs, p.in_cluster, p.namespace);
     let mut contenders = Vec::new();
     for t in targets {
-        let plan = plan::service_plan(&t.url, t.cluster_address, &whole_load(l))?;
+        let plan = plan::service_plan(&t.url, t.cluster_address, &whole_load(l), p.pinned)?;
         contenders.push(Contender {
             name: t.name.clone(),
             plan,
@@ -787,6 +805,9 @@ fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String 
     ];
     if let Some(streams) = l.http.streams() {
         words.push(format!("--http2 --streams {streams}"));
+    }
+    if l.http.tls {
+        words.push("--tls".into());
     }
     if let Some(r) = l.rate {
         words.push(format!("--rate {r}"));
@@ -905,6 +926,7 @@ mod tests {
             rate: Some(1000.0),
             timeout: Duration::from_secs(2),
             http2_streams: None,
+            tls: false,
         };
         let job = k8s::distributed::job(&target, "nginx", "j", &how, &load, "t0k");
         let container = &job.spec.unwrap().template.spec.unwrap().containers[0];
@@ -929,6 +951,30 @@ mod tests {
             agent.start_timeout > how.ready_timeout,
             "{:?}",
             agent.start_timeout
+        );
+        // Over https: the same address, the Secret mounted and its certificate pinned.
+        let tls = WholeLoad { tls: true, ..load };
+        let job = k8s::distributed::job(&target, "nginx", "j", &how, &tls, "t0k");
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let secret = pod.volumes.as_ref().unwrap()[0].secret.as_ref().unwrap();
+        assert_eq!(secret.secret_name.as_deref(), Some(k8s::tls::SECRET));
+        let container = &pod.containers[0];
+        let mount = &container.volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(mount.mount_path, k8s::tls::WORKER_MOUNT);
+        let words = std::iter::once("archbench".to_string()).chain(
+            container.args.iter().flatten().map(|a| {
+                a.replace("$(JOB_COMPLETION_INDEX)", "0")
+                    .replace("$(POD_IP)", "10.0.0.7")
+            }),
+        );
+        let cli = crate::cli::Cli::try_parse_from(words).unwrap();
+        let crate::cli::Command::Agent(agent) = cli.command else {
+            panic!("not the agent: {cli:?}");
+        };
+        assert_eq!(agent.run.url, "https://10.0.4.7:80/");
+        assert_eq!(
+            agent.run.load.request.pinned_cert,
+            Some(format!("{}/tls.crt", k8s::tls::WORKER_MOUNT).into())
         );
     }
 }

@@ -14,6 +14,7 @@ use crate::cli::output::{check_prices, write_as, write_html, write_markdown, wri
 use crate::cli::session::{RunOne, Session};
 use crate::cli::{live, plan, PlanError, StopSignals};
 use crate::compare::{ComparePlan, Contender, Schedule};
+use crate::http::tls::PinnedCert;
 use crate::engine::Pacing;
 use crate::k8s::{self, Cluster};
 use crate::report::HtmlDoc;
@@ -24,6 +25,8 @@ use crate::timefmt;
 struct ServiceTargets<'a> {
     targets: &'a [k8s::LoadTarget],
     w: &'a K8sSweepArgs,
+    /// `--tls`: the Secret's certificate.
+    pinned: Option<PinnedCert>,
 }
 
 impl StepPlans for ServiceTargets<'_> {
@@ -43,8 +46,10 @@ impl StepPlans for ServiceTargets<'_> {
                 rate: load.rate,
                 timeout: w.timeout,
                 http2_streams: w.http.streams(),
+                tls: w.http.tls,
             };
-            let plan = plan::service_plan(&t.url, t.cluster_address, &whole)?;
+            let plan =
+                plan::service_plan(&t.url, t.cluster_address, &whole, self.pinned.as_ref())?;
             contenders.push(Contender {
                 name: t.name.clone(),
                 plan,
@@ -60,6 +65,14 @@ impl StepPlans for ServiceTargets<'_> {
     }
 }
 
+/// The Services' port `--tls` loads.
+pub fn port_of(tls: bool) -> k8s::Port {
+    match tls {
+        true => k8s::Port::Https,
+        false => k8s::Port::Http,
+    }
+}
+
 /// One run's whole load, as its plan says (the step's connections or rate).
 fn whole_of(c: &Contender, timeout: std::time::Duration) -> k8s::WholeLoad {
     k8s::WholeLoad {
@@ -72,6 +85,7 @@ fn whole_of(c: &Contender, timeout: std::time::Duration) -> k8s::WholeLoad {
         },
         timeout,
         http2_streams: c.plan.http2.map(|h| u64::from(h.streams)),
+        tls: c.plan.target.scheme == crate::http::Scheme::Https,
     }
 }
 
@@ -117,7 +131,12 @@ pub fn sweep(
         Some(_) => k8s::Vantage::InCluster,
         None => k8s::Vantage::Outside,
     };
-    let targets = runtime.block_on(k8s::targets(cluster, &w.targets, vantage, runtime.handle()))?;
+    let targets = runtime.block_on(k8s::targets(
+        cluster,
+        &w.targets,
+        (vantage, port_of(w.http.tls)),
+        runtime.handle(),
+    ))?;
     let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
     check_prices(
         &w.cost,
@@ -145,6 +164,7 @@ pub fn sweep(
     let source = ServiceTargets {
         targets: &targets,
         w,
+        pinned: super::k8s_tls::pinned(runtime, cluster, w.http.tls, &dir)?,
     };
     let first = check_every_step(&spec, &source, &names)?;
     let tui = how.is_none() && live::want_tui(&w.live, w.quiet, true, Some(w.duration))?;

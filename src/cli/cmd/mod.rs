@@ -15,6 +15,8 @@ mod k8s_incluster;
 mod k8s_placed;
 #[cfg(feature = "k8s")]
 mod k8s_sweep;
+#[cfg(feature = "k8s")]
+mod k8s_tls;
 pub mod merge;
 pub mod report;
 pub mod run;

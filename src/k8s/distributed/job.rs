@@ -9,6 +9,7 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, EnvVar, EnvVarSource, ObjectFieldSelector, Pod,
     PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -17,6 +18,7 @@ use kube::ResourceExt;
 use super::{InCluster, WholeLoad, JOB_LABEL};
 use crate::agent_protocol::{CONTROL_PORT, TOKEN_ENV};
 use crate::k8s::load::LoadTarget;
+use crate::k8s::tls;
 use crate::k8s::{APP, MANAGED_BY};
 
 /// Time for a worker to print its result and end after its run's last timeout.
@@ -92,6 +94,16 @@ pub fn job(
                     node_selector,
                     affinity,
                     containers: vec![worker_container(target, how, load, token)],
+                    volumes: load.tls.then(|| {
+                        vec![Volume {
+                            name: tls::SECRET.into(),
+                            secret: Some(SecretVolumeSource {
+                                secret_name: Some(tls::SECRET.into()),
+                                ..SecretVolumeSource::default()
+                            }),
+                            ..Volume::default()
+                        }]
+                    }),
                     ..PodSpec::default()
                 }),
             },
@@ -106,9 +118,10 @@ pub fn job(
 fn agent_args(target: &LoadTarget, how: &InCluster, load: &WholeLoad) -> Vec<String> {
     // The ClusterIP itself, with the service's name as Host: the static image has no
     // resolver libraries, and nothing depends on the cluster's DNS mid-run.
+    let scheme = if load.tls { "https" } else { "http" };
     let (url, host) = match target.cluster_address {
         Some(addr) => (
-            format!("http://{addr}/"),
+            format!("{scheme}://{addr}/"),
             crate::http::Target::parse(&target.url)
                 .ok()
                 .map(|t| t.host_header),
@@ -148,6 +161,13 @@ fn agent_args(target: &LoadTarget, how: &InCluster, load: &WholeLoad) -> Vec<Str
     }
     if let Some(h) = host {
         args.extend(["-H".into(), format!("Host: {h}")]);
+    }
+    if load.tls {
+        // The Secret's certificate, mounted: the one nginx serves, and no other.
+        args.extend([
+            "--pinned-cert".into(),
+            format!("{}/tls.crt", tls::WORKER_MOUNT),
+        ]);
     }
     args
 }
@@ -205,6 +225,14 @@ fn worker_container(
         image: Some(how.image.clone()),
         args: Some(agent_args(target, how, load)),
         env: Some(vec![pod_ip, token]),
+        volume_mounts: load.tls.then(|| {
+            vec![VolumeMount {
+                name: tls::SECRET.into(),
+                mount_path: tls::WORKER_MOUNT.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]
+        }),
         // Requested, so the scheduler spreads the workers by the CPU they use rather than
         // packing them onto one node.
         resources: Some(ResourceRequirements {
@@ -241,6 +269,7 @@ pub fn preview_jobs(setup: &crate::k8s::Setup, how: &InCluster) -> Vec<Job> {
         rate: None,
         timeout: Duration::from_secs(10),
         http2_streams: None,
+        tls: false,
     };
     setup
         .variants
@@ -310,6 +339,7 @@ mod tests {
         rate: Some(1000.0),
         timeout: Duration::from_secs(2),
         http2_streams: None,
+        tls: false,
     };
 
     #[test]

@@ -56,8 +56,10 @@ pub struct WholeLoad {
     pub duration: Duration,
     pub rate: Option<f64>,
     pub timeout: Duration,
-    /// HTTP/2 (h2c): streams per connection.
+    /// HTTP/2 (h2c, or h2 by ALPN over https): streams per connection.
     pub http2_streams: Option<u64>,
+    /// https to port 443 (`k8s load --tls`): workers mount the Secret and pin its certificate.
+    pub tls: bool,
 }
 
 /// One target's distributed run.
