@@ -949,9 +949,25 @@ fn sizes(
 
 /// The status table, one line per pod.
 pub fn write_status(rows: &[PodRow], out: &mut dyn Write) -> io::Result<()> {
+    // Each column as wide as its longest cell and two spaces (at least as before): a long
+    // variant's pod name once ran into its node's, and scripts split on whitespace.
+    let longest = |f: &dyn Fn(&PodRow) -> usize, least: usize| {
+        rows.iter().map(|r| f(r) + 2).max().unwrap_or(0).max(least)
+    };
+    let widths = [
+        longest(&|r| r.variant.len(), 9),
+        longest(&|r| r.pod.len(), 40),
+        longest(&|r| r.node.len(), 22),
+        longest(&|r| r.node_arch.len(), 10),
+        longest(&|r| r.instance_type.len(), 22),
+        longest(&|r| r.allocatable.len(), 20),
+        longest(&|r| r.limits.len(), 18),
+        longest(&|r| r.address.len(), 22),
+        7,
+        10,
+        0,
+    ];
     let line = |out: &mut dyn Write, cells: [&str; 11]| {
-        let variant = rows.iter().map(|r| r.variant.len() + 2).max().unwrap_or(0);
-        let widths = [variant.max(9), 40, 22, 10, 22, 20, 18, 22, 7, 10, 0];
         let text: String = cells
             .iter()
             .zip(widths)

@@ -16,10 +16,12 @@ use super::{Cluster, K8sError, Setup, MANAGED_BY, MULTIARCH_SERVICE};
 
 /// The Secret holding the certificate and key (type kubernetes.io/tls).
 pub const SECRET: &str = "nginx-tls";
-/// Where the nginx pods see the Secret (tls.crt, tls.key).
-pub const MOUNT: &str = "/etc/nginx/tls";
+/// Where the nginx pods see the Secret (tls.crt, tls.key): under /run/secrets, beside the
+/// service account's token, a directory every image has (and the test cluster's node agent,
+/// whose pods share the host's files, can mount on).
+pub const MOUNT: &str = "/run/secrets/nginx-tls";
 /// Where in-cluster load workers see it (to pin the certificate).
-pub const WORKER_MOUNT: &str = "/etc/archbench/tls";
+pub const WORKER_MOUNT: &str = MOUNT;
 /// The end of every line `--tls` adds to an nginx.conf.
 pub const MARK: &str = "# archbench k8s --tls";
 /// Pod-template annotation: the certificate's SHA-256, so a new certificate rolls the pods.
@@ -193,7 +195,7 @@ mod tests {
         let tuned = crate::k8s::TUNED_NGINX_CONF;
         let once = with_tls(tuned).unwrap();
         assert!(once.contains(
-            "    server {\n        listen 443 ssl http2; # archbench k8s --tls\n        ssl_certificate /etc/nginx/tls/tls.crt; # archbench k8s --tls\n        ssl_certificate_key /etc/nginx/tls/tls.key; # archbench k8s --tls\n        listen 80;"
+            "    server {\n        listen 443 ssl http2; # archbench k8s --tls\n        ssl_certificate /run/secrets/nginx-tls/tls.crt; # archbench k8s --tls\n        ssl_certificate_key /run/secrets/nginx-tls/tls.key; # archbench k8s --tls\n        listen 80;"
         ), "{once}");
         assert!(has_tls(&once) && !has_tls(tuned));
         assert_eq!(with_tls(&once).unwrap(), once, "added once");

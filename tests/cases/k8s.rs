@@ -2080,3 +2080,171 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         assert!(down.contains(gone), "{gone} in {down}");
     }
 }
+
+#[test]
+fn https_is_set_up_once_and_loaded_with_its_certificate_pinned() {
+    let Some(c) = cluster_with_load_node() else {
+        return;
+    };
+    let ns = "tls";
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("counted.conf");
+    std::fs::write(&conf, counted_conf()).unwrap();
+    let conf = conf.to_str().unwrap();
+    let up = [
+        "up",
+        "--tls",
+        "--variant",
+        "secure:arch=amd64",
+        "--variant",
+        "plain:arch=arm64,tls=off",
+        "--config",
+        conf,
+        "--service-type",
+        "NodePort",
+        "--wait-timeout",
+        "90s",
+    ];
+    let first = ok(&k8s(c, ns, &up));
+    assert!(first.contains("Secret nginx-tls: created"), "{first}");
+    // The certificate is kept: a second up changes nothing.
+    let again = ok(&k8s(c, ns, &up));
+    assert!(again.contains("nothing changed"), "{again}");
+    let secret = c.get_json(&["-n", ns, "secret", "nginx-tls"]);
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    let ports = |svc: &str| -> Vec<(String, u64)> {
+        c.get_json(&["-n", ns, "service", svc])["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["name"].as_str().unwrap().to_string(),
+                    p["port"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        ports("nginx-secure-svc"),
+        [("http".to_string(), 80), ("https".to_string(), 443)]
+    );
+    assert_eq!(ports("nginx-plain-svc"), [("http".to_string(), 80)]);
+    assert_eq!(ports("nginx-multiarch-svc"), [("http".to_string(), 80)]);
+
+    let pods = pod_names(&ok(&k8s(c, ns, &["status"])));
+    let logged = |protocol: &str| -> usize {
+        let request = format!("\"GET / {protocol}\"");
+        pods.iter()
+            .map(|p| c.pod_log(ns, p).matches(&request).count())
+            .sum()
+    };
+    let load = |extra: &[&str], k: usize| -> serde_json::Value {
+        let out = dir.path().join(format!("out{k}"));
+        let mut args = vec![
+            "load",
+            "secure",
+            "--tls",
+            "-c",
+            "2",
+            "-d",
+            "1s",
+            "--out-dir",
+        ];
+        args.push(out.to_str().unwrap());
+        args.extend(extra);
+        ok(&k8s(c, ns, &args));
+        read_json(the_run_dir(&out).join("k8s-load.json"))
+    };
+    // From here, HTTP/1.1: every request counted is one nginx logged, over the pinned
+    // certificate (the one in the Secret, kept beside the results).
+    let before = logged("HTTP/1.1");
+    let doc = load(&[], 0);
+    let run = &doc["targets"][0]["runs"][0];
+    let counted = run["totals"]["requests"].as_u64().unwrap();
+    let served = (logged("HTTP/1.1") - before) as u64;
+    assert!(
+        counted > 0 && served >= counted && served <= counted + 2,
+        "nginx logged {served}, archbench counted {counted}"
+    );
+    assert!(
+        run["plan"]["url"].as_str().unwrap().starts_with("https://"),
+        "{}",
+        run["plan"]
+    );
+    let pinned = run["plan"]["pinned_cert"].as_str().unwrap();
+    assert!(pinned.ends_with("nginx-tls.crt"), "{pinned}");
+    use base64::Engine as _;
+    let in_secret = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["tls.crt"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(std::fs::read(pinned).unwrap(), in_secret);
+    assert!(
+        run["tls"]["full_handshakes"].as_u64().unwrap() >= 1,
+        "{}",
+        run["tls"]
+    );
+    assert_eq!(run["errors"]["tls"], 0, "{}", run["errors"]);
+
+    // HTTP/2 by ALPN, from here and from in-cluster workers that pin the mounted Secret.
+    for (k, inside) in [(1, false), (2, true)] {
+        let before = logged("HTTP/2.0");
+        let mut extra = vec!["--http2", "--streams", "4"];
+        if inside {
+            extra.extend([
+                "--in-cluster",
+                "--workers",
+                "2",
+                "--image",
+                "archbench:test",
+            ]);
+        }
+        let doc = load(&extra, k);
+        let run = &doc["targets"][0]["runs"][0];
+        let counted = run["totals"]["requests"].as_u64().unwrap();
+        let served = (logged("HTTP/2.0") - before) as u64;
+        assert!(
+            counted > 0 && served >= counted && served <= counted + 8,
+            "in-cluster {inside}: nginx logged {served} HTTP/2 requests, archbench counted {counted}"
+        );
+        assert_eq!(
+            run["tls"]["alpn"], "h2",
+            "in-cluster {inside}: {}",
+            run["tls"]
+        );
+    }
+
+    // A variant without https: one line saying how to get it, nothing loaded.
+    let plain = k8s(c, ns, &["load", "plain", "--tls", "-d", "1s"]);
+    assert_eq!(plain.status.code(), Some(1), "{}", stderr(&plain));
+    let said = stderr(&plain);
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    assert!(
+        said.contains("serves no https") && said.contains("--tls"),
+        "{said}"
+    );
+
+    // A new configuration keeps https: read back without the listener, given it again.
+    let v2 = dir.path().join("v2.conf");
+    std::fs::write(
+        &v2,
+        counted_conf().replace("keepalive_timeout 65;", "keepalive_timeout 60;"),
+    )
+    .unwrap();
+    let configured = ok(&k8s(
+        c,
+        ns,
+        &["config", v2.to_str().unwrap(), "--wait-timeout", "90s"],
+    ));
+    assert!(
+        configured.contains("applied; the new pods:"),
+        "{configured}"
+    );
+    let shared = c.get_json(&["-n", ns, "configmap", "nginx-config"]);
+    let text = shared["data"]["nginx.conf"].as_str().unwrap();
+    assert!(text.contains("keepalive_timeout 60;"), "{text}");
+    assert_eq!(text.matches("listen 443 ssl http2").count(), 1, "{text}");
+
+    let down = ok(&k8s(c, ns, &["down"]));
+    assert!(down.contains("Secret nginx-tls: deleted"), "{down}");
+}

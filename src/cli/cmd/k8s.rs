@@ -503,8 +503,12 @@ fn load(
         None => k8s::Vantage::Outside,
     };
     let port = super::k8s_sweep::port_of(l.http.tls);
-    let targets =
-        runtime.block_on(k8s::targets(cluster, &l.targets, (vantage, port), runtime.handle()))?;
+    let targets = runtime.block_on(k8s::targets(
+        cluster,
+        &l.targets,
+        (vantage, port),
+        runtime.handle(),
+    ))?;
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     check_prices(&l.cost, &names)?;
     let (placements, charged) =

@@ -14,8 +14,8 @@ use crate::cli::output::{check_prices, write_as, write_html, write_markdown, wri
 use crate::cli::session::{RunOne, Session};
 use crate::cli::{live, plan, PlanError, StopSignals};
 use crate::compare::{ComparePlan, Contender, Schedule};
-use crate::http::tls::PinnedCert;
 use crate::engine::Pacing;
+use crate::http::tls::PinnedCert;
 use crate::k8s::{self, Cluster};
 use crate::report::HtmlDoc;
 use crate::sweep::LadderKind;
@@ -48,8 +48,7 @@ impl StepPlans for ServiceTargets<'_> {
                 http2_streams: w.http.streams(),
                 tls: w.http.tls,
             };
-            let plan =
-                plan::service_plan(&t.url, t.cluster_address, &whole, self.pinned.as_ref())?;
+            let plan = plan::service_plan(&t.url, t.cluster_address, &whole, self.pinned.as_ref())?;
             contenders.push(Contender {
                 name: t.name.clone(),
                 plan,
