@@ -141,6 +141,8 @@ where
     let writer = tokio::spawn(write_frames(wr, queued));
     let streams: Streams = Arc::default();
     let result = read_frames(&mut rd, &out, &streams, &mut accept).await;
+    // the acceptor's streams not yet handed on (half a pair, say) go with it
+    drop(accept);
     // the connection is over: every reader sees its end, every writer its reset
     for (_, e) in lock(&streams).drain() {
         let _ = e.reset.send(true);
