@@ -286,3 +286,48 @@ async fn copy_both_ways(
         _ = to_client.reset() => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&str, &str)]) -> Headers {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn streams_need_a_port_and_a_known_type() {
+        let mut p = Pairs {
+            streams: mpsc::unbounded_channel().0,
+        };
+        assert!(p
+            .check(&h(&[("port", "80"), ("streamtype", "data")]))
+            .is_ok());
+        assert!(p
+            .check(&h(&[("port", "65535"), ("streamtype", "error")]))
+            .is_ok());
+        for (headers, says) in [
+            (h(&[("streamtype", "data")]), "\"port\" header is required"),
+            (h(&[("port", "0"), ("streamtype", "data")]), "must be > 0"),
+            (
+                h(&[("port", "http"), ("streamtype", "data")]),
+                "unable to parse",
+            ),
+            (
+                h(&[("port", "65536"), ("streamtype", "data")]),
+                "unable to parse",
+            ),
+            (h(&[("port", "80")]), "\"streamType\" header is required"),
+            (
+                h(&[("port", "80"), ("streamtype", "x")]),
+                "invalid stream type",
+            ),
+        ] {
+            let e = p.check(&headers).unwrap_err();
+            assert!(e.contains(says), "{headers:?}: {e}");
+        }
+    }
+}

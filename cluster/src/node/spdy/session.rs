@@ -300,3 +300,6 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut wr: W, mut queued: mpsc::Receiv
     }
     let _ = wr.shutdown().await;
 }
+
+#[cfg(test)]
+mod tests;
