@@ -28,17 +28,18 @@ pub fn handle(
     container: &str,
     q: &Query,
 ) -> Resp {
-    let ws = match upgrade::websocket(&req, &channel::PROTOCOLS) {
-        Ok(ws) => ws,
-        Err(m) => return error(StatusCode::BAD_REQUEST, m),
-    };
-    let streams = Streams::asked(q, ws.protocol);
-    if streams.tty {
+    // first: kubectl retries a refused WebSocket over SPDY, and this is the message to see
+    if q.flag("tty") {
         return error(
             StatusCode::BAD_REQUEST,
             "this node runs containers without a terminal: attach with a TTY is not supported (attach without -t)",
         );
     }
+    let ws = match upgrade::websocket(&req, &channel::PROTOCOLS) {
+        Ok(ws) => ws,
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    let streams = Streams::asked(q, ws.protocol);
     let Some(rt) = agent.find(ns, name) else {
         return error(StatusCode::NOT_FOUND, "pod does not exist");
     };

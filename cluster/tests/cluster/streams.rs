@@ -1,5 +1,6 @@
 //! attach and port-forward through the API server to the node agent, with the real kubectl:
-//! attach's output from the moment of attach and its stdin into a `stdin: true` container;
+//! attach's output from the moment of attach and its stdin into a `stdin: true` container,
+//! and its refusal of a terminal (kubectl in a tmux pane asks for one);
 //! port-forward over SPDY tunnelled in a WebSocket (kubectl's default) and over a plain SPDY
 //! upgrade, to the pod's port and to a port only its loopback has, counted in nginx's
 //! access log, concurrent connections, a body of over a MiB, and a port nothing listens on.
@@ -313,5 +314,100 @@ fn port_forward_through_a_websocket_tunnel_and_plain_spdy() {
     assert_eq!(count("\"GET / HTTP/1.1\" 200"), 18, "{log}");
     assert_eq!(count("\"GET /big HTTP/1.1\" 200"), 2, "{log}");
     assert_eq!(count("\"GET /lo HTTP/1.1\" 200"), 2, "{log}");
+    c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+const TERMINAL: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: terminal}
+spec:
+  containers:
+  - name: main
+    image: nginx:1.27
+    tty: true
+    stdin: true
+    command: [sleep, "600"]
+"#;
+
+/// A tmux command that must succeed.
+fn tmux(args: &[&str]) -> String {
+    let o = Command::new("tmux").args(args).output().unwrap();
+    assert!(o.status.success(), "tmux {args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+/// The tmux session, killed when the test ends (an assertion failing first too).
+struct Tmux(&'static str);
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", self.0])
+            .output();
+    }
+}
+
+#[test]
+fn attach_with_a_terminal_is_refused_in_one_message() {
+    let Some(c) = shared() else { return };
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
+            "tmux is not installed (ARCHBENCH_REQUIRE_NGINX is set)"
+        );
+        eprintln!("SKIPPED: tmux is not installed");
+        return;
+    }
+    let ns = "t-terminal";
+    namespace(c, ns);
+    apply(c, ns, TERMINAL);
+    wait_for("the pod to run", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "terminal"]);
+        (p["status"]["phase"] == "Running").then_some(())
+    });
+    // kubectl asks for a TTY only when its stdin is a terminal: a tmux pane's is
+    let cmd = c.command("kubectl");
+    let path = cmd
+        .get_envs()
+        .find(|(k, _)| *k == "PATH")
+        .and_then(|(_, v)| v)
+        .map(|v| v.to_string_lossy().into_owned())
+        .unwrap();
+    let script = format!(
+        "{} env PATH={path} KUBECONFIG={} kubectl -n {ns} attach -it terminal -c main; echo EXIT=$?",
+        c.shell_prefix(),
+        c.kubeconfig().display()
+    );
+    let session = "archbench-attach-tty";
+    let _guard = Tmux(session);
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        "120",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        &script,
+        ";",
+        "set-option",
+        "-t",
+        session,
+        "remain-on-exit",
+        "on",
+    ]);
+    let screen = wait_for("kubectl to give up", PROMPTLY, || {
+        let s = tmux(&["capture-pane", "-p", "-J", "-t", session]);
+        s.contains("EXIT=").then_some(s)
+    });
+    assert!(
+        screen.contains("attach with a TTY is not supported"),
+        "{screen}"
+    );
+    assert!(screen.contains("EXIT=1"), "{screen}");
     c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
 }
