@@ -197,6 +197,12 @@ async fn tell(w: &StreamWriter, msg: &str) {
 
 /// One forwarded connection: the pod's port ↔ the data stream.
 async fn forward(error_stream: Stream, data: Stream, target: Target) {
+    // the client writes nothing on its error stream: a reader left unread there would hold
+    // up the session's reading were it to
+    let Stream {
+        writer: error_writer,
+        ..
+    } = error_stream;
     let port: u16 = data
         .header("port")
         .and_then(|p| p.parse().ok())
@@ -204,7 +210,7 @@ async fn forward(error_stream: Stream, data: Stream, target: Target) {
     match connect(&target.netns, port).await {
         Ok(conn) => {
             copy_both_ways(conn, data.reader, &data.writer).await;
-            let _ = error_stream.writer.finish().await;
+            let _ = error_writer.finish().await;
         }
         Err(e) => {
             let msg = format!(
@@ -215,12 +221,12 @@ async fn forward(error_stream: Stream, data: Stream, target: Target) {
                 describe(&e)
             );
             eprintln!("node agent: port-forward: {msg}");
-            tell(&error_stream.writer, &msg).await;
+            tell(&error_writer, &msg).await;
             let _ = data.writer.finish().await;
         }
     }
     data.writer.close();
-    error_stream.writer.close();
+    error_writer.close();
 }
 
 /// An error the way Go's net package words it (kubectl users know "connection refused").
