@@ -47,6 +47,9 @@ pub enum ClusterError {
     Certificate(#[from] rcgen::Error),
     #[error("{0}")]
     Invalid(String),
+    /// A SPDY/3.1 peer (kubectl port-forward) sent what the protocol does not allow.
+    #[error("SPDY: {0}")]
+    Spdy(String),
 }
 
 impl ClusterError {

@@ -1,8 +1,9 @@
 //! The test cluster against itself: the harness's network rule, and what the node agent does
 //! under Kubernetes' own API server, controller-manager, scheduler and kube-proxy — pods
-//! with their network, volumes and token, services routed by kube-proxy, exec and logs
-//! through the API server, restarts, crash loops, pulls that fail, Jobs through the Job
-//! controller, metrics through metrics-server, and nothing left behind by `down`.
+//! with their network, volumes and token, services routed by kube-proxy, exec, logs, attach
+//! and port-forward through the API server (the last two in `streams`), restarts, crash
+//! loops, pulls that fail, Jobs through the Job controller, metrics through metrics-server,
+//! and nothing left behind by `down`.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -10,6 +11,10 @@ use std::time::{Duration, Instant};
 
 use archbench_cluster::testing::output_within;
 use archbench_cluster::{TestCluster, TestOptions};
+
+// beside this file, not in tests/ (where cargo would build it as a test binary of its own)
+#[path = "cluster/streams.rs"]
+mod streams;
 
 /// How long anything a cluster does promptly may take here (two busy cores).
 const PROMPTLY: Duration = Duration::from_secs(90);

@@ -2,7 +2,7 @@
 //! `v4.channel.k8s.io`): the API server passes kubectl's and kube-rs's WebSocket straight
 //! through to a node that declares `ExtendWebSocketsToKubelet`. Binary messages of one
 //! channel byte plus payload (0 stdin, 1 stdout, 2 stderr, 3 status JSON, 4 resize, 255
-//! close-stdin in v5). The command runs inside the container's namespaces
+//! close-stdin in v5; see `channel`). The command runs inside the container's namespaces
 //! (`nsenter -t PID -m -u -p -n`) and cgroup, with the container's environment plus HOSTNAME;
 //! with `tty=true` on a pseudo-terminal (openpty, a new session, resized by channel 4). Its
 //! exit status becomes the channel-3 Status (kubectl exits with it). SPDY is not spoken: a
@@ -13,27 +13,21 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use http::{header, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http::{Request, StatusCode};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::WebSocketStream;
 
+use super::channel::{self, Rx, SessionResult, Tx};
 use super::pod::ExecTarget;
 use super::server::{error, Query, Resp};
+use super::upgrade::{self, Ws};
 use super::Agent;
 
 const NSENTER: &str = "/usr/bin/nsenter";
-const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
 
 /// What the client asked for.
 struct ExecRequest {
@@ -53,46 +47,16 @@ pub fn handle(
     container: &str,
     q: &Query,
 ) -> Resp {
-    let bad = |m: String| error(StatusCode::BAD_REQUEST, m);
-    let websocket = req
-        .headers()
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
-    if !websocket {
-        return bad(
-            "this node serves exec over WebSocket only (v5.channel.k8s.io, v4.channel.k8s.io); SPDY is not supported".into(),
-        );
-    }
-    let offered: Vec<String> = req
-        .headers()
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| {
-            v.split(',')
-                .map(|s| s.trim().to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let Some(proto) = PROTOCOLS
-        .into_iter()
-        .find(|p| offered.iter().any(|o| o == p))
-    else {
-        return bad(format!(
-            "no supported WebSocket subprotocol among {offered:?} (this node speaks v5.channel.k8s.io and v4.channel.k8s.io)"
-        ));
-    };
-    let Some(key) = req
-        .headers()
-        .get(header::SEC_WEBSOCKET_KEY)
-        .map(|k| derive_accept_key(k.as_bytes()))
-    else {
-        return bad("missing Sec-WebSocket-Key".into());
+    let ws = match upgrade::websocket(&req, &channel::PROTOCOLS) {
+        Ok(ws) => ws,
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
     let command = q.all("command");
     if command.is_empty() {
-        return bad("you must specify at least 1 command".into());
+        return error(
+            StatusCode::BAD_REQUEST,
+            "you must specify at least 1 command",
+        );
     }
     let Some(rt) = agent.find(ns, name) else {
         return error(StatusCode::NOT_FOUND, "pod does not exist");
@@ -102,50 +66,23 @@ pub fn handle(
         Ok(t) => t,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
+    let streams = channel::Streams::asked(q, ws.protocol);
     let er = ExecRequest {
         command,
-        // The API server asks its kubelets with `input`/`output`/`error` (core/v1's
-        // ExecStdinParam and friends), not the names its own clients use.
-        stdin: q.flag("input") || q.flag("stdin"),
-        stdout: q.flag("output") || q.flag("stdout"),
-        stderr: q.flag("error") || q.flag("stderr"),
-        tty: q.flag("tty"),
-        v5: proto.starts_with("v5"),
+        stdin: streams.stdin,
+        stdout: streams.stdout,
+        stderr: streams.stderr,
+        tty: streams.tty,
+        v5: streams.v5,
     };
-    let on_upgrade = hyper::upgrade::on(&mut req);
-    tokio::spawn(async move {
-        let upgraded = match on_upgrade.await {
-            Ok(u) => u,
-            Err(e) => {
-                eprintln!("node agent: exec upgrade: {e}");
-                return;
-            }
-        };
-        let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+    upgrade::on_upgrade(&mut req, "exec", move |io| async move {
+        let ws = upgrade::server_websocket(io).await;
         // a client gone mid-session is not the server's error, but it is worth a log line
         if let Err(e) = session(ws, target, er).await {
             eprintln!("node agent: exec session: {e}");
         }
     });
-    let mut r: Resp = Response::new(BodyExt::boxed(Full::new(Bytes::new())));
-    *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = r.headers_mut();
-    h.insert(
-        header::UPGRADE,
-        header::HeaderValue::from_static("websocket"),
-    );
-    h.insert(
-        header::CONNECTION,
-        header::HeaderValue::from_static("Upgrade"),
-    );
-    if let Ok(v) = header::HeaderValue::from_str(&key) {
-        h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
-    }
-    h.insert(
-        header::SEC_WEBSOCKET_PROTOCOL,
-        header::HeaderValue::from_static(proto),
-    );
-    r
+    ws.response()
 }
 
 /// The program and arguments: through nsenter into the container's namespaces when it has
@@ -277,58 +214,23 @@ fn spawn(
     child
 }
 
-fn status_frame(code: Option<i32>, spawn_error: Option<&str>) -> Vec<u8> {
-    let status = match (code, spawn_error) {
-        (_, Some(e)) => json!({"metadata": {}, "status": "Failure", "reason": "InternalError",
-            "message": format!("error executing command in container: {e}")}),
-        (Some(0), None) => json!({"metadata": {}, "status": "Success"}),
-        (c, None) => {
-            let c = c.unwrap_or(137);
-            json!({"metadata": {}, "status": "Failure",
-                   "message": format!("command terminated with non-zero exit code: exit status {c}"),
-                   "reason": "NonZeroExitCode",
-                   "details": {"causes": [{"reason": "ExitCode", "message": c.to_string()}]}})
-        }
-    };
-    let mut frame = vec![3u8];
-    frame.extend(serde_json::to_vec(&status).unwrap_or_default());
-    frame
-}
-
 fn exit_code(st: io::Result<std::process::ExitStatus>) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
     let s = st.ok()?;
     Some(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(9)))
 }
 
-type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
-
-async fn session(
-    ws: Ws,
-    t: ExecTarget,
-    er: ExecRequest,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn session(ws: Ws, t: ExecTarget, er: ExecRequest) -> SessionResult {
     let (mut tx, mut rx) = ws.split();
     // each open output channel is announced with a one-byte message; not stderr with a tty
     // (kubectl: "Unknown stream id 2")
-    if er.stdout {
-        tx.send(Message::binary(vec![1u8])).await?;
-    }
-    if er.stderr && !er.tty {
-        tx.send(Message::binary(vec![2u8])).await?;
-    }
+    channel::announce(&mut tx, er.stdout, er.stderr && !er.tty).await?;
     let pty = if er.tty { Some(openpty()?) } else { None };
     let mut child = match spawn(&t, &er, pty.as_ref().map(|(_, s)| s)) {
         Ok(c) => c,
         Err(e) => {
-            tx.send(Message::binary(status_frame(None, Some(&e.to_string()))))
-                .await?;
-            tx.send(Message::Close(Some(CloseFrame {
-                code: CloseCode::Normal,
-                reason: "".into(),
-            })))
-            .await?;
-            return Ok(());
+            let status = channel::status(None, Some(&e.to_string()));
+            return channel::finish(&mut tx, status).await;
         }
     };
     let pid = child.id();
@@ -352,25 +254,15 @@ async fn session(
     }
     let code = exit_code(child.wait().await);
     result?;
-    tx.send(Message::binary(status_frame(code, None))).await?;
-    // gorilla/websocket (kubectl) reports a Close without a code as error 1005
-    tx.send(Message::Close(Some(CloseFrame {
-        code: CloseCode::Normal,
-        reason: "".into(),
-    })))
-    .await?;
-    Ok(())
+    channel::finish(&mut tx, channel::status(code, None)).await
 }
-
-type Tx = futures::stream::SplitSink<Ws, Message>;
-type Rx = futures::stream::SplitStream<Ws>;
 
 async fn pump_pipes(
     tx: &mut Tx,
     rx: &mut Rx,
     child: &mut tokio::process::Child,
     er: &ExecRequest,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+) -> SessionResult {
     // Stdin is fed by a task of its own: a command that reads slowly (or not at all) must not
     // stop its output from being drained, or both sides wait on full pipes.
     let mut cin = child.stdin.take().map(|mut pipe| {
@@ -418,12 +310,7 @@ async fn pump_pipes(
     Ok(())
 }
 
-async fn pump_tty(
-    tx: &mut Tx,
-    rx: &mut Rx,
-    master: OwnedFd,
-    er: &ExecRequest,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn pump_tty(tx: &mut Tx, rx: &mut Rx, master: OwnedFd, er: &ExecRequest) -> SessionResult {
     // SAFETY: `master` is an open pty master owned by the AsyncFd for its whole life.
     let fd = unsafe { AsyncFd::register(master) }.map_err(|e| io::Error::other(e.to_string()))?;
     let mut buf = vec![0u8; 32 * 1024];

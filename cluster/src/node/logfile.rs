@@ -47,8 +47,14 @@ impl LogWriter {
     }
 }
 
-/// Copies a process's output stream into the log until EOF.
-pub async fn pump(mut r: impl AsyncRead + Unpin, stream: &'static str, w: Arc<LogWriter>) {
+/// Copies a process's output stream into the log until EOF, each chunk also to `tee` (the
+/// attached clients) as it comes.
+pub async fn pump(
+    mut r: impl AsyncRead + Unpin,
+    stream: &'static str,
+    w: Arc<LogWriter>,
+    tee: impl Fn(&[u8]),
+) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut pending: Vec<u8> = Vec::new();
     loop {
@@ -56,6 +62,7 @@ pub async fn pump(mut r: impl AsyncRead + Unpin, stream: &'static str, w: Arc<Lo
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        tee(&buf[..n]);
         pending.extend_from_slice(&buf[..n]);
         while let Some(i) = pending.iter().position(|b| *b == b'\n') {
             w.record(stream, false, &pending[..i]);

@@ -8,8 +8,9 @@
 //!   UTS and PID namespaces and the pod's cgroup (see `sandbox`, `cgroup`), with its volumes,
 //!   service-account token, environment and /etc/hosts (see `volumes`); reports pod status,
 //!   restarts by restart policy with back-off, honours graceful deletion;
-//! - serves the kubelet API the API server proxies to: exec (WebSocket), container logs,
-//!   resource metrics (for metrics-server), health.
+//! - serves the kubelet API the API server proxies to: exec and attach (WebSocket),
+//!   port-forward (SPDY/3.1, plain or in a WebSocket tunnel), container logs, resource
+//!   metrics (for metrics-server), health.
 //!
 //! Images map to local programs (nginx images run the host's nginx; archbench images the
 //! archbench binary the cluster was given); anything else fails to pull.
@@ -29,7 +30,9 @@ use crate::error::{ClusterError, Result};
 use crate::layout::{ClusterDir, State};
 use crate::topology::NodeSpec;
 
+mod attach;
 pub mod cgroup;
+mod channel;
 pub mod clock;
 mod events;
 mod exec;
@@ -38,10 +41,14 @@ mod logs;
 mod metrics;
 pub mod network;
 mod pod;
+mod portforward;
 mod registration;
 mod sandbox;
 mod server;
+pub mod spdy;
 mod status;
+mod stdio;
+mod upgrade;
 mod volumes;
 
 pub use pod::PodRuntime;

@@ -19,6 +19,7 @@ use super::cgroup::{PodCgroup, Usage};
 use super::logfile::{self, LogWriter};
 use super::network::PodNetwork;
 use super::sandbox::{self, Isolation, Mount};
+use super::stdio::{self, RunIo};
 use super::volumes::{self, Image};
 use super::{clock, events, Agent};
 
@@ -56,6 +57,8 @@ pub struct CState {
     pub env: Vec<(String, String)>,
     pub workdir: String,
     pub probe_port: Option<u16>,
+    /// The current run's streams, for attach.
+    pub io: Option<Arc<RunIo>>,
 }
 
 impl CState {
@@ -209,6 +212,7 @@ impl PodRuntime {
                 env: Vec::new(),
                 workdir: c["workingDir"].as_str().unwrap_or("/").to_string(),
                 probe_port: probe_port(c),
+                io: None,
             })
             .collect();
         Ok(Arc::new(PodRuntime {
@@ -416,6 +420,26 @@ impl PodRuntime {
                 .map(PodCgroup::procs_files)
                 .unwrap_or_default(),
         })
+    }
+
+    /// The running container's streams, for attach.
+    pub fn attach_target(&self, container: &str) -> Result<Arc<RunIo>, String> {
+        let cs = lock(&self.containers);
+        let Some(c) = cs.iter().find(|c| c.name == container) else {
+            return Err(format!(
+                "container {container} is not valid for pod {}",
+                self.name
+            ));
+        };
+        match &c.io {
+            Some(io) if c.running() => Ok(io.clone()),
+            _ => Err(format!("container {container} is not running")),
+        }
+    }
+
+    /// The file of the pod's network namespace, once it has one.
+    pub fn netns(&self) -> Option<PathBuf> {
+        lock(&self.network).clone()
     }
 
     pub fn cleanup(&self) {
@@ -647,6 +671,9 @@ fn backoff(base: Duration, n: u32) -> Duration {
 /// What a container start needs, prepared; Err is (waiting reason, message, event reason).
 struct Prepared {
     argv: Vec<String>,
+    /// `stdin: true`: the container gets a pipe the node keeps for attach.
+    stdin: bool,
+    stdin_once: bool,
     env: Vec<(String, String)>,
     iso: Isolation,
 }
@@ -804,6 +831,8 @@ async fn prepare(
     let workdir = spec["workingDir"].as_str().unwrap_or("/").to_string();
     Ok(Prepared {
         argv,
+        stdin: spec["stdin"].as_bool().unwrap_or(false),
+        stdin_once: spec["stdinOnce"].as_bool().unwrap_or(false),
         env,
         iso: Isolation {
             hostname: rt.hostname.clone(),
@@ -904,6 +933,10 @@ async fn container(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Value, idx: usiz
                 terminated["containerID"] = json!(format!("containerd://{id}"));
             }
             c.state = json!({"terminated": terminated.clone()});
+            // attached clients have had the output (the pumps are done): they end here
+            if let Some(io) = c.io.take() {
+                io.end();
+            }
             c.ready = false;
             c.middle = None;
             c.init = None;
@@ -975,7 +1008,7 @@ fn exit_code(st: io::Result<std::process::ExitStatus>) -> i32 {
 
 type Pumps = Vec<tokio::task::JoinHandle<()>>;
 
-/// Spawns the container's process with its log pumps.
+/// Spawns the container's process with its log pumps (which also feed attach).
 async fn start(
     rt: &PodRuntime,
     idx: usize,
@@ -989,7 +1022,11 @@ async fn start(
     cmd.args(&p.argv[1..])
         .env_clear()
         .envs(p.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(if p.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let files = sandbox::prepare(&mut cmd, &p.iso)?;
@@ -997,12 +1034,22 @@ async fn start(
     drop(files);
     let middle = child.id();
     let init = middle.and_then(sandbox::init_pid);
+    let io = RunIo::new(child.stdin.take(), p.stdin_once);
     let mut pumps = Vec::new();
     if let Some(out) = child.stdout.take() {
-        pumps.push(tokio::spawn(logfile::pump(out, "stdout", writer.clone())));
+        let tee = io.clone();
+        let to = move |b: &[u8]| tee.output(stdio::STDOUT, b);
+        pumps.push(tokio::spawn(logfile::pump(
+            out,
+            "stdout",
+            writer.clone(),
+            to,
+        )));
     }
     if let Some(err) = child.stderr.take() {
-        pumps.push(tokio::spawn(logfile::pump(err, "stderr", writer)));
+        let tee = io.clone();
+        let to = move |b: &[u8]| tee.output(stdio::STDERR, b);
+        pumps.push(tokio::spawn(logfile::pump(err, "stderr", writer, to)));
     }
     let id = format!("{:016x}{:016x}", random_u64(), random_u64());
     let name = lock(&rt.containers)
@@ -1019,6 +1066,7 @@ async fn start(
         c.middle = middle;
         c.init = init;
         c.env = p.env.clone();
+        c.io = Some(io);
     });
     Ok((child, pumps))
 }

@@ -1,10 +1,11 @@
 //! The kubelet API on the node's address (port 10250, TLS with the node's serving
 //! certificate, clients must present a certificate of the cluster CA — the API server's
-//! kubelet-client certificate, metrics-server's): what the API server proxies `pods/exec`
-//! and `pods/log` to, and what metrics-server scrapes.
+//! kubelet-client certificate, metrics-server's): what the API server proxies `pods/exec`,
+//! `pods/attach`, `pods/portforward` and `pods/log` to, and what metrics-server scrapes.
 //!
-//! Routes: `/healthz`, `/exec/NS/POD/CONTAINER` (WebSocket), `/containerLogs/NS/POD/CONTAINER`,
-//! `/metrics/resource`. Any CA-signed client may call them: the real kubelet also asks the
+//! Routes: `/healthz`, `/exec/NS/POD/CONTAINER` and `/attach/NS/POD/CONTAINER` (WebSocket,
+//! the channel protocol), `/portForward/NS/POD` (SPDY/3.1, plain or tunnelled in a
+//! WebSocket), `/containerLogs/NS/POD/CONTAINER`, `/metrics/resource`. Any CA-signed client may call them: the real kubelet also asks the
 //! API server (SubjectAccessReview) whether that client may; this agent does not.
 
 use std::convert::Infallible;
@@ -18,7 +19,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::{exec, logs, metrics, Agent};
+use super::{attach, exec, logs, metrics, portforward, Agent};
 use crate::error::{ClusterError, Result};
 use crate::pki::Pki;
 use crate::topology::KUBELET_PORT;
@@ -174,6 +175,14 @@ async fn route(agent: Arc<Agent>, req: Request<Incoming>) -> Resp {
         ["exec", ns, pod, container] => {
             let (ns, pod, container) = (ns.to_string(), pod.to_string(), container.to_string());
             exec::handle(&agent, req, &ns, &pod, &container, &q)
+        }
+        ["attach", ns, pod, container] => {
+            let (ns, pod, container) = (ns.to_string(), pod.to_string(), container.to_string());
+            attach::handle(&agent, req, &ns, &pod, &container, &q)
+        }
+        ["portForward", ns, pod] => {
+            let (ns, pod) = (ns.to_string(), pod.to_string());
+            portforward::handle(&agent, req, &ns, &pod)
         }
         ["containerLogs", ns, pod, container] => logs::handle(&agent, ns, pod, container, &q),
         _ => error(StatusCode::NOT_FOUND, format!("404 page not found: {path}")),
