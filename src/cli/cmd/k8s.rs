@@ -490,6 +490,9 @@ fn top(
     }
 }
 
+// Long: a load's steps in the order they must happen (targets, prices, files and the pinned
+// certificate, the plan, the session, the in-cluster runner, the result's verdicts), a line
+// or two each.
 fn load(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
@@ -515,13 +518,16 @@ fn load(
         placed_and_priced(runtime, cluster, &targets, l.prices.as_deref(), &l.cost)?;
     let files = LoadFiles::create(l)?;
     let pinned = super::k8s_tls::pinned(runtime, cluster, l.http.tls, &files.dir)?;
-    let planned = Planned {
-        runs,
-        in_cluster: how.is_some(),
-        namespace: &cluster.namespace,
-        pinned: pinned.as_ref(),
-    };
-    let (plan, commands) = load_plan(&targets, l, &planned)?;
+    let (plan, commands) = load_plan(
+        &targets,
+        l,
+        &Planned {
+            runs,
+            in_cluster: how.is_some(),
+            namespace: &cluster.namespace,
+            pinned: pinned.as_ref(),
+        },
+    )?;
     if l.layout == K8sLayout::Wrk {
         announce_wrk(&targets, &commands);
     }
@@ -570,18 +576,23 @@ fn load(
     write_load_report(&result, &plan, l, how.is_some())?;
     files.say_written(how.is_some());
     session.linger(result.interrupted);
+    Ok(load_exit(&result, signals))
+}
+
+/// A load's exit status: the signal's when interrupted, 1 when a target missed the SLO.
+fn load_exit(result: &ComparisonResult, signals: &StopSignals) -> i32 {
     let outcomes: Vec<(&str, Option<&crate::stats::SloOutcome>)> = result
         .slo
         .iter()
         .map(|t| (t.name.as_str(), Some(&t.outcome)))
         .collect();
-    Ok(if result.interrupted {
+    if result.interrupted {
         signals.exit_code()
     } else if slo_failed(&outcomes) {
         EXIT_FAILURE
     } else {
         0
-    })
+    }
 }
 
 /// The files of one `k8s load`: a fresh directory under `--out-dir`, named by the time.
