@@ -32,11 +32,7 @@ const NSENTER: &str = "/usr/bin/nsenter";
 /// What the client asked for.
 struct ExecRequest {
     command: Vec<String>,
-    stdin: bool,
-    stdout: bool,
-    stderr: bool,
-    tty: bool,
-    v5: bool,
+    streams: channel::Streams,
 }
 
 pub fn handle(
@@ -67,14 +63,7 @@ pub fn handle(
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
     let streams = channel::Streams::asked(q, ws.protocol);
-    let er = ExecRequest {
-        command,
-        stdin: streams.stdin,
-        stdout: streams.stdout,
-        stderr: streams.stderr,
-        tty: streams.tty,
-        v5: streams.v5,
-    };
+    let er = ExecRequest { command, streams };
     upgrade::on_upgrade(&mut req, "exec", move |io| async move {
         let ws = upgrade::server_websocket(io).await;
         // a client gone mid-session is not the server's error, but it is worth a log line
@@ -161,13 +150,13 @@ fn spawn(
     er: &ExecRequest,
     slave: Option<&OwnedFd>,
 ) -> io::Result<tokio::process::Child> {
-    let a = argv(t, &er.command, er.tty);
-    let session_here = er.tty && t.init_pid.is_none();
+    let a = argv(t, &er.command, er.streams.tty);
+    let session_here = er.streams.tty && t.init_pid.is_none();
     let mut cmd = tokio::process::Command::new(&a[0]);
     cmd.args(&a[1..])
         .env_clear()
         .envs(t.env.iter().map(|(k, v)| (k, v)));
-    if er.tty {
+    if er.streams.tty {
         cmd.env("TERM", "xterm");
     }
     match slave {
@@ -177,7 +166,7 @@ fn spawn(
                 .stderr(Stdio::from(s.try_clone()?));
         }
         None => {
-            cmd.stdin(if er.stdin {
+            cmd.stdin(if er.streams.stdin {
                 Stdio::piped()
             } else {
                 Stdio::null()
@@ -224,8 +213,17 @@ async fn session(ws: Ws, t: ExecTarget, er: ExecRequest) -> SessionResult {
     let (mut tx, mut rx) = ws.split();
     // each open output channel is announced with a one-byte message; not stderr with a tty
     // (kubectl: "Unknown stream id 2")
-    channel::announce(&mut tx, er.stdout, er.stderr && !er.tty).await?;
-    let pty = if er.tty { Some(openpty()?) } else { None };
+    channel::announce(
+        &mut tx,
+        er.streams.stdout,
+        er.streams.stderr && !er.streams.tty,
+    )
+    .await?;
+    let pty = if er.streams.tty {
+        Some(openpty()?)
+    } else {
+        None
+    };
     let mut child = match spawn(&t, &er, pty.as_ref().map(|(_, s)| s)) {
         Ok(c) => c,
         Err(e) => {
@@ -285,13 +283,13 @@ async fn pump_pipes(
             n = async { cout.as_mut().expect("guarded").read(&mut ob[1..]).await }, if cout.is_some() => {
                 match n {
                     Ok(0) | Err(_) => cout = None,
-                    Ok(n) => if er.stdout { ob[0] = 1; tx.send(Message::binary(ob[..=n].to_vec())).await? },
+                    Ok(n) => if er.streams.stdout { ob[0] = 1; tx.send(Message::binary(ob[..=n].to_vec())).await? },
                 }
             }
             n = async { cerr.as_mut().expect("guarded").read(&mut eb[1..]).await }, if cerr.is_some() => {
                 match n {
                     Ok(0) | Err(_) => cerr = None,
-                    Ok(n) => if er.stderr { eb[0] = 2; tx.send(Message::binary(eb[..=n].to_vec())).await? },
+                    Ok(n) => if er.streams.stderr { eb[0] = 2; tx.send(Message::binary(eb[..=n].to_vec())).await? },
                 }
             }
             m = rx.next(), if ws_open => match m {
@@ -299,7 +297,7 @@ async fn pump_pipes(
                     0 => if let Some(c) = cin.as_ref() {
                         if c.send(b[1..].to_vec()).is_err() { cin = None; }
                     },
-                    255 if er.v5 && b.get(1) == Some(&0) => cin = None,
+                    255 if er.streams.v5 && b.get(1) == Some(&0) => cin = None,
                     _ => {}
                 },
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => { ws_open = false; cin = None; }
@@ -349,10 +347,10 @@ async fn pump_tty(tx: &mut Tx, rx: &mut Rx, master: OwnedFd, er: &ExecRequest) -
             }
             m = rx.next() => match m {
                 Some(Ok(Message::Binary(b))) if !b.is_empty() => match b[0] {
-                    0 if er.stdin => pending_in.extend_from_slice(&b[1..]),
+                    0 if er.streams.stdin => pending_in.extend_from_slice(&b[1..]),
                     4 => resize(fd.get_ref().as_raw_fd(), &b[1..]),
                     // end of input on a terminal: ^D, as a real terminal would send it
-                    255 if er.v5 && b.get(1) == Some(&0) => pending_in.push(4),
+                    255 if er.streams.v5 && b.get(1) == Some(&0) => pending_in.push(4),
                     _ => {}
                 },
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
