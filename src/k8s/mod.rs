@@ -57,6 +57,13 @@ pub(crate) fn managed_selector() -> String {
     format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
 }
 
+/// Whether an object carries archbench's label (archbench made it).
+pub(crate) fn is_ours(meta: &kube::api::ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .is_some_and(|l| l.get(MANAGED_BY.0).map(String::as_str) == Some(MANAGED_BY.1))
+}
+
 /// The label selector of archbench's nginx pods (of every architecture).
 pub(crate) fn nginx_selector() -> String {
     format!("{},{}={}", managed_selector(), APP.0, APP.1)

@@ -23,7 +23,7 @@ use super::manifests::{manifests, Manifest};
 use super::pods::{trouble, PodTrouble};
 use super::variant::NodeOffer;
 use super::{
-    managed_selector, variant_of, Cluster, K8sError, Setup, FIELD_MANAGER, MANAGED_BY,
+    is_ours, managed_selector, variant_of, Cluster, K8sError, Setup, FIELD_MANAGER,
     MULTIARCH_SERVICE,
 };
 
@@ -201,12 +201,6 @@ pub async fn apply_all(cluster: &Cluster, setup: &Setup) -> Result<Vec<Applied>,
         });
     }
     Ok(changes)
-}
-
-fn is_ours(meta: &kube::api::ObjectMeta) -> bool {
-    meta.labels
-        .as_ref()
-        .is_some_and(|l| l.get(MANAGED_BY.0).map(String::as_str) == Some(MANAGED_BY.1))
 }
 
 /// `archbench k8s up`: apply, then wait (watching) until every Deployment has rolled out and

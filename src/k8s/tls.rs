@@ -12,7 +12,7 @@ use k8s_openapi::ByteString;
 use kube::Api;
 
 use super::client::api_error;
-use super::{Cluster, K8sError, Setup, MANAGED_BY, MULTIARCH_SERVICE};
+use super::{is_ours, Cluster, K8sError, Setup, MULTIARCH_SERVICE};
 
 /// The Secret holding the certificate and key (type kubernetes.io/tls).
 pub const SECRET: &str = "nginx-tls";
@@ -104,15 +104,9 @@ pub async fn existing(cluster: &Cluster) -> Result<Option<ServingCert>, K8sError
         .get_opt(SECRET)
         .await
         .map_err(|e| api_error(e, "get", "secrets"))?;
-    let ours = |s: &Secret| {
-        s.metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.get(MANAGED_BY.0).map(String::as_str) == Some(MANAGED_BY.1))
-    };
     Ok(secret
         .as_ref()
-        .filter(|s| ours(s))
+        .filter(|s| is_ours(&s.metadata))
         .and_then(ServingCert::from_secret))
 }
 
