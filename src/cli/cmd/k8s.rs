@@ -918,6 +918,22 @@ mod tests {
 
     use crate::k8s::{self, InCluster, LoadTarget, WholeLoad};
 
+    /// The worker container's command line parsed as archbench parses it, its variables
+    /// expanded as the kubelet would for worker 3 at 10.0.0.7.
+    fn agent_of(container: &k8s_openapi::api::core::v1::Container) -> crate::cli::args::AgentArgs {
+        let words = std::iter::once("archbench".to_string()).chain(
+            container.args.iter().flatten().map(|a| {
+                a.replace("$(JOB_COMPLETION_INDEX)", "3")
+                    .replace("$(POD_IP)", "10.0.0.7")
+            }),
+        );
+        let cli = crate::cli::Cli::try_parse_from(words).unwrap();
+        let crate::cli::Command::Agent(agent) = cli.command else {
+            panic!("not the agent: {cli:?}");
+        };
+        agent
+    }
+
     #[test]
     fn a_load_jobs_arguments_are_the_agents_own_command_line() {
         let target = LoadTarget {
@@ -945,17 +961,7 @@ mod tests {
         };
         let job = k8s::distributed::job(&target, "nginx", "j", &how, &load, "t0k");
         let container = &job.spec.unwrap().template.spec.unwrap().containers[0];
-        // As the kubelet expands them for worker 3 at 10.0.0.7.
-        let words = std::iter::once("archbench".to_string()).chain(
-            container.args.iter().flatten().map(|a| {
-                a.replace("$(JOB_COMPLETION_INDEX)", "3")
-                    .replace("$(POD_IP)", "10.0.0.7")
-            }),
-        );
-        let cli = crate::cli::Cli::try_parse_from(words).unwrap();
-        let crate::cli::Command::Agent(agent) = cli.command else {
-            panic!("not the agent: {cli:?}");
-        };
+        let agent = agent_of(container);
         assert_eq!(agent.control, "10.0.0.7:9090");
         assert_eq!(agent.run.part.map(|p| (p.index, p.count)), Some((3, 4)));
         assert_eq!(agent.run.url, "http://10.0.4.7:80/");
@@ -976,16 +982,7 @@ mod tests {
         let container = &pod.containers[0];
         let mount = &container.volume_mounts.as_ref().unwrap()[0];
         assert_eq!(mount.mount_path, k8s::tls::WORKER_MOUNT);
-        let words = std::iter::once("archbench".to_string()).chain(
-            container.args.iter().flatten().map(|a| {
-                a.replace("$(JOB_COMPLETION_INDEX)", "0")
-                    .replace("$(POD_IP)", "10.0.0.7")
-            }),
-        );
-        let cli = crate::cli::Cli::try_parse_from(words).unwrap();
-        let crate::cli::Command::Agent(agent) = cli.command else {
-            panic!("not the agent: {cli:?}");
-        };
+        let agent = agent_of(container);
         assert_eq!(agent.run.url, "https://10.0.4.7:80/");
         assert_eq!(
             agent.run.load.request.pinned_cert,
