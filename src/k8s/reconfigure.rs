@@ -210,7 +210,16 @@ pub async fn reconfigure(
     if old.config.text() == config.text() {
         return Ok(Reconfigured::Unchanged);
     }
-    let checked = match config.text() {
+    let new = Setup {
+        config,
+        ..old.clone()
+    };
+    // The https listener goes into the new text as into the old: a text it cannot go into
+    // is refused here, not applied without it.
+    if let Some(why) = new.tls_problem() {
+        return Err(K8sError::Usage(format!("the setup serves https: {why}")));
+    }
+    let checked = match new.config.text() {
         Some(text) => match check_in_pod(cluster, text).await? {
             Ok(words) => words,
             Err(nginx_says) => {
@@ -220,10 +229,6 @@ pub async fn reconfigure(
             }
         },
         None => "stock: the image's own configuration".into(),
-    };
-    let new = Setup {
-        config,
-        ..old.clone()
     };
     apply_all(cluster, &new).await?;
     if new.config.text().is_none() {

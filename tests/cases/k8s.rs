@@ -2223,6 +2223,16 @@ fn https_is_set_up_once_and_loaded_with_its_certificate_pinned() {
         "{said}"
     );
 
+    // A new configuration the listener cannot go into is refused before anything changes.
+    let serverless = dir.path().join("serverless.conf");
+    std::fs::write(&serverless, "events {}\nhttp {}\n").unwrap();
+    let refused = k8s(c, ns, &["config", serverless.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("no `server {` block"),
+        "{}",
+        stderr(&refused)
+    );
     // A new configuration keeps https: read back without the listener, given it again.
     let v2 = dir.path().join("v2.conf");
     std::fs::write(
