@@ -69,6 +69,11 @@ pub trait Hooks: Send + Sync + fmt::Debug {
     fn failure(&self) -> Option<String>;
     /// After the run and its report: the script's own report (wrk's done()).
     fn done(&self, result: &crate::stats::RunResult) -> Result<(), HookError>;
+    /// Whether [`Hooks::done`] reports anything (a script that defines done()), so a caller
+    /// reporting several runs heads each one's report only when there is one.
+    fn reports(&self) -> bool {
+        false
+    }
     /// The command-line words that chose these hooks (`--script FILE --script-arg A…` or
     /// `--mix FILE`): for the stored plan and the reproduce line.
     fn flags(&self) -> Vec<String>;

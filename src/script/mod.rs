@@ -380,4 +380,11 @@ impl Hooks for Session {
     fn done(&self, result: &RunResult) -> Result<(), HookError> {
         Session::done(self, result).map_err(|e| HookError(e.to_string()))
     }
+
+    fn reports(&self) -> bool {
+        matches!(
+            self.main.globals().get::<Value>("done"),
+            Ok(Value::Function(_))
+        )
+    }
 }

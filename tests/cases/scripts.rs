@@ -448,3 +448,86 @@ fn in_the_open_loop_request_builds_each_request_when_it_is_due() {
     assert!(secs >= 199.0 / 400.0, "ran {secs} s");
     assert_eq!(doc["pacing"]["lateness"]["count"], 200, "{}", doc["pacing"]);
 }
+
+/// `compare --script`: each target's done() reports each of its measured runs after the
+/// comparison, headed by whose run it is, with that run's own figures (those of the JSON,
+/// and with -n those nginx logged).
+#[test]
+fn compare_reports_each_run_through_done() {
+    let Some(ng) = nginx() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let (a, b) = (
+        format!("a={}", ng.url("/s/a")),
+        format!("b={}", ng.url("/s/b")),
+    );
+    let script = format!("{SCRIPTS}/report.lua");
+    let o = archbench_within(
+        &[
+            "compare",
+            &a,
+            &b,
+            "--script",
+            &script,
+            "-d",
+            "300ms",
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "--runs",
+            "2",
+            "--no-warmup",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        RUN_LIMIT,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let heads: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("done() of "))
+        .collect();
+    assert_eq!(
+        heads,
+        [
+            "done() of a, run 1 of 2:",
+            "done() of a, run 2 of 2:",
+            "done() of b, run 1 of 2:",
+            "done() of b, run 2 of 2:"
+        ],
+        "{text}"
+    );
+    // Each report follows its head, after the comparison's own report.
+    let first = text.find("done() of a, run 1").unwrap();
+    assert!(text[..first].contains("Reproduce one run"), "{text}");
+    let doc = read_json(&json);
+    let mut reported = text.split("done() of ").skip(1);
+    let log = ng.stop_and_read("script.log");
+    for (t, path) in doc["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(["/s/a ", "/s/b "])
+    {
+        let mut counted = 0;
+        for run in t["runs"].as_array().unwrap() {
+            let block = reported.next().unwrap();
+            let line = format!(
+                "requests {} in {} us",
+                run["totals"]["requests"],
+                (run["totals"]["elapsed_s"].as_f64().unwrap() * 1e6).round()
+            );
+            assert!(block.contains(&line), "{line} in {block}");
+            counted += run["totals"]["requests"].as_u64().unwrap();
+        }
+        let logged = log.lines().filter(|l| l.contains(path)).count() as u64;
+        // Two connections per run, two runs: at most 4 logged but not answered in time.
+        assert!(
+            counted > 0 && counted <= logged && logged - counted <= 4,
+            "{path}: {counted} {logged}"
+        );
+    }
+}

@@ -61,6 +61,7 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
     }
     write_stdout(|out| TextReport.write(&result, out))?;
     crate::script::flush_lua_output();
+    script_reports(&plan.contenders, &result)?;
     // A target's script that failed stopped its run (the figures above keep what it did).
     let failed: Vec<String> = plan
         .contenders
@@ -88,4 +89,34 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
     } else {
         0
     })
+}
+
+/// Each target's script's done() after the report, once per measured run with that run's
+/// figures (a run of compare is one run as `run` or wrk would make it), headed by whose run
+/// it is. A script that failed reports nothing: its failure is said below.
+fn script_reports(
+    contenders: &[crate::compare::Contender],
+    result: &crate::compare::ComparisonResult,
+) -> anyhow::Result<()> {
+    for (c, t) in contenders.iter().zip(&result.targets) {
+        let Some(h) = c.plan.hooks.as_ref().filter(|h| h.reports()) else {
+            continue;
+        };
+        if h.failure().is_some() {
+            continue;
+        }
+        for (i, run) in t.runs.iter().enumerate() {
+            write_stdout(|out| {
+                writeln!(
+                    out,
+                    "done() of {}, run {} of {}:",
+                    t.name,
+                    i + 1,
+                    t.runs.len()
+                )
+            })?;
+            h.done(run)?;
+        }
+    }
+    Ok(())
 }
