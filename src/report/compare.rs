@@ -68,49 +68,54 @@ fn write_method(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// One Cost line per priced target: a million requests at its median throughput, and how
-/// much less or more that is than the first target's.
+/// One Cost line per priced target (see [`cost_sentence`]).
 fn write_costs(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
+    for t in &c.cost {
+        writeln!(out, "  Cost       {}", cost_sentence(c, t))?;
+    }
+    Ok(())
+}
+
+/// A priced target's cost, as the text, Markdown and HTML reports say it: a million requests
+/// at its median throughput, and how much less or more that is than the first target's, with
+/// the requests per dollar that makes and whether both met the SLO.
+pub(super) fn cost_sentence(c: &ComparisonResult, t: &crate::compare::TargetCost) -> String {
     let first = c
         .cost
         .first()
         .and_then(|f| f.cost_per_million.map(|v| (f, v)));
-    for t in &c.cost {
-        let per_million = match t.cost_per_million {
-            Some(v) => format!(
-                "{} per million requests at {} req/s",
-                money(v),
-                crate::units::grouped(t.requests_per_sec.round() as u64)
-            ),
-            None => "nothing answered, no cost per request".into(),
-        };
-        let versus = match (first, t.cost_per_million) {
-            (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 && v > 0.0 => {
-                let d = (v / base - 1.0) * 100.0;
-                format!(
-                    " ({:.1}% {} than {}: {:.2}x its requests per dollar{})",
-                    d.abs(),
-                    if d <= 0.0 { "less" } else { "more" },
-                    f.name,
-                    base / v,
-                    under_slo(c, &f.name, &t.name)
-                )
-            }
-            _ => String::new(),
-        };
-        let basis = t
-            .basis
-            .as_ref()
-            .map(|b| format!(" [{b}]"))
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "  Cost       {} at {}/h{basis}: {per_million}{versus}",
-            t.name,
-            money(t.price_per_hour)
-        )?;
-    }
-    Ok(())
+    let per_million = match t.cost_per_million {
+        Some(v) => format!(
+            "{} per million requests at {} req/s",
+            money(v),
+            crate::units::grouped(t.requests_per_sec.round() as u64)
+        ),
+        None => "nothing answered, no cost per request".into(),
+    };
+    let versus = match (first, t.cost_per_million) {
+        (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 && v > 0.0 => {
+            let d = (v / base - 1.0) * 100.0;
+            format!(
+                " ({:.1}% {} than {}: {:.2}x its requests per dollar{})",
+                d.abs(),
+                if d <= 0.0 { "less" } else { "more" },
+                f.name,
+                base / v,
+                under_slo(c, &f.name, &t.name)
+            )
+        }
+        _ => String::new(),
+    };
+    let basis = t
+        .basis
+        .as_ref()
+        .map(|b| format!(" [{b}]"))
+        .unwrap_or_default();
+    format!(
+        "{} at {}/h{basis}: {per_million}{versus}",
+        t.name,
+        money(t.price_per_hour)
+    )
 }
 
 /// With `--slo`: whether the two targets a cost line compares both met it, so the ratio is

@@ -508,7 +508,7 @@ fn comparison_table(c: &ComparisonResult) -> String {
 }
 
 /// A paragraph per SLO condition of each target (measured, pass or FAIL) and per priced
-/// target (a million requests at its median throughput).
+/// target (a million requests at its median throughput, against the first priced one's).
 fn comparison_slo_and_cost(c: &ComparisonResult) -> String {
     let mut html = String::new();
     for t in &c.slo {
@@ -535,15 +535,10 @@ fn comparison_slo_and_cost(c: &ComparisonResult) -> String {
         "at the median",
     ));
     for cost in &c.cost {
-        if let Some(v) = cost.cost_per_million {
-            html.push_str(&format!(
-                "<p>Cost {}: {} per million requests at {} req/s ({}/h)</p>\n",
-                esc(&cost.name),
-                super::compare::money(v),
-                grouped(cost.requests_per_sec.round() as u64),
-                super::compare::money(cost.price_per_hour)
-            ));
-        }
+        html.push_str(&format!(
+            "<p>Cost {}</p>\n",
+            esc(&super::compare::cost_sentence(c, cost))
+        ));
     }
     html
 }

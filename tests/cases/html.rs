@@ -102,6 +102,8 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
             "p99<2ms",
             "--cost",
             "fast=0.192",
+            "--cost",
+            "slow=0.096",
             "--json",
             cmp.to_str().unwrap(),
         ],
@@ -215,7 +217,20 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
         dom.contains("SLO slow: p99&lt;2ms measured"),
         "the SLO lines"
     );
-    assert!(dom.contains("Cost fast: "), "the cost line");
+    assert!(dom.contains("Cost fast at "), "the cost line");
+    // The second priced target's line has its requests per dollar against the first's, as
+    // the JSON's costs make it.
+    let costs = c["cost"].as_array().unwrap();
+    let per_million = |i: usize| costs[i]["cost_per_million"].as_f64().unwrap();
+    let ratio = format!(
+        "{:.2}x its requests per dollar",
+        per_million(0) / per_million(1)
+    );
+    let slow_line = dom
+        .lines()
+        .find(|l| l.contains("<p>Cost slow at "))
+        .expect("the second cost line");
+    assert!(slow_line.contains(&ratio), "{ratio} in {slow_line}");
     // The sweep's p99 chart draws the bound with its label.
     assert!(
         dom.contains("SLO p99 &lt; 10ms"),
