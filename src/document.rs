@@ -1,6 +1,6 @@
 //! Reading stored documents (`--json` files): the kind decides the type, the version must be
 //! one this build reads, and any failure is one sentence naming the file. Writing lives with
-//! the reports (`report::save_json`), which read these documents: the arrow runs from there
+//! the reports (`report::save_json_value`), which read these documents: the arrow runs from there
 //! to here.
 
 use std::path::{Path, PathBuf};

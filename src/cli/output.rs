@@ -10,7 +10,7 @@ use super::args::ReportFormat;
 use super::signals::StopSignals;
 use super::PlanError;
 use crate::report::{
-    ports_note, save_json, HtmlPage, JsonReport, MarkdownReport, Report, TextReport,
+    ports_note, save_json_value, HtmlPage, JsonReport, MarkdownReport, Report, TextReport,
 };
 use crate::stats::{LimiterSide, RunResult};
 
@@ -22,9 +22,10 @@ pub fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow:
     Ok(())
 }
 
-pub fn save(result: &RunResult, path: Option<&Path>) -> anyhow::Result<()> {
+/// Saves a document (a run, comparison or sweep) as JSON where `path` says, if anywhere.
+pub fn save<T: serde::Serialize>(doc: &T, path: Option<&Path>) -> anyhow::Result<()> {
     if let Some(p) = path {
-        save_json(result, p).with_context(|| format!("cannot write {}", p.display()))?;
+        save_json_value(doc, p).with_context(|| format!("cannot write {}", p.display()))?;
     }
     Ok(())
 }

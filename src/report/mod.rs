@@ -66,13 +66,9 @@ impl StoredKind for RunResult {}
 impl StoredKind for ComparisonResult {}
 impl StoredKind for SweepResult {}
 
-/// Writes `result` as JSON to `path` atomically (temporary file, then rename), so a reader
-/// never sees half a document and an interrupted write never destroys an older one.
-pub fn save_json(result: &RunResult, path: &std::path::Path) -> io::Result<()> {
-    save_json_value(result, path)
-}
-
-/// [`save_json`] for any serializable document (comparisons too).
+/// Writes a document (run, comparison, sweep) as JSON to `path` atomically (temporary file,
+/// then rename), so a reader never sees half a document and an interrupted write never
+/// destroys an older one.
 pub fn save_json_value<T: serde::Serialize>(doc: &T, path: &std::path::Path) -> io::Result<()> {
     save_atomic(path, |f| {
         serde_json::to_writer_pretty(&mut *f, doc)?;

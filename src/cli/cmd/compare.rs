@@ -1,7 +1,5 @@
 //! `archbench compare`: targets interleaved over repeated runs, with verdicts.
 
-use anyhow::Context as _;
-
 use crate::cli::args::CompareArgs;
 use crate::cli::exit::EXIT_FAILURE;
 use crate::cli::output::{check_prices, slo_failed, write_markdown, write_stdout};
@@ -37,11 +35,7 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
     let title = format!("compare {}", names.join(" vs "));
     let mut session = Session::begin(&a.live, &plan.contenders, tui, title, !a.quiet, signals)?;
     let mut save_so_far = |c: &crate::compare::ComparisonResult| -> anyhow::Result<()> {
-        if let Some(p) = &a.json {
-            crate::report::save_json_value(c, p)
-                .with_context(|| format!("cannot write {}", p.display()))?;
-        }
-        Ok(())
+        crate::cli::output::save(c, a.json.as_deref())
     };
     let result = session.compare(&plan, commands, None, None, &mut save_so_far);
     session.close();

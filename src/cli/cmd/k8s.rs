@@ -620,8 +620,7 @@ impl LoadFiles {
 
     fn save_json(&self, c: &ComparisonResult) -> anyhow::Result<()> {
         for path in std::iter::once(&self.json).chain(&self.also) {
-            crate::report::save_json_value(c, path)
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            crate::cli::output::save(c, Some(path))?;
         }
         Ok(())
     }

@@ -202,10 +202,7 @@ fn write_outputs(
     w: &K8sSweepArgs,
     json: &std::path::Path,
 ) -> anyhow::Result<()> {
-    if let Some(also) = &w.json {
-        crate::report::save_json_value(sweep, also)
-            .with_context(|| format!("cannot write {}", also.display()))?;
-    }
+    crate::cli::output::save(sweep, w.json.as_deref())?;
     if w.html.is_some() {
         write_html(
             &[HtmlDoc::Sweep(Box::new(sweep.clone()))],

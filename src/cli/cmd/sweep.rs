@@ -5,8 +5,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use anyhow::Context as _;
-
 use crate::cli::args::{LoadArgs, SweepArgs};
 use crate::cli::output::{check_prices, write_stdout};
 use crate::cli::session::{RunOne, Session};
@@ -422,11 +420,7 @@ fn finish(
 }
 
 fn save(sweep: &SweepResult, spec: &SweepSpec<'_>) -> anyhow::Result<()> {
-    if let Some(p) = spec.json {
-        crate::report::save_json_value(sweep, p)
-            .with_context(|| format!("cannot write {}", p.display()))?;
-    }
-    Ok(())
+    crate::cli::output::save(sweep, spec.json)
 }
 
 /// What the ladder varies, its loads, and the connections of a rates ladder (from `-c` and
