@@ -482,8 +482,11 @@ pub fn limiter(r: &RunResult) -> Limiter {
         return gone;
     }
     let (side, mut reason) = saturated_side(r);
-    if let Some(answers) = r.error_answers() {
-        reason.push_str(&format!("; {answers}"));
+    // Short: the report's WARNING line (and stderr) give the whole sentence with the codes.
+    if let Some(percent) = r.error_answer_percent() {
+        reason.push_str(&format!(
+            "; {percent:.1}% of answers were not 2xx/3xx: the figures describe error responses"
+        ));
     }
     if let Some(p) = &r.pacing {
         let attempted = r.totals.attempted.max(1);

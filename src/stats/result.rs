@@ -485,13 +485,17 @@ pub struct Histograms {
 pub const ERROR_ANSWERS_WARN: f64 = 0.01;
 
 impl RunResult {
-    /// A sentence when more than 1% of the answers were not 2xx/3xx: such answers are
-    /// counted as requests (they were answered) but measure the error path, not the page.
-    pub fn error_answers(&self) -> Option<String> {
+    /// The percentage of answers that were not 2xx/3xx, when more than 1% were: such answers
+    /// are counted as requests (they were answered) but measure the error path, not the page.
+    pub fn error_answer_percent(&self) -> Option<f64> {
         let (bad, all) = (self.totals.non_2xx_3xx, self.totals.requests);
-        if all == 0 || (bad as f64) <= ERROR_ANSWERS_WARN * all as f64 {
-            return None;
-        }
+        (all > 0 && (bad as f64) > ERROR_ANSWERS_WARN * all as f64)
+            .then(|| bad as f64 * 100.0 / all as f64)
+    }
+
+    /// The warning sentence of [`RunResult::error_answer_percent`], with the codes.
+    pub fn error_answers(&self) -> Option<String> {
+        let percent = self.error_answer_percent()?;
         let codes: Vec<String> = self
             .status_codes
             .iter()
@@ -499,8 +503,9 @@ impl RunResult {
             .map(|(c, n)| format!("{c}: {n}"))
             .collect();
         Some(format!(
-            "{bad} of {all} answers ({:.1}%) were not 2xx/3xx ({}): the figures describe error responses",
-            bad as f64 * 100.0 / all as f64,
+            "{} of {} answers ({percent:.1}%) were not 2xx/3xx ({}): the figures describe error responses",
+            self.totals.non_2xx_3xx,
+            self.totals.requests,
             codes.join(", ")
         ))
     }
