@@ -24,6 +24,10 @@ pub struct Cluster {
     pub namespace: String,
     /// The API server's URL, for messages.
     pub server: String,
+    /// What `inspect::fingerprint` read of each pod (by UID), so one process execs
+    /// `nginx -V` and reads /proc/cpuinfo once per pod, however many runs, watches and
+    /// placements ask (each exec is a round trip through the API server to the kubelet).
+    pub(super) inspected: super::inspect::Inspected,
 }
 
 impl Cluster {
@@ -69,6 +73,7 @@ impl Cluster {
             client,
             namespace: opts.namespace.clone(),
             server,
+            inspected: Default::default(),
         })
     }
 }

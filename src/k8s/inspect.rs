@@ -2,7 +2,9 @@
 //! pod's `nginx -V`, with the outline-atomics warning where it applies (the regression the
 //! multi-arch test plan hunted: 167k vs 499k req/s).
 
+use std::collections::HashMap;
 use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, ResourceExt};
@@ -30,6 +32,10 @@ pub struct ArchFingerprint {
     pub nginx: ServerFingerprint,
 }
 
+/// Fingerprints already read, by pod UID (a pod's build and CPU do not change while it lives;
+/// a new pod has a new UID). Shared by a cluster's clones.
+pub type Inspected = Arc<Mutex<HashMap<String, ArchFingerprint>>>;
+
 /// `uname -m`'s spelling of a Kubernetes architecture.
 fn machine(kube_arch: &str) -> &str {
     match kube_arch {
@@ -39,8 +45,26 @@ fn machine(kube_arch: &str) -> &str {
     }
 }
 
+/// The fingerprint of `variant`'s first pod, read once per pod and process.
 pub async fn fingerprint(cluster: &Cluster, variant: &str) -> Result<ArchFingerprint, K8sError> {
     let pod = pick(cluster, variant, None).await?;
+    let uid = pod.uid().unwrap_or_default();
+    let inspected = || cluster.inspected.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(f) = inspected().get(&uid).filter(|f| f.variant == variant) {
+        return Ok(f.clone());
+    }
+    let f = read_fingerprint(cluster, variant, &pod).await?;
+    if !uid.is_empty() {
+        inspected().insert(uid, f.clone());
+    }
+    Ok(f)
+}
+
+async fn read_fingerprint(
+    cluster: &Cluster,
+    variant: &str,
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> Result<ArchFingerprint, K8sError> {
     let name = pod.name_any();
     let node_name = pod
         .spec

@@ -1288,6 +1288,7 @@ mod tests {
             client: kube::Client::new(svc, "nginx"),
             namespace: "nginx".into(),
             server: "mock".into(),
+            inspected: Default::default(),
         };
         let first = apply_all(&cluster, &setup()).await.unwrap();
         assert!(
@@ -1357,6 +1358,7 @@ mod tests {
             client: kube::Client::new(svc, "nginx"),
             namespace: "nginx".into(),
             server: "mock".into(),
+            inspected: Default::default(),
         };
         let server = tokio::spawn(async move {
             let (req, send) = handle.next_request().await.unwrap();

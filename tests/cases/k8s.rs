@@ -2257,3 +2257,93 @@ fn https_is_set_up_once_and_loaded_with_its_certificate_pinned() {
     let down = ok(&k8s(c, ns, &["down"]));
     assert!(down.contains("Secret nginx-tls: deleted"), "{down}");
 }
+
+/// One process reads a pod's `nginx -V` (and /proc/cpuinfo) once, however many runs,
+/// watches and placements ask for its build: an image whose nginx counts its `-V` calls, a
+/// load of two runs and a warm-up (a watch each) and its placements.
+#[test]
+fn a_load_reads_each_pods_build_once() {
+    if !can_run() {
+        return;
+    }
+    const COUNTED_IMAGE: &str = "registry.example/nginx:counted";
+    let builds = tempfile::tempdir().unwrap();
+    let real = builds.path().join("nginx-real");
+    std::fs::copy("/usr/sbin/nginx", &real).unwrap();
+    let calls = builds.path().join("version-calls");
+    let counted = builds.path().join("nginx-counted");
+    std::fs::write(
+        &counted,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -V \"*) echo V >> {calls};; esac\nexec {r} \"$@\"\n",
+            calls = calls.display(),
+            r = real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &counted,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut opts = options(None);
+    opts.nginx_builds = vec![(COUNTED_IMAGE.into(), counted)];
+    let c = TestCluster::start(&opts, "inspect").unwrap_or_else(|e| panic!("{e}"));
+    let ns = "inspect";
+    ok(&k8s(
+        &c,
+        ns,
+        &[
+            "up",
+            "--variant",
+            &format!("web:arch=amd64,image={COUNTED_IMAGE}"),
+            "--wait-timeout",
+            "90s",
+        ],
+    ));
+    // What `up` itself read is not the load's.
+    std::fs::write(&calls, "").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("load.json");
+    ok(&k8s(
+        &c,
+        ns,
+        &[
+            "load",
+            "web",
+            "-d",
+            "300ms",
+            "-c",
+            "1",
+            "--runs",
+            "2",
+            "--out-dir",
+            dir.path().to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    ));
+    let doc = read_json(&json);
+    // The build was read: every run's server says it, and the placement has the CPU.
+    for run in doc["targets"][0]["runs"].as_array().unwrap() {
+        assert!(
+            run["servers"][0]["fingerprint"]["version"]
+                .as_str()
+                .is_some_and(|v| v.contains("nginx/")),
+            "{}",
+            run["servers"][0]
+        );
+    }
+    assert!(
+        doc["placements"][0]["cpu_model"].is_string(),
+        "{}",
+        doc["placements"]
+    );
+    let read = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(
+        read.lines().count(),
+        1,
+        "nginx -V ran {} times",
+        read.lines().count()
+    );
+}
