@@ -20,10 +20,12 @@ pub struct H2Figures {
     pub server_max_streams: Option<u32>,
     /// GOAWAY frames received.
     pub goaways: u64,
-    /// Requests on streams above a GOAWAY's last stream id: the server never processed them,
-    /// so they were sent again on a new connection (and are counted once, when answered).
+    /// Requests on streams above a GOAWAY's last stream id, or refused (REFUSED_STREAM): the
+    /// server never processed them, so they were sent again (and are counted once, when
+    /// answered).
     pub retried: u64,
-    /// Streams the server reset (RST_STREAM), by error code.
+    /// Streams the server reset (RST_STREAM), by error code. `refused_stream` ones were sent
+    /// again (in `retried`), not errors; any other code is a protocol error of its request.
     pub resets: Vec<H2CodeCount>,
     /// Connections ended by a protocol error (ours: a GOAWAY we sent; theirs: a GOAWAY
     /// with an error code), by error code.

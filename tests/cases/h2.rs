@@ -233,6 +233,36 @@ mod faults {
         assert_eq!(codes(&h2.resets), [("internal_error".to_string(), 20)]);
     }
 
+    /// REFUSED_STREAM: the server did not process the request, so it is sent again and
+    /// counted once, when answered; the refusals are counted by their code, not as errors.
+    #[test]
+    fn refused_streams_are_sent_again_and_counted_by_their_code() {
+        let server = FaultyH2Server::start(H2Fault::RefuseEveryThird);
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "--streams",
+            "3",
+            "-n",
+            "60",
+            "-c",
+            "2",
+        ]);
+        assert_consistent(&r);
+        assert_eq!(
+            (r.totals.requests, r.totals.errors),
+            (60, 0),
+            "{:?}",
+            r.errors
+        );
+        assert_eq!(server.answered.load(Ordering::Relaxed), 60);
+        let refused = server.refused.load(Ordering::Relaxed);
+        assert!(refused >= 60 / 3, "{refused}");
+        let h2 = r.http2.as_ref().unwrap();
+        assert_eq!(codes(&h2.resets), [("refused_stream".to_string(), refused)]);
+        assert_eq!((h2.retried, h2.goaways), (refused, 0));
+    }
+
     #[test]
     fn a_ping_is_answered() {
         let server = FaultyH2Server::start(H2Fault::PingFirst);

@@ -18,6 +18,9 @@ use archbench::http::h2::{ErrorCode, PREFACE};
 pub enum H2Fault {
     /// Every stream reset with INTERNAL_ERROR.
     ResetEveryStream,
+    /// Every third stream of a connection refused (RST_STREAM REFUSED_STREAM), the others
+    /// answered.
+    RefuseEveryThird,
     /// A PING first; requests are answered only once its ACK has come back.
     PingFirst,
     /// After a connection's second request, GOAWAY with that stream as the last: the two are
@@ -37,6 +40,8 @@ pub struct FaultyH2Server {
     pub answered: Arc<AtomicU64>,
     /// PING ACKs received carrying our PING's data.
     pub ping_acks: Arc<AtomicU64>,
+    /// Streams refused with REFUSED_STREAM.
+    pub refused: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -47,17 +52,27 @@ impl FaultyH2Server {
         let addr = listener.local_addr().unwrap();
         let answered = Arc::new(AtomicU64::new(0));
         let ping_acks = Arc::new(AtomicU64::new(0));
+        let refused = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (a, p, s) = (answered.clone(), ping_acks.clone(), stop.clone());
+        let (a, p, r, s) = (
+            answered.clone(),
+            ping_acks.clone(),
+            refused.clone(),
+            stop.clone(),
+        );
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(Ordering::Relaxed) {
                     return;
                 }
                 let Ok(conn) = conn else { continue };
-                let (a, p) = (a.clone(), p.clone());
+                let counts = Counts {
+                    answered: a.clone(),
+                    ping_acks: p.clone(),
+                    refused: r.clone(),
+                };
                 std::thread::spawn(move || {
-                    let _ = play(conn, fault, &a, &p);
+                    let _ = play(conn, fault, &counts);
                 });
             }
         });
@@ -65,6 +80,7 @@ impl FaultyH2Server {
             addr,
             answered,
             ping_acks,
+            refused,
             stop,
             thread: Some(thread),
         }
@@ -116,13 +132,16 @@ fn answer(out: &mut Vec<u8>, stream: u32) {
     put_data(out, stream, b"hello", true);
 }
 
+/// What a connection's script counts, shared with the server's owner.
+struct Counts {
+    answered: Arc<AtomicU64>,
+    ping_acks: Arc<AtomicU64>,
+    refused: Arc<AtomicU64>,
+}
+
 // Long: one script per fault, side by side, is the point of this fixture.
-fn play(
-    mut conn: TcpStream,
-    fault: H2Fault,
-    answered: &AtomicU64,
-    ping_acks: &AtomicU64,
-) -> std::io::Result<()> {
+fn play(mut conn: TcpStream, fault: H2Fault, counts: &Counts) -> std::io::Result<()> {
+    let (answered, ping_acks) = (&counts.answered, &counts.ping_acks);
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut preface = [0u8; 24];
     conn.read_exact(&mut preface)?;
@@ -160,6 +179,14 @@ fn play(
                 let s = f.stream;
                 match fault {
                     H2Fault::ResetEveryStream => put_rst_stream(&mut out, s, ErrorCode::Internal),
+                    H2Fault::RefuseEveryThird if requests % 3 == 0 => {
+                        put_rst_stream(&mut out, s, ErrorCode::RefusedStream);
+                        counts.refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    H2Fault::RefuseEveryThird => {
+                        answer(&mut out, s);
+                        answered.fetch_add(1, Ordering::Relaxed);
+                    }
                     H2Fault::PingFirst if !pinged => waiting.push(s),
                     H2Fault::PingFirst => {
                         answer(&mut out, s);

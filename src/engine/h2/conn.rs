@@ -27,8 +27,9 @@ pub enum Ended {
     Response { status: u16, body: u64 },
     /// The server reset the stream.
     Reset(ErrorCode),
-    /// Above a GOAWAY's last stream id, or refused: never processed, safe to send again.
-    Unprocessed,
+    /// Above a GOAWAY's last stream id, or refused (RST_STREAM REFUSED_STREAM, `refused`):
+    /// never processed, safe to send again.
+    Unprocessed { refused: bool },
     /// The connection failed under it (closed, or a protocol error of either side).
     Broken(Broken),
 }
@@ -322,7 +323,7 @@ impl ConnState {
             }
             let unprocessed = self.goaway.is_some_and(|last| id > last);
             let ended = if unprocessed {
-                Ended::Unprocessed
+                Ended::Unprocessed { refused: false }
             } else {
                 Ended::Broken(how)
             };
@@ -372,7 +373,9 @@ impl ConnState {
             Event::Ping { ack: true, .. } => {}
             Event::RstStream { stream, code } => match self.slot_of(stream) {
                 // REFUSED_STREAM: the server did not process it (RFC 9113 §8.7).
-                Some(s) if code == ErrorCode::RefusedStream => self.end(s, Ended::Unprocessed),
+                Some(s) if code == ErrorCode::RefusedStream => {
+                    self.end(s, Ended::Unprocessed { refused: true })
+                }
                 Some(s) => self.end(s, Ended::Reset(code)),
                 None => self.unknown_stream(stream)?,
             },
@@ -382,7 +385,7 @@ impl ConnState {
                 self.goaway = Some(last);
                 for s in 0..self.slots.len() {
                     if self.slots[s].id > last {
-                        self.end(s, Ended::Unprocessed);
+                        self.end(s, Ended::Unprocessed { refused: false });
                     }
                 }
             }

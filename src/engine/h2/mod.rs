@@ -589,9 +589,13 @@ impl<'a> H2Worker<'a> {
                 self.rec.response(second, status, body, times);
                 self.rec.keepalive_responses += 1;
             }
-            Ended::Unprocessed => {
+            Ended::Unprocessed { refused } => {
                 // Never processed: the request goes out again and counts once, when answered
-                // (open loop: still timed from when it was due).
+                // (open loop: still timed from when it was due). A refusal is a reset by its
+                // code too, so the figures tell it from a GOAWAY's leftovers.
+                if refused {
+                    self.rec.h2().reset(ErrorCode::RefusedStream.name());
+                }
                 self.rec.h2().retried += 1;
                 if let Some(t) = self.tickets.as_mut() {
                     *t += 1;
