@@ -245,49 +245,71 @@ pub async fn with_certificate(cluster: &Cluster, setup: &Setup) -> Result<Setup,
     Ok(setup)
 }
 
-/// How long `up` tries a ready Service's address before saying it does not answer.
-const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+/// How long `up` and `config` try a ready Service's address before saying it does not answer.
+pub(super) const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
-/// The addresses (`host` or `host:port`) that accept no TCP connection within `within`.
-async fn not_answering(addresses: &[String], within: Duration) -> Vec<String> {
-    let mut left: Vec<String> = addresses.to_vec();
+/// Connections per round of [`not_answering`], and the clean rounds in a row it wants.
+/// kube-proxy programs its rules a moment (up to its 1 s minimum sync period) after the
+/// EndpointSlices change, and until then it may still send a connection to a pod that is
+/// gone: refused, or unanswered. One accepted connection can be the luck of its random pick,
+/// so an address counts as answering when every connection of 3 rounds 100 ms apart was
+/// accepted: with one stale endpoint among k good ones, a chance of (k/(k+1))^24 to pass
+/// (6e-8 for one good one, 6e-5 for two; with none, never). Connecting sends no request:
+/// nginx logs none of these.
+const CONNECTS_PER_ROUND: usize = 8;
+const CLEAN_ROUNDS: usize = 3;
+
+/// The addresses (`host` or `host:port`) that do not accept every TCP connection of
+/// [`CLEAN_ROUNDS`] rounds in a row within `within`.
+pub(super) async fn not_answering(addresses: &[String], within: Duration) -> Vec<String> {
+    let mut left: Vec<(String, usize)> = addresses.iter().map(|a| (a.clone(), 0)).collect();
     left.sort();
     left.dedup();
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        let mut still = Vec::new();
-        for a in left {
-            let target = if a.contains(':') {
-                a.clone()
-            } else {
-                format!("{a}:80")
-            };
-            let connect = tokio::net::TcpStream::connect(target);
-            let answered = matches!(
-                tokio::time::timeout(Duration::from_millis(500), connect).await,
-                Ok(Ok(_))
-            );
-            if !answered {
-                still.push(a);
-            }
+        for (a, clean) in &mut left {
+            *clean = if accepts_all(a).await { *clean + 1 } else { 0 };
         }
-        if still.is_empty() || tokio::time::Instant::now() >= deadline {
-            return still;
+        left.retain(|(_, clean)| *clean < CLEAN_ROUNDS);
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            return left.into_iter().map(|(a, _)| a).collect();
         }
-        left = still;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Whether `address` accepted each of [`CONNECTS_PER_ROUND`] connections (within 500 ms).
+async fn accepts_all(address: &str) -> bool {
+    let target = if address.contains(':') {
+        address.to_string()
+    } else {
+        format!("{address}:80")
+    };
+    for _ in 0..CONNECTS_PER_ROUND {
+        let connect = tokio::net::TcpStream::connect(target.as_str());
+        if !matches!(
+            tokio::time::timeout(Duration::from_millis(500), connect).await,
+            Ok(Ok(_))
+        ) {
+            return false;
+        }
+    }
+    true
 }
 
 /// What the cluster holds now, as the wait sees it.
 #[derive(Default)]
-struct Seen {
+pub(super) struct Seen {
     deployments: BTreeMap<String, Deployment>,
     services: BTreeMap<String, Service>,
-    pods: BTreeMap<String, Pod>,
-    slices: BTreeMap<String, EndpointSlice>,
+    pub(super) pods: BTreeMap<String, Pod>,
+    pub(super) slices: BTreeMap<String, EndpointSlice>,
     /// The EndpointSlices cannot be watched (RBAC): readiness is judged without them.
-    slices_hidden: bool,
+    pub(super) slices_hidden: bool,
+    /// The pods' and the slices' first lists are in: before them, an empty map says nothing
+    /// (a wait for pods to be gone would end at once).
+    pub(super) pods_listed: bool,
+    pub(super) slices_listed: bool,
 }
 
 impl Seen {
@@ -304,17 +326,24 @@ impl Seen {
 
     /// Takes in what the watches sent next; a failed watch (but the slices' one that RBAC
     /// refuses) or their end is the wait's error.
-    fn update(
+    pub(super) fn update(
         &mut self,
         next: Option<Result<Update, (&'static str, watcher::Error)>>,
     ) -> Result<(), K8sError> {
         match next {
             Some(Ok(Update::Deployment(ev))) => fold(&mut self.deployments, ev),
             Some(Ok(Update::Service(ev))) => fold(&mut self.services, ev),
-            Some(Ok(Update::Pod(ev))) => fold(&mut self.pods, ev),
-            Some(Ok(Update::Slice(ev))) => fold(&mut self.slices, ev),
+            Some(Ok(Update::Pod(ev))) => {
+                listed(&mut self.pods_listed, &ev);
+                fold(&mut self.pods, ev);
+            }
+            Some(Ok(Update::Slice(ev))) => {
+                listed(&mut self.slices_listed, &ev);
+                fold(&mut self.slices, ev);
+            }
             Some(Err(("endpointslices.discovery.k8s.io", e))) if forbidden(&e) => {
                 self.slices_hidden = true;
+                self.slices_listed = true;
             }
             Some(Err((resource, e))) => return Err(watch_error(e, resource)),
             None => {
@@ -329,9 +358,18 @@ impl Seen {
 }
 
 /// The label the EndpointSlice controller puts on a Service's slices.
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub(super) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-enum Update {
+/// Notes whether a watch's (re)list is complete: false from its start, true at its end.
+fn listed<K>(flag: &mut bool, ev: &watcher::Event<K>) {
+    match ev {
+        watcher::Event::Init => *flag = false,
+        watcher::Event::InitDone => *flag = true,
+        _ => {}
+    }
+}
+
+pub(super) enum Update {
     Deployment(watcher::Event<Deployment>),
     Service(watcher::Event<Service>),
     Pod(watcher::Event<Pod>),
@@ -620,13 +658,13 @@ pub async fn wait_ready(
 }
 
 /// What the watches of a setup send, or the resource whose watch failed and why.
-type SetupUpdates = futures::stream::SelectAll<
+pub(super) type SetupUpdates = futures::stream::SelectAll<
     futures::stream::BoxStream<'static, Result<Update, (&'static str, watcher::Error)>>,
 >;
 
 /// One stream of the setup's Deployments, Services and pods (by our labels) and the
 /// namespace's EndpointSlices. Nothing is asked of the API server until it is polled.
-fn watch_setup(client: &kube::Client, ns: &str) -> SetupUpdates {
+pub(super) fn watch_setup(client: &kube::Client, ns: &str) -> SetupUpdates {
     let config = watcher::Config::default().labels(&managed_selector());
     let deployments = watcher(
         Api::<Deployment>::namespaced(client.clone(), ns),
@@ -685,7 +723,7 @@ fn forbidden(e: &watcher::Error) -> bool {
 
 /// The pods that run what `up` waits for: not those being deleted, nor those of another
 /// configuration (the old ones of a rollout, the failed ones after a rollback).
-fn current_pods<'a>(seen: &'a Seen, setup: &Setup) -> Vec<&'a Pod> {
+pub(super) fn current_pods<'a>(seen: &'a Seen, setup: &Setup) -> Vec<&'a Pod> {
     seen.pods
         .values()
         .filter(|pod| {
