@@ -15,7 +15,7 @@ use super::client::api_error;
 use super::manifests::CONFIG_MAP;
 use super::pods::{exec, pods_of};
 use super::routes::wait_routed;
-use super::setup::{apply_all, wait_ready, PodRow};
+use super::setup::{apply_all, wait_ready, wait_rollout, PodRow};
 use super::tls;
 use super::variant::{config_map_of, SPEC_ANNOTATION};
 use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup, Variant};
@@ -288,7 +288,10 @@ async fn rollback(
     }
     progress("the new pods failed: putting the previous configuration back");
     apply_all(cluster, old).await?;
-    wait_ready(cluster, old, progress, stop).await?;
+    // The failed pods go as the previous ones come back: the room they free may
+    // be freed before this wait sees them terminating.
+    let released = Some(tokio::time::Instant::now());
+    wait_rollout(cluster, old, released, progress, stop).await?;
     let why = match why {
         // A crash already quotes its log.
         K8sError::Crashing { .. } => why.to_string(),

@@ -598,10 +598,56 @@ pub async fn last_log_lines(cluster: &Cluster, ns: &str, pod: &str, lines: i64) 
     "(no log)".into()
 }
 
+/// How long after a pod of the setup was last seen releasing its CPU and memory a new pod's
+/// "Unschedulable" is not yet final. The scheduler marks a pod so when it tries it before
+/// the room is free (a terminating pod's, or one whose end it has not yet seen), and tries it
+/// again only after its back-off (1 s, doubling to kube-scheduler's default
+/// podMaxBackoffSeconds of 10 s): the condition stays False for up to that long after the
+/// pod that held the room is gone.
+const RESCHEDULE_WITHIN: Duration = Duration::from_secs(15);
+
+/// When a pod of the setup was last seen releasing its room (terminating).
+#[derive(Debug, Clone, Copy, Default)]
+struct Releases {
+    last: Option<tokio::time::Instant>,
+}
+
+impl Releases {
+    /// Notes, at `now`, whether any pod `seen` is terminating.
+    fn note(&mut self, seen: &Seen, now: tokio::time::Instant) {
+        if seen
+            .pods
+            .values()
+            .any(|p| p.metadata.deletion_timestamp.is_some())
+        {
+            self.last = Some(now);
+        }
+    }
+
+    /// Whether a pod the scheduler found no room for may still get it: something is being
+    /// released, or was within [`RESCHEDULE_WITHIN`].
+    fn recent(&self, now: tokio::time::Instant) -> bool {
+        self.last
+            .is_some_and(|t| now.saturating_duration_since(t) < RESCHEDULE_WITHIN)
+    }
+}
+
 /// Waits until the setup's Deployments have rolled out and the Services have addresses.
 pub async fn wait_ready(
     cluster: &Cluster,
     setup: &Setup,
+    progress: &mut dyn FnMut(&str),
+    stop: &AtomicBool,
+) -> Result<(), K8sError> {
+    wait_rollout(cluster, setup, None, progress, stop).await
+}
+
+/// [`wait_ready`] when pods were released (deleted) at `released`, before this wait could
+/// see them terminating: a rollback, whose failed pods go as the previous ones come back.
+pub(super) async fn wait_rollout(
+    cluster: &Cluster,
+    setup: &Setup,
+    released: Option<tokio::time::Instant>,
     progress: &mut dyn FnMut(&str),
     stop: &AtomicBool,
 ) -> Result<(), K8sError> {
@@ -617,6 +663,7 @@ pub async fn wait_ready(
     let deadline = tokio::time::Instant::now() + setup.wait_timeout;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut last_line = String::new();
+    let mut releases = Releases { last: released };
     loop {
         tokio::select! {
             next = updates.next() => seen.update(next)?,
@@ -634,11 +681,13 @@ pub async fn wait_ready(
         }
         // A pod still terminating holds its CPU and memory: a new pod the scheduler finds no
         // room for yet gets it once that one is gone (a sized variant's rollout replaces its
-        // pods in place), so "Unschedulable" is final only when nothing is being released.
-        let releasing = seen
-            .pods
-            .values()
-            .any(|p| p.metadata.deletion_timestamp.is_some());
+        // pods in place), tried again within RESCHEDULE_WITHIN. So "Unschedulable" is final
+        // only when nothing is being released nor just was: the moment the last terminating
+        // pod is gone, the new one is still marked Unschedulable until the scheduler's next
+        // try (a variants test once failed there, in a rollback).
+        let at = tokio::time::Instant::now();
+        releases.note(&seen, at);
+        let releasing = releases.recent(at);
         for pod in current_pods(&seen, setup) {
             match pod_problem(cluster, setup, pod).await {
                 Some(K8sError::Unschedulable { .. }) if releasing => {}
@@ -1374,6 +1423,31 @@ mod tests {
         );
         drop(cluster);
         server.abort();
+    }
+
+    #[test]
+    fn unschedulable_waits_for_the_schedulers_next_try_after_a_release() {
+        let start = tokio::time::Instant::now();
+        let mut seen = Seen::default();
+        let mut releases = Releases::default();
+        // Nothing released: an Unschedulable pod is final at once (no node fits it).
+        releases.note(&seen, start);
+        assert!(!releases.recent(start));
+        let terminating: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "old", "deletionTimestamp": "2026-12-02T13:17:51Z"}}))
+        .unwrap();
+        seen.pods.insert("old".into(), terminating);
+        releases.note(&seen, start);
+        // Gone a second later; the scheduler tries again within its back-off.
+        seen.pods.clear();
+        let gone = start + Duration::from_secs(1);
+        releases.note(&seen, gone);
+        assert!(releases.recent(gone));
+        assert!(releases.recent(start + RESCHEDULE_WITHIN - Duration::from_millis(1)));
+        assert!(!releases.recent(start + RESCHEDULE_WITHIN));
+        // A rollback starts as a release: its failed pods may be gone before it looks.
+        let rollback = Releases { last: Some(gone) };
+        assert!(rollback.recent(gone + Duration::from_secs(10)));
     }
 
     #[test]
