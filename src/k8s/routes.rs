@@ -1,4 +1,5 @@
-//! After `config`'s rollout: the old pods off the setup's Services before it says "applied".
+//! After a rollout (`config`'s, or an `up` that changed the setup): the old pods off the
+//! setup's Services before it says the setup is ready.
 //! The new pods being ready is not enough: the old ones are terminating then, still listed
 //! in the EndpointSlices (`terminating`), and kube-proxy sends new connections by rules it
 //! programs up to a second later; a load started at once went to an old pod whose nginx had
@@ -146,7 +147,7 @@ async fn wait_old_gone(
                     or_none(&left.pods),
                     or_none(&left.endpoints)
                 ),
-                advice: "the new configuration runs, but a load now may reach an old pod; see `kubectl describe pods -n NAMESPACE` (a finalizer, or a node that is gone, holds it)".into(),
+                advice: "what was applied runs, but a load now may reach an old pod; see `kubectl describe pods -n NAMESPACE` (a finalizer, or a node that is gone, holds it)".into(),
             });
         }
     }

@@ -216,13 +216,14 @@ pub async fn up(
     let setup = &with_certificate(cluster, setup).await?;
     let changes = apply_all(cluster, setup).await?;
     wait_ready(cluster, setup, progress, stop).await?;
+    // Ready endpoints are in the API; the proxies' rules follow them a moment later, and an
+    // `up` that changed the setup rolled its pods as `config` does. Ready means a load can
+    // start now, so the old pods must be off the Services and each address is tried
+    // (bounded: it may well be unreachable from here, and in-cluster loads do not need it).
+    let deadline = started + setup.wait_timeout;
+    let not_answering =
+        super::routes::wait_routed(cluster, setup, deadline, progress, stop).await?;
     let rows = status(cluster).await?;
-    // Ready endpoints are in the API; the proxies' rules follow them a moment later. Ready
-    // means a load can start now, so each address is tried (bounded: it may well be
-    // unreachable from here, and in-cluster loads do not need it).
-    let left = setup.wait_timeout.saturating_sub(started.elapsed());
-    let addresses: Vec<String> = rows.iter().map(|r| r.address.clone()).collect();
-    let not_answering = not_answering(&addresses, left.min(ANSWER_WITHIN)).await;
     Ok(UpReport {
         changes,
         rows,
