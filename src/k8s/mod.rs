@@ -21,6 +21,7 @@ mod manifests;
 mod placed;
 mod pods;
 mod reconfigure;
+mod routes;
 mod setup;
 pub mod tls;
 mod usage;

@@ -1,7 +1,8 @@
 //! `k8s config tuned|stock|FILE`: check the configuration with the pods' own nginx first,
 //! apply it (the ConfigMap, and the Deployments' template whose configuration hash rolls the
-//! pods, as `kubectl rollout restart` would), wait, and put the previous one back when the
-//! new pods do not come up, saying why.
+//! pods, as `kubectl rollout restart` would), wait until the new pods are ready and the old
+//! ones are off the Services (a load right after `config` measures the new configuration),
+//! and put the previous one back when the new pods do not come up, saying why.
 
 use std::sync::atomic::AtomicBool;
 
@@ -13,7 +14,8 @@ use kube::{Api, ResourceExt};
 use super::client::api_error;
 use super::manifests::CONFIG_MAP;
 use super::pods::{exec, pods_of};
-use super::setup::{apply_all, wait_ready, PodRow};
+use super::routes::wait_routed;
+use super::setup::{apply_all, wait_ready, wait_rollout, PodRow};
 use super::tls;
 use super::variant::{config_map_of, SPEC_ANNOTATION};
 use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup, Variant};
@@ -21,8 +23,14 @@ use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Set
 /// What `config` did.
 #[derive(Debug)]
 pub enum Reconfigured {
-    /// The new configuration runs.
-    Applied { rows: Vec<PodRow>, checked: String },
+    /// The new configuration runs, and only it behind the Services.
+    Applied {
+        rows: Vec<PodRow>,
+        checked: String,
+        /// Service addresses that did not accept every connection from here when `config`
+        /// ended (as [`super::UpReport::not_answering`]).
+        not_answering: Vec<String>,
+    },
     /// It was the configuration already running.
     Unchanged,
     /// The new pods failed; the previous configuration runs again.
@@ -198,7 +206,8 @@ pub async fn check_in_pod(
     }
 }
 
-/// Applies `config`, waits for the new pods, and rolls back when they fail.
+/// Applies `config`, waits for the new pods (and for the old ones to leave the Services, all
+/// within `wait_timeout`), and rolls back when they fail.
 pub async fn reconfigure(
     cluster: &Cluster,
     config: NginxConfig,
@@ -206,6 +215,7 @@ pub async fn reconfigure(
     progress: &mut dyn FnMut(&str),
     stop: &AtomicBool,
 ) -> Result<Reconfigured, K8sError> {
+    let deadline = tokio::time::Instant::now() + wait_timeout;
     let old = current_setup(cluster, wait_timeout).await?;
     if old.config.text() == config.text() {
         return Ok(Reconfigured::Unchanged);
@@ -238,39 +248,55 @@ pub async fn reconfigure(
             .await;
     }
     match wait_ready(cluster, &new, progress, stop).await {
-        Ok(()) => Ok(Reconfigured::Applied {
-            rows: super::status(cluster).await?,
-            checked,
-        }),
+        Ok(()) => {
+            let not_answering = wait_routed(cluster, &new, deadline, progress, stop).await?;
+            Ok(Reconfigured::Applied {
+                rows: super::status(cluster).await?,
+                checked,
+                not_answering,
+            })
+        }
         Err(e @ K8sError::Interrupted(_)) => Err(e),
-        Err(why) => {
-            // Why, in the new pods' own words, before they are gone.
-            let hashes: Vec<String> = new
-                .variants
-                .iter()
-                .filter_map(|v| new.config_text(v))
-                .map(|t| super::manifests::sha256_hex(&t))
-                .collect();
-            let mut logs = Vec::new();
-            for p in pods_of(cluster, None).await.unwrap_or_default() {
-                let hash = p.annotations().get(super::manifests::CONFIG_HASH);
-                if hash.is_some_and(|h| hashes.contains(h)) {
-                    let name = p.name_any();
-                    let lines =
-                        super::setup::last_log_lines(cluster, &cluster.namespace, &name, 5).await;
-                    logs.push(format!("{name}: {lines}"));
-                }
-            }
-            progress("the new pods failed: putting the previous configuration back");
-            apply_all(cluster, &old).await?;
-            wait_ready(cluster, &old, progress, stop).await?;
-            let why = match why {
-                // A crash already quotes its log.
-                K8sError::Crashing { .. } => why.to_string(),
-                _ if logs.is_empty() => why.to_string(),
-                _ => format!("{why}; the new pods' last log lines: {}", logs.join("; ")),
-            };
-            Ok(Reconfigured::RolledBack { why })
+        Err(why) => rollback(cluster, &old, &new, why, progress, stop).await,
+    }
+}
+
+/// Puts `old` back after `new`'s pods failed (`why`), quoting the new pods' last log lines.
+async fn rollback(
+    cluster: &Cluster,
+    old: &Setup,
+    new: &Setup,
+    why: K8sError,
+    progress: &mut dyn FnMut(&str),
+    stop: &AtomicBool,
+) -> Result<Reconfigured, K8sError> {
+    // Why, in the new pods' own words, before they are gone.
+    let hashes: Vec<String> = new
+        .variants
+        .iter()
+        .filter_map(|v| new.config_text(v))
+        .map(|t| super::manifests::sha256_hex(&t))
+        .collect();
+    let mut logs = Vec::new();
+    for p in pods_of(cluster, None).await.unwrap_or_default() {
+        let hash = p.annotations().get(super::manifests::CONFIG_HASH);
+        if hash.is_some_and(|h| hashes.contains(h)) {
+            let name = p.name_any();
+            let lines = super::setup::last_log_lines(cluster, &cluster.namespace, &name, 5).await;
+            logs.push(format!("{name}: {lines}"));
         }
     }
+    progress("the new pods failed: putting the previous configuration back");
+    apply_all(cluster, old).await?;
+    // The failed pods go as the previous ones come back: the room they free may
+    // be freed before this wait sees them terminating.
+    let released = Some(tokio::time::Instant::now());
+    wait_rollout(cluster, old, released, progress, stop).await?;
+    let why = match why {
+        // A crash already quotes its log.
+        K8sError::Crashing { .. } => why.to_string(),
+        _ if logs.is_empty() => why.to_string(),
+        _ => format!("{why}; the new pods' last log lines: {}", logs.join("; ")),
+    };
+    Ok(Reconfigured::RolledBack { why })
 }

@@ -216,13 +216,14 @@ pub async fn up(
     let setup = &with_certificate(cluster, setup).await?;
     let changes = apply_all(cluster, setup).await?;
     wait_ready(cluster, setup, progress, stop).await?;
+    // Ready endpoints are in the API; the proxies' rules follow them a moment later, and an
+    // `up` that changed the setup rolled its pods as `config` does. Ready means a load can
+    // start now, so the old pods must be off the Services and each address is tried
+    // (bounded: it may well be unreachable from here, and in-cluster loads do not need it).
+    let deadline = started + setup.wait_timeout;
+    let not_answering =
+        super::routes::wait_routed(cluster, setup, deadline, progress, stop).await?;
     let rows = status(cluster).await?;
-    // Ready endpoints are in the API; the proxies' rules follow them a moment later. Ready
-    // means a load can start now, so each address is tried (bounded: it may well be
-    // unreachable from here, and in-cluster loads do not need it).
-    let left = setup.wait_timeout.saturating_sub(started.elapsed());
-    let addresses: Vec<String> = rows.iter().map(|r| r.address.clone()).collect();
-    let not_answering = not_answering(&addresses, left.min(ANSWER_WITHIN)).await;
     Ok(UpReport {
         changes,
         rows,
@@ -245,49 +246,71 @@ pub async fn with_certificate(cluster: &Cluster, setup: &Setup) -> Result<Setup,
     Ok(setup)
 }
 
-/// How long `up` tries a ready Service's address before saying it does not answer.
-const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+/// How long `up` and `config` try a ready Service's address before saying it does not answer.
+pub(super) const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
-/// The addresses (`host` or `host:port`) that accept no TCP connection within `within`.
-async fn not_answering(addresses: &[String], within: Duration) -> Vec<String> {
-    let mut left: Vec<String> = addresses.to_vec();
+/// Connections per round of [`not_answering`], and the clean rounds in a row it wants.
+/// kube-proxy programs its rules a moment (up to its 1 s minimum sync period) after the
+/// EndpointSlices change, and until then it may still send a connection to a pod that is
+/// gone: refused, or unanswered. One accepted connection can be the luck of its random pick,
+/// so an address counts as answering when every connection of 3 rounds 100 ms apart was
+/// accepted: with one stale endpoint among k good ones, a chance of (k/(k+1))^24 to pass
+/// (6e-8 for one good one, 6e-5 for two; with none, never). Connecting sends no request:
+/// nginx logs none of these.
+const CONNECTS_PER_ROUND: usize = 8;
+const CLEAN_ROUNDS: usize = 3;
+
+/// The addresses (`host` or `host:port`) that do not accept every TCP connection of
+/// [`CLEAN_ROUNDS`] rounds in a row within `within`.
+pub(super) async fn not_answering(addresses: &[String], within: Duration) -> Vec<String> {
+    let mut left: Vec<(String, usize)> = addresses.iter().map(|a| (a.clone(), 0)).collect();
     left.sort();
     left.dedup();
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        let mut still = Vec::new();
-        for a in left {
-            let target = if a.contains(':') {
-                a.clone()
-            } else {
-                format!("{a}:80")
-            };
-            let connect = tokio::net::TcpStream::connect(target);
-            let answered = matches!(
-                tokio::time::timeout(Duration::from_millis(500), connect).await,
-                Ok(Ok(_))
-            );
-            if !answered {
-                still.push(a);
-            }
+        for (a, clean) in &mut left {
+            *clean = if accepts_all(a).await { *clean + 1 } else { 0 };
         }
-        if still.is_empty() || tokio::time::Instant::now() >= deadline {
-            return still;
+        left.retain(|(_, clean)| *clean < CLEAN_ROUNDS);
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            return left.into_iter().map(|(a, _)| a).collect();
         }
-        left = still;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Whether `address` accepted each of [`CONNECTS_PER_ROUND`] connections (within 500 ms).
+async fn accepts_all(address: &str) -> bool {
+    let target = if address.contains(':') {
+        address.to_string()
+    } else {
+        format!("{address}:80")
+    };
+    for _ in 0..CONNECTS_PER_ROUND {
+        let connect = tokio::net::TcpStream::connect(target.as_str());
+        if !matches!(
+            tokio::time::timeout(Duration::from_millis(500), connect).await,
+            Ok(Ok(_))
+        ) {
+            return false;
+        }
+    }
+    true
 }
 
 /// What the cluster holds now, as the wait sees it.
 #[derive(Default)]
-struct Seen {
+pub(super) struct Seen {
     deployments: BTreeMap<String, Deployment>,
     services: BTreeMap<String, Service>,
-    pods: BTreeMap<String, Pod>,
-    slices: BTreeMap<String, EndpointSlice>,
+    pub(super) pods: BTreeMap<String, Pod>,
+    pub(super) slices: BTreeMap<String, EndpointSlice>,
     /// The EndpointSlices cannot be watched (RBAC): readiness is judged without them.
-    slices_hidden: bool,
+    pub(super) slices_hidden: bool,
+    /// The pods' and the slices' first lists are in: before them, an empty map says nothing
+    /// (a wait for pods to be gone would end at once).
+    pub(super) pods_listed: bool,
+    pub(super) slices_listed: bool,
 }
 
 impl Seen {
@@ -304,17 +327,24 @@ impl Seen {
 
     /// Takes in what the watches sent next; a failed watch (but the slices' one that RBAC
     /// refuses) or their end is the wait's error.
-    fn update(
+    pub(super) fn update(
         &mut self,
         next: Option<Result<Update, (&'static str, watcher::Error)>>,
     ) -> Result<(), K8sError> {
         match next {
             Some(Ok(Update::Deployment(ev))) => fold(&mut self.deployments, ev),
             Some(Ok(Update::Service(ev))) => fold(&mut self.services, ev),
-            Some(Ok(Update::Pod(ev))) => fold(&mut self.pods, ev),
-            Some(Ok(Update::Slice(ev))) => fold(&mut self.slices, ev),
+            Some(Ok(Update::Pod(ev))) => {
+                listed(&mut self.pods_listed, &ev);
+                fold(&mut self.pods, ev);
+            }
+            Some(Ok(Update::Slice(ev))) => {
+                listed(&mut self.slices_listed, &ev);
+                fold(&mut self.slices, ev);
+            }
             Some(Err(("endpointslices.discovery.k8s.io", e))) if forbidden(&e) => {
                 self.slices_hidden = true;
+                self.slices_listed = true;
             }
             Some(Err((resource, e))) => return Err(watch_error(e, resource)),
             None => {
@@ -329,9 +359,18 @@ impl Seen {
 }
 
 /// The label the EndpointSlice controller puts on a Service's slices.
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub(super) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-enum Update {
+/// Notes whether a watch's (re)list is complete: false from its start, true at its end.
+fn listed<K>(flag: &mut bool, ev: &watcher::Event<K>) {
+    match ev {
+        watcher::Event::Init => *flag = false,
+        watcher::Event::InitDone => *flag = true,
+        _ => {}
+    }
+}
+
+pub(super) enum Update {
     Deployment(watcher::Event<Deployment>),
     Service(watcher::Event<Service>),
     Pod(watcher::Event<Pod>),
@@ -560,10 +599,56 @@ pub async fn last_log_lines(cluster: &Cluster, ns: &str, pod: &str, lines: i64) 
     "(no log)".into()
 }
 
+/// How long after a pod of the setup was last seen releasing its CPU and memory a new pod's
+/// "Unschedulable" is not yet final. The scheduler marks a pod so when it tries it before
+/// the room is free (a terminating pod's, or one whose end it has not yet seen), and tries it
+/// again only after its back-off (1 s, doubling to kube-scheduler's default
+/// podMaxBackoffSeconds of 10 s): the condition stays False for up to that long after the
+/// pod that held the room is gone.
+const RESCHEDULE_WITHIN: Duration = Duration::from_secs(15);
+
+/// When a pod of the setup was last seen releasing its room (terminating).
+#[derive(Debug, Clone, Copy, Default)]
+struct Releases {
+    last: Option<tokio::time::Instant>,
+}
+
+impl Releases {
+    /// Notes, at `now`, whether any pod `seen` is terminating.
+    fn note(&mut self, seen: &Seen, now: tokio::time::Instant) {
+        if seen
+            .pods
+            .values()
+            .any(|p| p.metadata.deletion_timestamp.is_some())
+        {
+            self.last = Some(now);
+        }
+    }
+
+    /// Whether a pod the scheduler found no room for may still get it: something is being
+    /// released, or was within [`RESCHEDULE_WITHIN`].
+    fn recent(&self, now: tokio::time::Instant) -> bool {
+        self.last
+            .is_some_and(|t| now.saturating_duration_since(t) < RESCHEDULE_WITHIN)
+    }
+}
+
 /// Waits until the setup's Deployments have rolled out and the Services have addresses.
 pub async fn wait_ready(
     cluster: &Cluster,
     setup: &Setup,
+    progress: &mut dyn FnMut(&str),
+    stop: &AtomicBool,
+) -> Result<(), K8sError> {
+    wait_rollout(cluster, setup, None, progress, stop).await
+}
+
+/// [`wait_ready`] when pods were released (deleted) at `released`, before this wait could
+/// see them terminating: a rollback, whose failed pods go as the previous ones come back.
+pub(super) async fn wait_rollout(
+    cluster: &Cluster,
+    setup: &Setup,
+    released: Option<tokio::time::Instant>,
     progress: &mut dyn FnMut(&str),
     stop: &AtomicBool,
 ) -> Result<(), K8sError> {
@@ -579,6 +664,7 @@ pub async fn wait_ready(
     let deadline = tokio::time::Instant::now() + setup.wait_timeout;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut last_line = String::new();
+    let mut releases = Releases { last: released };
     loop {
         tokio::select! {
             next = updates.next() => seen.update(next)?,
@@ -596,11 +682,13 @@ pub async fn wait_ready(
         }
         // A pod still terminating holds its CPU and memory: a new pod the scheduler finds no
         // room for yet gets it once that one is gone (a sized variant's rollout replaces its
-        // pods in place), so "Unschedulable" is final only when nothing is being released.
-        let releasing = seen
-            .pods
-            .values()
-            .any(|p| p.metadata.deletion_timestamp.is_some());
+        // pods in place), tried again within RESCHEDULE_WITHIN. So "Unschedulable" is final
+        // only when nothing is being released nor just was: the moment the last terminating
+        // pod is gone, the new one is still marked Unschedulable until the scheduler's next
+        // try (a variants test once failed there, in a rollback).
+        let at = tokio::time::Instant::now();
+        releases.note(&seen, at);
+        let releasing = releases.recent(at);
         for pod in current_pods(&seen, setup) {
             match pod_problem(cluster, setup, pod).await {
                 Some(K8sError::Unschedulable { .. }) if releasing => {}
@@ -620,13 +708,13 @@ pub async fn wait_ready(
 }
 
 /// What the watches of a setup send, or the resource whose watch failed and why.
-type SetupUpdates = futures::stream::SelectAll<
+pub(super) type SetupUpdates = futures::stream::SelectAll<
     futures::stream::BoxStream<'static, Result<Update, (&'static str, watcher::Error)>>,
 >;
 
 /// One stream of the setup's Deployments, Services and pods (by our labels) and the
 /// namespace's EndpointSlices. Nothing is asked of the API server until it is polled.
-fn watch_setup(client: &kube::Client, ns: &str) -> SetupUpdates {
+pub(super) fn watch_setup(client: &kube::Client, ns: &str) -> SetupUpdates {
     let config = watcher::Config::default().labels(&managed_selector());
     let deployments = watcher(
         Api::<Deployment>::namespaced(client.clone(), ns),
@@ -685,7 +773,7 @@ fn forbidden(e: &watcher::Error) -> bool {
 
 /// The pods that run what `up` waits for: not those being deleted, nor those of another
 /// configuration (the old ones of a rollout, the failed ones after a rollback).
-fn current_pods<'a>(seen: &'a Seen, setup: &Setup) -> Vec<&'a Pod> {
+pub(super) fn current_pods<'a>(seen: &'a Seen, setup: &Setup) -> Vec<&'a Pod> {
     seen.pods
         .values()
         .filter(|pod| {
@@ -1337,6 +1425,31 @@ mod tests {
         );
         drop(cluster);
         server.abort();
+    }
+
+    #[test]
+    fn unschedulable_waits_for_the_schedulers_next_try_after_a_release() {
+        let start = tokio::time::Instant::now();
+        let mut seen = Seen::default();
+        let mut releases = Releases::default();
+        // Nothing released: an Unschedulable pod is final at once (no node fits it).
+        releases.note(&seen, start);
+        assert!(!releases.recent(start));
+        let terminating: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "old", "deletionTimestamp": "2026-12-02T13:17:51Z"}}))
+        .unwrap();
+        seen.pods.insert("old".into(), terminating);
+        releases.note(&seen, start);
+        // Gone a second later; the scheduler tries again within its back-off.
+        seen.pods.clear();
+        let gone = start + Duration::from_secs(1);
+        releases.note(&seen, gone);
+        assert!(releases.recent(gone));
+        assert!(releases.recent(start + RESCHEDULE_WITHIN - Duration::from_millis(1)));
+        assert!(!releases.recent(start + RESCHEDULE_WITHIN));
+        // A rollback starts as a release: its failed pods may be gone before it looks.
+        let rollback = Releases { last: Some(gone) };
+        assert!(rollback.recent(gone + Duration::from_secs(10)));
     }
 
     #[test]

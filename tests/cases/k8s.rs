@@ -2132,10 +2132,12 @@ fn https_is_set_up_once_and_loaded_with_its_certificate_pinned() {
     assert_eq!(ports("nginx-plain-svc"), [("http".to_string(), 80)]);
     assert_eq!(ports("nginx-multiarch-svc"), [("http".to_string(), 80)]);
 
-    let pods = pod_names(&ok(&k8s(c, ns, &["status"])));
+    // The pods a load is counted against: the new ones once `config` has rolled them.
+    let pods = std::cell::RefCell::new(pod_names(&ok(&k8s(c, ns, &["status"]))));
     let logged = |protocol: &str| -> usize {
         let request = format!("\"GET / {protocol}\"");
-        pods.iter()
+        pods.borrow()
+            .iter()
             .map(|p| c.pod_log(ns, p).matches(&request).count())
             .sum()
     };
@@ -2249,6 +2251,30 @@ fn https_is_set_up_once_and_loaded_with_its_certificate_pinned() {
         configured.contains("applied; the new pods:"),
         "{configured}"
     );
+    // A load right after `config` measures the new configuration: every request it counts
+    // is one the new pods logged (the old ones are off the Service before `config` ends).
+    let old_pods = pods.borrow().clone();
+    let table = configured
+        .split("applied; the new pods:")
+        .nth(1)
+        .unwrap_or("");
+    assert!(
+        old_pods.iter().all(|p| !table.contains(p.as_str())),
+        "the old pods are gone when config ends: {configured}"
+    );
+    let run = load(&[], 3)["targets"][0]["runs"][0].clone();
+    *pods.borrow_mut() = pod_names(&ok(&k8s(c, ns, &["status"])))
+        .into_iter()
+        .filter(|p| !old_pods.contains(p))
+        .collect();
+    let counted = run["totals"]["requests"].as_u64().unwrap();
+    let served = logged("HTTP/1.1") as u64;
+    assert!(
+        counted > 0 && served >= counted && served <= counted + 2,
+        "after config: the new pods {:?} logged {served}, archbench counted {counted}; {}",
+        pods.borrow(),
+        run["errors"]
+    );
     let shared = c.get_json(&["-n", ns, "configmap", "nginx-config"]);
     let text = shared["data"]["nginx.conf"].as_str().unwrap();
     assert!(text.contains("keepalive_timeout 60;"), "{text}");
@@ -2256,6 +2282,89 @@ fn https_is_set_up_once_and_loaded_with_its_certificate_pinned() {
 
     let down = ok(&k8s(c, ns, &["down"]));
     assert!(down.contains("Secret nginx-tls: deleted"), "{down}");
+}
+
+/// `k8s config NEW && k8s load` measures NEW: a load started the moment `config` returns is
+/// answered by the new pods only (every request counted is one they logged), in both
+/// directions of a change. One replica: while kube-proxy still routed to the old pod, whose
+/// nginx had stopped, a load had every connection refused.
+#[test]
+fn a_load_right_after_config_is_served_by_the_new_pods_only() {
+    let Some(c) = cluster() else { return };
+    let ns = "reconfigured";
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = dir.path().join("v1.conf");
+    std::fs::write(&v1, counted_conf()).unwrap();
+    let v2 = dir.path().join("v2.conf");
+    std::fs::write(
+        &v2,
+        counted_conf().replace("keepalive_timeout 65;", "keepalive_timeout 60;"),
+    )
+    .unwrap();
+    ok(&k8s(
+        c,
+        ns,
+        &[
+            "up",
+            "--variant",
+            "once:arch=amd64",
+            "--config",
+            v1.to_str().unwrap(),
+            "--service-type",
+            "NodePort",
+            "--wait-timeout",
+            "90s",
+        ],
+    ));
+    let mut before = pod_names(&ok(&k8s(c, ns, &["status"])));
+    for (k, conf) in [v2, v1.clone()].iter().enumerate() {
+        let configured = ok(&k8s(
+            c,
+            ns,
+            &["config", conf.to_str().unwrap(), "--wait-timeout", "90s"],
+        ));
+        assert!(configured.contains("applied"), "{configured}");
+        // At once, as a script would: no wait of the test's own.
+        let out = dir.path().join(format!("out{k}"));
+        let loaded = k8s(
+            c,
+            ns,
+            &[
+                "load",
+                "once",
+                "-c",
+                "2",
+                "-d",
+                "1s",
+                "--out-dir",
+                out.to_str().unwrap(),
+            ],
+        );
+        let now = pod_names(&ok(&k8s(c, ns, &["status"])));
+        let new: Vec<String> = now
+            .iter()
+            .filter(|p| !before.contains(p))
+            .cloned()
+            .collect();
+        assert_eq!(
+            new.len(),
+            1,
+            "a new pod after config: {now:?} (before {before:?})"
+        );
+        ok(&loaded);
+        let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
+        let counted = doc["targets"][0]["runs"][0]["totals"]["requests"]
+            .as_u64()
+            .unwrap();
+        let served = access_lines(c, ns, &new) as u64;
+        // The new pods served nothing before the load; 2 connections in flight at the end.
+        assert!(
+            counted > 0 && served >= counted && served <= counted + 2,
+            "step {k}: the new pods logged {served}, archbench counted {counted}\n{configured}"
+        );
+        before = now;
+    }
+    ok(&k8s(c, ns, &["down"]));
 }
 
 /// One process reads a pod's `nginx -V` (and /proc/cpuinfo) once, however many runs,

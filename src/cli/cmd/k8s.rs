@@ -139,12 +139,7 @@ fn up(
     let report = runtime.block_on(k8s::up(cluster, setup, &mut |l| line.message(l), stop));
     line.finish();
     let report = report?;
-    for a in &report.not_answering {
-        eprintln!(
-            "archbench: note: {a} accepts no connection from here yet (its pods are ready; \
-             a load from this machine would fail until it does)"
-        );
-    }
+    note_not_answering(&report.not_answering);
     write_stdout(|out| {
         for a in &report.changes {
             write!(out, "{}: {}", a.what, a.change.as_str())?;
@@ -160,6 +155,17 @@ fn up(
         k8s::write_status(&report.rows, out)
     })?;
     Ok(0)
+}
+
+/// On stderr, each Service address that did not accept connections from here when `up` or
+/// `config` ended.
+fn note_not_answering(addresses: &[String]) {
+    for a in addresses {
+        eprintln!(
+            "archbench: note: {a} does not accept every connection from here yet (its pods are \
+             ready; a load from this machine would fail until it does)"
+        );
+    }
 }
 
 /// `k8s config FILE`: checked in a pod, rolled, rolled back when the new pods fail.
@@ -189,7 +195,12 @@ fn config(
             })?;
             0
         }
-        Reconfigured::Applied { rows, checked } => {
+        Reconfigured::Applied {
+            rows,
+            checked,
+            not_answering,
+        } => {
+            note_not_answering(&not_answering);
             write_stdout(|out| {
                 writeln!(out, "{checked}")?;
                 writeln!(out, "applied; the new pods:")?;

@@ -1,0 +1,241 @@
+//! After a rollout (`config`'s, or an `up` that changed the setup): the old pods off the
+//! setup's Services before it says the setup is ready.
+//! The new pods being ready is not enough: the old ones are terminating then, still listed
+//! in the EndpointSlices (`terminating`), and kube-proxy sends new connections by rules it
+//! programs up to a second later; a load started at once went to an old pod whose nginx had
+//! already stopped (every connection refused, nothing measured). This module never changes
+//! anything in the cluster; it only watches and connects.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::ResourceExt;
+
+use super::setup::{current_pods, watch_setup, Seen, SERVICE_NAME_LABEL};
+use super::{variant_of, Cluster, K8sError, Setup, MULTIARCH_SERVICE};
+
+/// What is left of the previous configuration behind the setup's Services.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Leftovers {
+    /// Pods of the setup's variants that are not current (terminating, or another
+    /// configuration's), by name.
+    pods: Vec<String>,
+    /// Endpoints of the setup's Services that are no current pod (by address).
+    endpoints: Vec<String>,
+}
+
+impl Leftovers {
+    fn of(seen: &Seen, setup: &Setup) -> Leftovers {
+        let current: Vec<String> = current_pods(seen, setup)
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        let pods = seen
+            .pods
+            .values()
+            .filter(|p| {
+                variant_of(p.labels())
+                    .and_then(|v| setup.variant(v))
+                    .is_some()
+            })
+            .map(|p| p.name_any())
+            .filter(|name| !current.contains(name))
+            .collect();
+        let services: Vec<String> = setup
+            .variants
+            .iter()
+            .map(|v| v.service())
+            .chain(std::iter::once(MULTIARCH_SERVICE.to_string()))
+            .collect();
+        let endpoints = seen
+            .slices
+            .values()
+            .filter(|s| {
+                s.labels()
+                    .get(SERVICE_NAME_LABEL)
+                    .is_some_and(|n| services.contains(n))
+            })
+            .flat_map(|s| s.endpoints.iter().flatten())
+            .filter(|e| {
+                let pod = e.target_ref.as_ref().and_then(|r| r.name.as_ref());
+                !pod.is_some_and(|p| current.contains(p))
+            })
+            .map(|e| e.addresses.join(","))
+            .collect();
+        Leftovers { pods, endpoints }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pods.is_empty() && self.endpoints.is_empty()
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "waiting for the old pods to leave the Services: {} old pods left, {} of their endpoints listed",
+            self.pods.len(),
+            self.endpoints.len()
+        )
+    }
+}
+
+/// Waits, until `deadline`, for the old pods of `setup`'s variants to be gone from the API
+/// (terminated: nothing of them can answer) and from every EndpointSlice of the setup's
+/// Services (what kube-proxy routes by), then for each Service address to accept every
+/// connection of a few rounds from here (kube-proxy's rules caught up; the only pods left to
+/// accept are the new ones). Returns the addresses that did not, as `up` does: one may well be
+/// unreachable from here, and in-cluster loads do not need it.
+pub async fn wait_routed(
+    cluster: &Cluster,
+    setup: &Setup,
+    deadline: tokio::time::Instant,
+    progress: &mut dyn FnMut(&str),
+    stop: &AtomicBool,
+) -> Result<Vec<String>, K8sError> {
+    wait_old_gone(cluster, setup, deadline, progress, stop).await?;
+    let rows = super::status(cluster).await?;
+    let mut addresses: Vec<String> = rows.iter().map(|r| r.address.clone()).collect();
+    addresses.retain(|a| a != "pending");
+    progress("waiting for each address to reach only the new pods");
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    Ok(super::setup::not_answering(&addresses, left.min(super::setup::ANSWER_WITHIN)).await)
+}
+
+/// The first half of [`wait_routed`]: watches until no old pod nor endpoint of one is left.
+async fn wait_old_gone(
+    cluster: &Cluster,
+    setup: &Setup,
+    deadline: tokio::time::Instant,
+    progress: &mut dyn FnMut(&str),
+    stop: &AtomicBool,
+) -> Result<(), K8sError> {
+    let mut updates = watch_setup(&cluster.client, &setup.namespace);
+    let mut seen = Seen::default();
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut last_line = String::new();
+    loop {
+        tokio::select! {
+            next = updates.next() => seen.update(next)?,
+            _ = tick.tick() => {}
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(K8sError::Interrupted(
+                "waiting for the old pods to go".into(),
+            ));
+        }
+        if !(seen.pods_listed && seen.slices_listed) {
+            continue;
+        }
+        let mut left = Leftovers::of(&seen, setup);
+        if seen.slices_hidden {
+            // RBAC hides the slices: the pods being gone is what can be known.
+            left.endpoints.clear();
+        }
+        if left.is_empty() {
+            return Ok(());
+        }
+        let line = left.line();
+        if line != last_line {
+            progress(&line);
+            last_line = line;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(K8sError::Timeout {
+                seconds: setup.wait_timeout.as_secs(),
+                what: format!(
+                    "the old pods to leave the Services (left: pods {}; endpoints {})",
+                    or_none(&left.pods),
+                    or_none(&left.endpoints)
+                ),
+                advice: "what was applied runs, but a load now may reach an old pod; see `kubectl describe pods -n NAMESPACE` (a finalizer, or a node that is gone, holds it)".into(),
+            });
+        }
+    }
+}
+
+fn or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+    use super::*;
+    use crate::k8s::manifests::{sha256_hex, CONFIG_HASH};
+    use crate::k8s::{Arch, NginxConfig, PoolSelector, ServiceType, Variant};
+
+    fn setup() -> Setup {
+        Setup {
+            namespace: "nginx".into(),
+            variants: vec![Variant::preset(Arch::Intel, PoolSelector::Arch)],
+            image: "nginx:latest".into(),
+            config: NginxConfig::Tuned,
+            service_type: ServiceType::LoadBalancer,
+            wait_timeout: Duration::from_secs(5),
+            tls: false,
+            certificate: None,
+        }
+    }
+
+    fn pod(name: &str, hash: &str, terminating: bool) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"arch": "intel", "app": "nginx-intel"},
+                "annotations": {CONFIG_HASH: hash},
+                "deletionTimestamp": terminating.then_some("2026-12-02T13:05:32Z")},
+        }))
+        .unwrap()
+    }
+
+    fn slice(service: &str, pods: &[&str]) -> EndpointSlice {
+        let endpoints: Vec<_> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                serde_json::json!({"addresses": [format!("10.244.0.{i}")],
+                "targetRef": {"kind": "Pod", "name": p}})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{service}-x"),
+                "labels": {SERVICE_NAME_LABEL: service}},
+            "addressType": "IPv4", "endpoints": endpoints,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_old_pods_are_left_until_gone_from_the_api_and_every_slice() {
+        let setup = setup();
+        let variant = &setup.variants[0];
+        let current = sha256_hex(&setup.config_text(variant).unwrap());
+        let mut seen = Seen::default();
+        seen.pods.insert("new".into(), pod("new", &current, false));
+        seen.pods.insert("old".into(), pod("old", "before", true));
+        let service = variant.service();
+        seen.slices
+            .insert("a".into(), slice(&service, &["old", "new"]));
+        let left = Leftovers::of(&seen, &setup);
+        assert_eq!(left.pods, ["old"]);
+        assert_eq!(left.endpoints, ["10.244.0.0"]);
+        // Deleted, but the slice still lists it: kube-proxy may still route to it.
+        seen.pods.remove("old");
+        let left = Leftovers::of(&seen, &setup);
+        assert!(
+            left.pods.is_empty() && left.endpoints.len() == 1,
+            "{left:?}"
+        );
+        seen.slices.insert("a".into(), slice(&service, &["new"]));
+        // Another Service's slices (a user's own) are not ours to wait for.
+        seen.slices
+            .insert("b".into(), slice("theirs", &["elsewhere"]));
+        assert!(Leftovers::of(&seen, &setup).is_empty());
+    }
+}
