@@ -30,6 +30,20 @@ pub fn save<T: serde::Serialize>(doc: &T, path: Option<&Path>) -> anyhow::Result
     Ok(())
 }
 
+/// Says on stderr which targets of a comparison answered no request though they tried (one
+/// line each); true when any did, so the command exits 1 rather than 0 on a measurement of
+/// nothing. An interrupted comparison says nothing here: its signal is its status.
+pub fn say_answered_nothing(c: &crate::compare::ComparisonResult) -> bool {
+    if c.interrupted {
+        return false;
+    }
+    let nothing = c.answered_nothing();
+    for (name, failed) in &nothing {
+        eprintln!("archbench: {name}: no request was answered ({failed} failed); see Errors above");
+    }
+    !nothing.is_empty()
+}
+
 /// Status for a finished run: interrupted runs report the signal.
 pub fn finish_code(result: &RunResult, signals: &StopSignals) -> i32 {
     if result.interrupted {

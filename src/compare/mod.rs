@@ -201,6 +201,19 @@ impl ComparisonResult {
             .collect()
     }
 
+    /// The targets none of whose runs answered a request though they tried, with how many
+    /// attempts failed: a measurement of nothing, which a command must not end with success.
+    pub fn answered_nothing(&self) -> Vec<(&str, u64)> {
+        self.targets
+            .iter()
+            .filter_map(|t| {
+                let answered: u64 = t.runs.iter().map(|r| r.totals.requests).sum();
+                let failed: u64 = t.runs.iter().map(|r| r.totals.errors).sum();
+                (answered == 0 && failed > 0).then_some((t.name.as_str(), failed))
+            })
+            .collect()
+    }
+
     /// Each target's median throughput over its judged runs (0 when none answered).
     pub fn median_rps(&self, name: &str) -> Option<f64> {
         let t = self.targets.iter().find(|t| t.name == name)?;

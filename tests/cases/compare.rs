@@ -346,3 +346,57 @@ fn too_few_runs_say_no_verdict_before_and_after() {
         assert_eq!(table.matches("Limiter b (first run)").count(), 1, "{table}");
     }
 }
+
+/// A target that answered nothing though every attempt was made is a measurement of nothing:
+/// one line naming it, exit 1, the report and the JSON still written (the other target's
+/// figures are real).
+#[test]
+fn a_target_that_answered_nothing_fails_the_comparison() {
+    let live = ServeChild::start(&["--threads", "1"]);
+    // A loopback port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let o = archbench(&[
+        "compare",
+        &format!("dead=http://127.0.0.1:{port}/"),
+        &format!("live={}", live.url),
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-d",
+        "200ms",
+        "--runs",
+        "1",
+        "--no-warmup",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("no request was answered"))
+        .collect();
+    assert_eq!(said.len(), 1, "{}", stderr(&o));
+    assert!(
+        said[0].starts_with("archbench: dead: no request was answered ("),
+        "{}",
+        said[0]
+    );
+    assert!(stdout(&o).contains("req/s"), "{}", stdout(&o));
+    let doc = read_json(&json);
+    assert_eq!(doc["targets"][0]["runs"][0]["totals"]["requests"], 0);
+    assert!(
+        doc["targets"][1]["runs"][0]["totals"]["requests"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}

@@ -2,7 +2,9 @@
 
 use crate::cli::args::CompareArgs;
 use crate::cli::exit::EXIT_FAILURE;
-use crate::cli::output::{check_prices, slo_failed, write_markdown, write_stdout};
+use crate::cli::output::{
+    check_prices, say_answered_nothing, slo_failed, write_markdown, write_stdout,
+};
 use crate::cli::session::Session;
 use crate::cli::signals::StopSignals;
 use crate::cli::{live, plan, PlanError};
@@ -72,6 +74,9 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
     session.linger(result.interrupted);
     if result.interrupted {
         return Ok(signals.exit_code());
+    }
+    if say_answered_nothing(&result) {
+        return Ok(EXIT_FAILURE);
     }
     let outcomes: Vec<(&str, Option<&crate::stats::SloOutcome>)> = result
         .slo

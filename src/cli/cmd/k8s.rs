@@ -590,7 +590,8 @@ fn load(
     Ok(load_exit(&result, signals))
 }
 
-/// A load's exit status: the signal's when interrupted, 1 when a target missed the SLO.
+/// A load's exit status: the signal's when interrupted, 1 when a target answered nothing or
+/// missed the SLO.
 fn load_exit(result: &ComparisonResult, signals: &StopSignals) -> i32 {
     let outcomes: Vec<(&str, Option<&crate::stats::SloOutcome>)> = result
         .slo
@@ -599,7 +600,7 @@ fn load_exit(result: &ComparisonResult, signals: &StopSignals) -> i32 {
         .collect();
     if result.interrupted {
         signals.exit_code()
-    } else if slo_failed(&outcomes) {
+    } else if crate::cli::output::say_answered_nothing(result) || slo_failed(&outcomes) {
         EXIT_FAILURE
     } else {
         0
