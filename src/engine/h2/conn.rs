@@ -113,8 +113,13 @@ pub struct ConnState {
     next_id: u32,
     /// Streams open now.
     pub open_streams: u32,
-    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (unbounded until it says).
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (unbounded if it never says).
     pub peer_max_streams: u32,
+    /// The server's first SETTINGS has come. Until then one stream only: its limit is not
+    /// known yet, and streams above it would be refused (nginx with
+    /// `http2_max_concurrent_streams 3` refused 4 of 8 streams opened at once); the others
+    /// open when it comes, one round trip later.
+    peer_settings_seen: bool,
     /// Set when the server's SETTINGS lowered it below the slots: noted once.
     pub peer_max_seen: Option<u32>,
     peer_initial_window: i64,
@@ -144,6 +149,7 @@ impl ConnState {
             next_id: 1,
             open_streams: 0,
             peer_max_streams: u32::MAX,
+            peer_settings_seen: false,
             peer_max_seen: None,
             peer_initial_window: i64::from(h2::DEFAULT_WINDOW),
             peer_max_frame: frame::DEFAULT_MAX_FRAME as usize,
@@ -164,6 +170,7 @@ impl ConnState {
         self.next_id = 1;
         self.open_streams = 0;
         self.peer_max_streams = u32::MAX;
+        self.peer_settings_seen = false;
         self.peer_initial_window = i64::from(h2::DEFAULT_WINDOW);
         self.peer_max_frame = frame::DEFAULT_MAX_FRAME as usize;
         self.send_window = i64::from(h2::DEFAULT_WINDOW);
@@ -192,9 +199,12 @@ impl ConnState {
 
     /// Whether another stream may be opened now.
     pub fn can_open(&self) -> bool {
-        self.goaway.is_none()
-            && self.open_streams < self.peer_max_streams
-            && self.next_id < LAST_STREAM_ID
+        let max = if self.peer_settings_seen {
+            self.peer_max_streams
+        } else {
+            1
+        };
+        self.goaway.is_none() && self.open_streams < max && self.next_id < LAST_STREAM_ID
     }
 
     /// No stream will be opened on this connection again (GOAWAY, or ids used up).
@@ -365,6 +375,7 @@ impl ConnState {
             } => self.on_headers(stream, block, end_stream, now, server)?,
             Event::Setting { id, value } => self.setting(id, value)?,
             Event::SettingsEnd { ack: false } => {
+                self.peer_settings_seen = true;
                 frame::put_settings_ack(&mut self.out);
                 self.pump_bodies(body);
             }
