@@ -30,16 +30,22 @@ pub fn save<T: serde::Serialize>(doc: &T, path: Option<&Path>) -> anyhow::Result
     Ok(())
 }
 
+/// The line for a run, or a comparison's target (`name`), that answered no request though it
+/// tried `failed` times.
+pub fn nothing_answered_line(name: Option<&str>, failed: u64) -> String {
+    let whose = name.map(|n| format!("{n}: ")).unwrap_or_default();
+    format!(
+        "archbench: {whose}no request was answered ({failed} failed); see the errors in the report"
+    )
+}
+
 /// Says on stderr which targets of a comparison answered no request though they tried (one
 /// line each); true when any did, so the command exits 1 rather than 0 on a measurement of
-/// nothing. An interrupted comparison says nothing here: its signal is its status.
+/// nothing.
 pub fn say_answered_nothing(c: &crate::compare::ComparisonResult) -> bool {
-    if c.interrupted {
-        return false;
-    }
     let nothing = c.answered_nothing();
     for (name, failed) in &nothing {
-        eprintln!("archbench: {name}: no request was answered ({failed} failed); see Errors above");
+        eprintln!("{}", nothing_answered_line(Some(name), *failed));
     }
     !nothing.is_empty()
 }

@@ -207,9 +207,9 @@ impl ComparisonResult {
         self.targets
             .iter()
             .filter_map(|t| {
-                let answered: u64 = t.runs.iter().map(|r| r.totals.requests).sum();
-                let failed: u64 = t.runs.iter().map(|r| r.totals.errors).sum();
-                (answered == 0 && failed > 0).then_some((t.name.as_str(), failed))
+                // Every run answered nothing: their failures together.
+                let failed: Option<u64> = t.runs.iter().map(|r| r.answered_nothing()).sum();
+                Some((t.name.as_str(), failed?)).filter(|(_, f)| *f > 0)
             })
             .collect()
     }

@@ -53,18 +53,21 @@ pub async fn fingerprint(cluster: &Cluster, variant: &str) -> Result<ArchFingerp
     if let Some(f) = inspected().get(&uid).filter(|f| f.variant == variant) {
         return Ok(f.clone());
     }
-    let f = read_fingerprint(cluster, variant, &pod).await?;
-    if !uid.is_empty() {
+    let (f, whole) = read_fingerprint(cluster, variant, &pod).await?;
+    // Only a whole reading is kept: a failed exec or a node not found is tried again.
+    if whole && !uid.is_empty() {
         inspected().insert(uid, f.clone());
     }
     Ok(f)
 }
 
+/// The pod's fingerprint, and whether every part of it was read (the node found, both
+/// commands exited 0).
 async fn read_fingerprint(
     cluster: &Cluster,
     variant: &str,
     pod: &k8s_openapi::api::core::v1::Pod,
-) -> Result<ArchFingerprint, K8sError> {
+) -> Result<(ArchFingerprint, bool), K8sError> {
     let name = pod.name_any();
     let node_name = pod
         .spec
@@ -82,10 +85,10 @@ async fn read_fingerprint(
         .as_ref()
         .map(|i| i.architecture.clone())
         .unwrap_or_else(|| "unknown".into());
-    let cpuinfo = exec(cluster, &name, &["cat", "/proc/cpuinfo"], None)
-        .await?
-        .stdout_text();
+    let cpuinfo = exec(cluster, &name, &["cat", "/proc/cpuinfo"], None).await?;
     let v = exec(cluster, &name, &["sh", "-c", "nginx -V 2>&1"], None).await?;
+    let whole = node.is_some() && cpuinfo.exit_code == 0 && v.exit_code == 0;
+    let cpuinfo = cpuinfo.stdout_text();
     let lse_atomics =
         (machine(&node_arch) == "aarch64").then(|| crate::os::lse_in_cpuinfo(&cpuinfo));
     let nginx = crate::monitor::fingerprint::from_nginx_v(
@@ -97,7 +100,7 @@ async fn read_fingerprint(
         machine(&node_arch),
         lse_atomics,
     );
-    Ok(ArchFingerprint {
+    let f = ArchFingerprint {
         variant: variant.to_string(),
         pod: name,
         node: node_name,
@@ -113,7 +116,8 @@ async fn read_fingerprint(
         node_arch,
         lse_atomics,
         nginx,
-    })
+    };
+    Ok((f, whole))
 }
 
 pub fn write_fingerprints(prints: &[ArchFingerprint], out: &mut dyn Write) -> io::Result<()> {

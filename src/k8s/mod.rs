@@ -24,6 +24,7 @@ mod reconfigure;
 mod routes;
 mod setup;
 pub mod tls;
+mod up;
 mod usage;
 mod variant;
 mod watch;
@@ -42,7 +43,8 @@ pub use manifests::{manifests, write_yaml, Manifest, TUNED_NGINX_CONF};
 pub use placed::placements;
 pub use pods::{exec, pods_of, ExecOutput};
 pub use reconfigure::{current_setup, reconfigure, Reconfigured};
-pub use setup::{down, status, up, write_status, PodRow, UpReport};
+pub use setup::{down, status, write_status, PodRow, UpReport};
+pub use up::up;
 pub use usage::{top, PodUsage};
 pub use variant::{variant_of, Variant, VARIANT_LABEL};
 

@@ -215,7 +215,6 @@ pub async fn reconfigure(
     progress: &mut dyn FnMut(&str),
     stop: &AtomicBool,
 ) -> Result<Reconfigured, K8sError> {
-    let deadline = tokio::time::Instant::now() + wait_timeout;
     let old = current_setup(cluster, wait_timeout).await?;
     if old.config.text() == config.text() {
         return Ok(Reconfigured::Unchanged);
@@ -249,6 +248,8 @@ pub async fn reconfigure(
     }
     match wait_ready(cluster, &new, progress, stop).await {
         Ok(()) => {
+            // Its own --wait-timeout, as the rollout had (see `up`).
+            let deadline = tokio::time::Instant::now() + wait_timeout;
             let not_answering = wait_routed(cluster, &new, deadline, progress, stop).await?;
             Ok(Reconfigured::Applied {
                 rows: super::status(cluster).await?,

@@ -31,16 +31,34 @@ impl Leftovers {
             .iter()
             .map(|p| p.name_any())
             .collect();
+        let ours = |p: &&k8s_openapi::api::core::v1::Pod| {
+            variant_of(p.labels())
+                .and_then(|v| setup.variant(v))
+                .is_some()
+        };
+        // A pod that has ended (Failed, Succeeded: evicted, say) answers nothing and is no
+        // endpoint, but stays in the API until it is collected: not waited for.
+        let ended = |p: &&k8s_openapi::api::core::v1::Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|phase| phase == "Failed" || phase == "Succeeded")
+        };
         let pods = seen
             .pods
             .values()
-            .filter(|p| {
-                variant_of(p.labels())
-                    .and_then(|v| setup.variant(v))
-                    .is_some()
-            })
+            .filter(ours)
+            .filter(|p| !ended(p))
             .map(|p| p.name_any())
             .filter(|name| !current.contains(name))
+            .collect();
+        // Pods of variants this setup does not name (left by an earlier `up` with more) are
+        // in the multi-arch Service too; they are not this rollout's old pods.
+        let others: Vec<String> = seen
+            .pods
+            .values()
+            .filter(|p| !ours(p))
+            .map(|p| p.name_any())
             .collect();
         let services: Vec<String> = setup
             .variants
@@ -59,7 +77,7 @@ impl Leftovers {
             .flat_map(|s| s.endpoints.iter().flatten())
             .filter(|e| {
                 let pod = e.target_ref.as_ref().and_then(|r| r.name.as_ref());
-                !pod.is_some_and(|p| current.contains(p))
+                !pod.is_some_and(|p| current.contains(p) || others.contains(p))
             })
             .map(|e| e.addresses.join(","))
             .collect();
@@ -98,7 +116,7 @@ pub async fn wait_routed(
     addresses.retain(|a| a != "pending");
     progress("waiting for each address to reach only the new pods");
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    Ok(super::setup::not_answering(&addresses, left.min(super::setup::ANSWER_WITHIN)).await)
+    Ok(not_answering(&addresses, left.min(ANSWER_WITHIN)).await)
 }
 
 /// The first half of [`wait_routed`]: watches until no old pod nor endpoint of one is left.
@@ -124,6 +142,13 @@ async fn wait_old_gone(
             ));
         }
         if !(seen.pods_listed && seen.slices_listed) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(K8sError::Timeout {
+                    seconds: setup.wait_timeout.as_secs(),
+                    what: "the API server to list the setup's pods and EndpointSlices".into(),
+                    advice: "the API server answered the rollout but not these lists; try again, or see its logs".into(),
+                });
+            }
             continue;
         }
         let mut left = Leftovers::of(&seen, setup);
@@ -151,6 +176,61 @@ async fn wait_old_gone(
             });
         }
     }
+}
+
+/// How long `up` and `config` try a ready Service's address before saying it does not answer.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// Connections per round of [`not_answering`], and the clean rounds in a row it wants.
+/// kube-proxy programs its rules a moment (up to its 1 s minimum sync period) after the
+/// EndpointSlices change, and until then it may still send a connection to a pod that is
+/// gone: refused, or unanswered. One accepted connection can be the luck of its random pick,
+/// so an address counts as answering when every connection of 3 rounds 100 ms apart was
+/// accepted: with one stale endpoint among k good ones, a chance of (k/(k+1))^24 to pass
+/// (6e-8 for one good one, 6e-5 for two; with none, never). Connecting sends no request:
+/// nginx logs none of these.
+const CONNECTS_PER_ROUND: usize = 8;
+const CLEAN_ROUNDS: usize = 3;
+
+/// The addresses (`host` or `host:port`) that do not accept every TCP connection of
+/// [`CLEAN_ROUNDS`] rounds in a row within `within`.
+async fn not_answering(addresses: &[String], within: Duration) -> Vec<String> {
+    let mut left: Vec<(String, usize)> = addresses.iter().map(|a| (a.clone(), 0)).collect();
+    left.sort();
+    left.dedup();
+    let deadline = tokio::time::Instant::now() + within;
+    let mut rounds = 0;
+    loop {
+        for (a, clean) in &mut left {
+            *clean = if accepts_all(a).await { *clean + 1 } else { 0 };
+        }
+        rounds += 1;
+        left.retain(|(_, clean)| *clean < CLEAN_ROUNDS);
+        // However little time is left, the rounds an answer needs are always tried.
+        if left.is_empty() || (rounds >= CLEAN_ROUNDS && tokio::time::Instant::now() >= deadline) {
+            return left.into_iter().map(|(a, _)| a).collect();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether `address` accepted each of [`CONNECTS_PER_ROUND`] connections (within 500 ms).
+async fn accepts_all(address: &str) -> bool {
+    let target = if address.contains(':') {
+        address.to_string()
+    } else {
+        format!("{address}:80")
+    };
+    for _ in 0..CONNECTS_PER_ROUND {
+        let connect = tokio::net::TcpStream::connect(target.as_str());
+        if !matches!(
+            tokio::time::timeout(Duration::from_millis(500), connect).await,
+            Ok(Ok(_))
+        ) {
+            return false;
+        }
+    }
+    true
 }
 
 fn or_none(names: &[String]) -> String {

@@ -203,34 +203,6 @@ pub async fn apply_all(cluster: &Cluster, setup: &Setup) -> Result<Vec<Applied>,
     Ok(changes)
 }
 
-/// `archbench k8s up`: apply, then wait (watching) until every Deployment has rolled out and
-/// every Service has its address, telling `progress` what it waits for.
-pub async fn up(
-    cluster: &Cluster,
-    setup: &Setup,
-    progress: &mut dyn FnMut(&str),
-    stop: &AtomicBool,
-) -> Result<UpReport, K8sError> {
-    let started = tokio::time::Instant::now();
-    check_placement(cluster, setup).await?;
-    let setup = &with_certificate(cluster, setup).await?;
-    let changes = apply_all(cluster, setup).await?;
-    wait_ready(cluster, setup, progress, stop).await?;
-    // Ready endpoints are in the API; the proxies' rules follow them a moment later, and an
-    // `up` that changed the setup rolled its pods as `config` does. Ready means a load can
-    // start now, so the old pods must be off the Services and each address is tried
-    // (bounded: it may well be unreachable from here, and in-cluster loads do not need it).
-    let deadline = started + setup.wait_timeout;
-    let not_answering =
-        super::routes::wait_routed(cluster, setup, deadline, progress, stop).await?;
-    let rows = status(cluster).await?;
-    Ok(UpReport {
-        changes,
-        rows,
-        not_answering,
-    })
-}
-
 /// The setup with the certificate its https variants serve: the Secret's when archbench
 /// made one before (a second `up` changes nothing), else a new one for the Services' names.
 pub async fn with_certificate(cluster: &Cluster, setup: &Setup) -> Result<Setup, K8sError> {
@@ -244,58 +216,6 @@ pub async fn with_certificate(cluster: &Cluster, setup: &Setup) -> Result<Setup,
         };
     }
     Ok(setup)
-}
-
-/// How long `up` and `config` try a ready Service's address before saying it does not answer.
-pub(super) const ANSWER_WITHIN: Duration = Duration::from_secs(10);
-
-/// Connections per round of [`not_answering`], and the clean rounds in a row it wants.
-/// kube-proxy programs its rules a moment (up to its 1 s minimum sync period) after the
-/// EndpointSlices change, and until then it may still send a connection to a pod that is
-/// gone: refused, or unanswered. One accepted connection can be the luck of its random pick,
-/// so an address counts as answering when every connection of 3 rounds 100 ms apart was
-/// accepted: with one stale endpoint among k good ones, a chance of (k/(k+1))^24 to pass
-/// (6e-8 for one good one, 6e-5 for two; with none, never). Connecting sends no request:
-/// nginx logs none of these.
-const CONNECTS_PER_ROUND: usize = 8;
-const CLEAN_ROUNDS: usize = 3;
-
-/// The addresses (`host` or `host:port`) that do not accept every TCP connection of
-/// [`CLEAN_ROUNDS`] rounds in a row within `within`.
-pub(super) async fn not_answering(addresses: &[String], within: Duration) -> Vec<String> {
-    let mut left: Vec<(String, usize)> = addresses.iter().map(|a| (a.clone(), 0)).collect();
-    left.sort();
-    left.dedup();
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        for (a, clean) in &mut left {
-            *clean = if accepts_all(a).await { *clean + 1 } else { 0 };
-        }
-        left.retain(|(_, clean)| *clean < CLEAN_ROUNDS);
-        if left.is_empty() || tokio::time::Instant::now() >= deadline {
-            return left.into_iter().map(|(a, _)| a).collect();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Whether `address` accepted each of [`CONNECTS_PER_ROUND`] connections (within 500 ms).
-async fn accepts_all(address: &str) -> bool {
-    let target = if address.contains(':') {
-        address.to_string()
-    } else {
-        format!("{address}:80")
-    };
-    for _ in 0..CONNECTS_PER_ROUND {
-        let connect = tokio::net::TcpStream::connect(target.as_str());
-        if !matches!(
-            tokio::time::timeout(Duration::from_millis(500), connect).await,
-            Ok(Ok(_))
-        ) {
-            return false;
-        }
-    }
-    true
 }
 
 /// What the cluster holds now, as the wait sees it.
@@ -545,7 +465,7 @@ async fn pod_problem(cluster: &Cluster, setup: &Setup, pod: &Pod) -> Option<K8sE
 /// Refuses, before anything is applied, a variant no node can run (by its selector, CPU or
 /// memory). The presets are left to the scheduler, as the guide's script was. Nodes RBAC
 /// hides are not checked: the scheduler will tell.
-async fn check_placement(cluster: &Cluster, setup: &Setup) -> Result<(), K8sError> {
+pub(super) async fn check_placement(cluster: &Cluster, setup: &Setup) -> Result<(), K8sError> {
     if setup.variants.iter().all(|v| v.preset.is_some()) {
         return Ok(());
     }

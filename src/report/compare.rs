@@ -76,7 +76,7 @@ fn write_costs(c: &ComparisonResult, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// A priced target's cost, as the text, Markdown and HTML reports say it: a million requests
+/// A priced target's cost, as the text and HTML reports say it: a million requests
 /// at its median throughput, and how much less or more that is than the first target's, with
 /// the requests per dollar that makes and whether both met the SLO.
 pub(super) fn cost_sentence(c: &ComparisonResult, t: &crate::compare::TargetCost) -> String {

@@ -317,8 +317,8 @@ fn write_tls(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// Over HTTP/2, the HTTP/2 line: streams per connection (and when the server allowed fewer
-/// than asked), GOAWAYs and the requests sent again after them, resets and connection errors
-/// by error code.
+/// than asked), GOAWAYs, the requests sent again (above a GOAWAY's last stream, or refused),
+/// resets (refused_stream among them) and connection errors by error code.
 fn write_http2(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     let Some(h) = &r.http2 else { return Ok(()) };
     let streams = match h.server_max_streams {

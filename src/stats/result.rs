@@ -485,6 +485,12 @@ pub struct Histograms {
 pub const ERROR_ANSWERS_WARN: f64 = 0.01;
 
 impl RunResult {
+    /// How many attempts failed, when the run answered no request though it tried: a
+    /// measurement of nothing, which a command must not end with success.
+    pub fn answered_nothing(&self) -> Option<u64> {
+        (self.totals.requests == 0 && self.totals.errors > 0).then_some(self.totals.errors)
+    }
+
     /// The percentage of answers that were not 2xx/3xx, when more than 1% were: such answers
     /// are counted as requests (they were answered) but measure the error path, not the page.
     pub fn error_answer_percent(&self) -> Option<f64> {

@@ -256,8 +256,10 @@ mod faults {
             r.errors
         );
         assert_eq!(server.answered.load(Ordering::Relaxed), 60);
+        // Every third stream of a connection refused: one for every two answered, short by
+        // at most one per connection (it stopped after an answer).
         let refused = server.refused.load(Ordering::Relaxed);
-        assert!(refused >= 60 / 3, "{refused}");
+        assert!((28..=30).contains(&refused), "{refused}");
         let h2 = r.http2.as_ref().unwrap();
         assert_eq!(codes(&h2.resets), [("refused_stream".to_string(), refused)]);
         assert_eq!((h2.retried, h2.goaways), (refused, 0));

@@ -600,10 +600,14 @@ fn load_exit(result: &ComparisonResult, signals: &StopSignals) -> i32 {
         .collect();
     if result.interrupted {
         signals.exit_code()
-    } else if crate::cli::output::say_answered_nothing(result) || slo_failed(&outcomes) {
-        EXIT_FAILURE
     } else {
-        0
+        // Both said, whichever fails.
+        let nothing = crate::cli::output::say_answered_nothing(result);
+        if slo_failed(&outcomes) || nothing {
+            EXIT_FAILURE
+        } else {
+            0
+        }
     }
 }
 

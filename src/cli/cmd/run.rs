@@ -57,10 +57,10 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
         h.done(&result)?;
     }
-    if result.totals.requests == 0 && result.totals.errors > 0 && !result.interrupted {
+    if let Some(failed) = result.answered_nothing().filter(|_| !result.interrupted) {
         eprintln!(
-            "archbench: no request was answered ({} failed); see Errors above",
-            result.totals.errors
+            "{}",
+            crate::cli::output::nothing_answered_line(None, failed)
         );
         return Ok(EXIT_FAILURE);
     }

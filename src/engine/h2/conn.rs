@@ -113,7 +113,8 @@ pub struct ConnState {
     next_id: u32,
     /// Streams open now.
     pub open_streams: u32,
-    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (unbounded if it never says).
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS once its SETTINGS came (unbounded if they
+    /// do not set it; one stream before they come: `peer_settings_seen`).
     pub peer_max_streams: u32,
     /// The server's first SETTINGS has come. Until then one stream only: its limit is not
     /// known yet, and streams above it would be refused (nginx with
