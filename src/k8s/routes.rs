@@ -318,4 +318,27 @@ mod tests {
             .insert("b".into(), slice("theirs", &["elsewhere"]));
         assert!(Leftovers::of(&seen, &setup).is_empty());
     }
+
+    #[test]
+    fn ended_pods_and_other_variants_pods_are_not_waited_for() {
+        let setup = setup();
+        let variant = &setup.variants[0];
+        let current = sha256_hex(&setup.config_text(variant).unwrap());
+        let mut seen = Seen::default();
+        seen.pods.insert("new".into(), pod("new", &current, false));
+        // Evicted under the old configuration: Failed, never deleted, no endpoint.
+        let mut evicted = pod("evicted", "before", false);
+        evicted.status = serde_json::from_value(serde_json::json!({"phase": "Failed"})).unwrap();
+        seen.pods.insert("evicted".into(), evicted);
+        // A variant an earlier `up` made and this setup does not name, in the multi-arch
+        // Service beside ours.
+        let arm: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "arm-1", "labels": {"arch": "arm", "app": "nginx-arm"}}}))
+        .unwrap();
+        seen.pods.insert("arm-1".into(), arm);
+        seen.slices
+            .insert("m".into(), slice(MULTIARCH_SERVICE, &["new", "arm-1"]));
+        let left = Leftovers::of(&seen, &setup);
+        assert!(left.is_empty(), "{left:?}");
+    }
 }
