@@ -553,3 +553,53 @@ fn protocol(what: &'static str) -> FrameError {
         what,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_stream_until_the_servers_settings_then_as_many_as_it_allows() {
+        let now = Instant::now();
+        let blocks = RequestBlocks {
+            first: vec![0x82],
+            later: vec![0x82],
+            plain: vec![0x82],
+        };
+        let mut server = None;
+        let mut c = ConnState::new(4, now);
+        c.start();
+        assert!(c.can_open());
+        c.open(0, &blocks, b"", now);
+        assert!(
+            !c.can_open(),
+            "a second stream before the server's SETTINGS"
+        );
+        // The server's ACK of ours is not its SETTINGS.
+        c.on_event(Event::SettingsEnd { ack: true }, now, b"", &mut server)
+            .unwrap();
+        assert!(!c.can_open());
+        c.on_event(
+            Event::Setting {
+                id: h2::SETTINGS_MAX_CONCURRENT_STREAMS,
+                value: 3,
+            },
+            now,
+            b"",
+            &mut server,
+        )
+        .unwrap();
+        c.on_event(Event::SettingsEnd { ack: false }, now, b"", &mut server)
+            .unwrap();
+        for s in 1..3 {
+            assert!(c.can_open(), "stream {s} of the 3 allowed");
+            c.open(s, &blocks, b"", now);
+        }
+        assert!(!c.can_open(), "a fourth above the server's 3");
+        // A new connection knows nothing of the old one's server.
+        c.reset();
+        assert!(c.can_open());
+        c.open(0, &blocks, b"", now);
+        assert!(!c.can_open());
+    }
+}
