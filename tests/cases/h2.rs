@@ -208,7 +208,25 @@ fn http2_flags_that_do_not_combine_are_usage_errors() {
 mod faults {
     use crate::util::faulty_h2::{FaultyH2Server, H2Fault};
     use crate::util::{assert_consistent, run};
+    use archbench::stats::RunResult;
     use std::sync::atomic::Ordering;
+
+    /// A run of `-n n -c conns --streams streams` against a new server playing `fault`.
+    fn load(fault: H2Fault, streams: u32, n: u32, conns: u32) -> (FaultyH2Server, RunResult) {
+        let server = FaultyH2Server::start(fault);
+        let (streams, n, conns) = (streams.to_string(), n.to_string(), conns.to_string());
+        let r = run(&[
+            &server.url(),
+            "--http2",
+            "--streams",
+            &streams,
+            "-n",
+            &n,
+            "-c",
+            &conns,
+        ]);
+        (server, r)
+    }
 
     fn codes(counts: &[archbench::stats::H2CodeCount]) -> Vec<(String, u64)> {
         counts.iter().map(|c| (c.code.clone(), c.count)).collect()
@@ -216,17 +234,7 @@ mod faults {
 
     #[test]
     fn streams_reset_by_the_server_are_protocol_errors_by_code() {
-        let server = FaultyH2Server::start(H2Fault::ResetEveryStream);
-        let r = run(&[
-            &server.url(),
-            "--http2",
-            "--streams",
-            "2",
-            "-n",
-            "20",
-            "-c",
-            "1",
-        ]);
+        let (_server, r) = load(H2Fault::ResetEveryStream, 2, 20, 1);
         assert_consistent(&r);
         assert_eq!((r.totals.requests, r.errors.protocol), (0, 20));
         let h2 = r.http2.as_ref().unwrap();
@@ -237,17 +245,7 @@ mod faults {
     /// counted once, when answered; the refusals are counted by their code, not as errors.
     #[test]
     fn refused_streams_are_sent_again_and_counted_by_their_code() {
-        let server = FaultyH2Server::start(H2Fault::RefuseEveryThird);
-        let r = run(&[
-            &server.url(),
-            "--http2",
-            "--streams",
-            "3",
-            "-n",
-            "60",
-            "-c",
-            "2",
-        ]);
+        let (server, r) = load(H2Fault::RefuseEveryThird, 3, 60, 2);
         assert_consistent(&r);
         assert_eq!(
             (r.totals.requests, r.totals.errors),
@@ -255,10 +253,10 @@ mod faults {
             "{:?}",
             r.errors
         );
-        assert_eq!(server.answered.load(Ordering::Relaxed), 60);
+        assert_eq!(server.counts.answered.load(Ordering::Relaxed), 60);
         // Every third stream of a connection refused: one for every two answered, short by
         // at most one per connection (it stopped after an answer).
-        let refused = server.refused.load(Ordering::Relaxed);
+        let refused = server.counts.refused.load(Ordering::Relaxed);
         assert!((28..=30).contains(&refused), "{refused}");
         let h2 = r.http2.as_ref().unwrap();
         assert_eq!(codes(&h2.resets), [("refused_stream".to_string(), refused)]);
@@ -267,35 +265,15 @@ mod faults {
 
     #[test]
     fn a_ping_is_answered() {
-        let server = FaultyH2Server::start(H2Fault::PingFirst);
-        let r = run(&[
-            &server.url(),
-            "--http2",
-            "--streams",
-            "3",
-            "-n",
-            "9",
-            "-c",
-            "1",
-        ]);
+        let (server, r) = load(H2Fault::PingFirst, 3, 9, 1);
         assert_eq!((r.totals.requests, r.totals.errors), (9, 0));
-        assert_eq!(server.ping_acks.load(Ordering::Relaxed), 1);
-        assert_eq!(server.answered.load(Ordering::Relaxed), 9);
+        assert_eq!(server.counts.ping_acks.load(Ordering::Relaxed), 1);
+        assert_eq!(server.counts.answered.load(Ordering::Relaxed), 9);
     }
 
     #[test]
     fn goaway_mid_run_retries_what_was_not_processed_exactly_once() {
-        let server = FaultyH2Server::start(H2Fault::GoAwayAfterTwo);
-        let r = run(&[
-            &server.url(),
-            "--http2",
-            "--streams",
-            "4",
-            "-n",
-            "30",
-            "-c",
-            "1",
-        ]);
+        let (server, r) = load(H2Fault::GoAwayAfterTwo, 4, 30, 1);
         assert_consistent(&r);
         assert_eq!(
             (r.totals.requests, r.totals.errors),
@@ -304,7 +282,7 @@ mod faults {
             r.errors
         );
         // Every request answered once by the server: none lost, none doubled.
-        assert_eq!(server.answered.load(Ordering::Relaxed), 30);
+        assert_eq!(server.counts.answered.load(Ordering::Relaxed), 30);
         let h2 = r.http2.as_ref().unwrap();
         assert_eq!(h2.goaways, 15);
         // Four streams out, two processed per connection: two sent again each time (the last
@@ -315,8 +293,7 @@ mod faults {
 
     #[test]
     fn a_malformed_frame_ends_the_connection_with_frame_size_error() {
-        let server = FaultyH2Server::start(H2Fault::MalformedFrame);
-        let r = run(&[&server.url(), "--http2", "-n", "5", "-c", "1"]);
+        let (_server, r) = load(H2Fault::MalformedFrame, 1, 5, 1);
         assert_consistent(&r);
         assert_eq!((r.totals.requests, r.errors.protocol), (0, 5));
         let h2 = r.http2.as_ref().unwrap();
@@ -328,8 +305,7 @@ mod faults {
 
     #[test]
     fn an_oversized_header_block_is_refused() {
-        let server = FaultyH2Server::start(H2Fault::OversizedBlock);
-        let r = run(&[&server.url(), "--http2", "-n", "3", "-c", "1"]);
+        let (_server, r) = load(H2Fault::OversizedBlock, 1, 3, 1);
         assert_eq!((r.totals.requests, r.errors.protocol), (0, 3));
         let h2 = r.http2.as_ref().unwrap();
         assert_eq!(

@@ -36,41 +36,37 @@ pub enum H2Fault {
 
 pub struct FaultyH2Server {
     pub addr: SocketAddr,
-    /// Requests answered with a whole response.
-    pub answered: Arc<AtomicU64>,
-    /// PING ACKs received carrying our PING's data.
-    pub ping_acks: Arc<AtomicU64>,
-    /// Streams refused with REFUSED_STREAM.
-    pub refused: Arc<AtomicU64>,
+    /// What the connections' scripts counted.
+    pub counts: Arc<Counts>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What every connection's script counts, shared with the server's owner.
+#[derive(Default)]
+pub struct Counts {
+    /// Requests answered with a whole response.
+    pub answered: AtomicU64,
+    /// PING ACKs received carrying our PING's data.
+    pub ping_acks: AtomicU64,
+    /// Streams refused with REFUSED_STREAM.
+    pub refused: AtomicU64,
 }
 
 impl FaultyH2Server {
     pub fn start(fault: H2Fault) -> FaultyH2Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let answered = Arc::new(AtomicU64::new(0));
-        let ping_acks = Arc::new(AtomicU64::new(0));
-        let refused = Arc::new(AtomicU64::new(0));
+        let counts = Arc::new(Counts::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let (a, p, r, s) = (
-            answered.clone(),
-            ping_acks.clone(),
-            refused.clone(),
-            stop.clone(),
-        );
+        let (c, s) = (counts.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.load(Ordering::Relaxed) {
                     return;
                 }
                 let Ok(conn) = conn else { continue };
-                let counts = Counts {
-                    answered: a.clone(),
-                    ping_acks: p.clone(),
-                    refused: r.clone(),
-                };
+                let counts = c.clone();
                 std::thread::spawn(move || {
                     let _ = play(conn, fault, &counts);
                 });
@@ -78,9 +74,7 @@ impl FaultyH2Server {
         });
         FaultyH2Server {
             addr,
-            answered,
-            ping_acks,
-            refused,
+            counts,
             stop,
             thread: Some(thread),
         }
@@ -130,13 +124,6 @@ fn answer(out: &mut Vec<u8>, stream: u32) {
     put_head(out, 1, frame::HEADERS, frame::END_HEADERS, stream);
     out.push(0x88);
     put_data(out, stream, b"hello", true);
-}
-
-/// What a connection's script counts, shared with the server's owner.
-struct Counts {
-    answered: Arc<AtomicU64>,
-    ping_acks: Arc<AtomicU64>,
-    refused: Arc<AtomicU64>,
 }
 
 // Long: one script per fault, side by side, is the point of this fixture.
