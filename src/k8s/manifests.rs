@@ -451,21 +451,10 @@ pub(super) fn write_doc(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::{Arch, NginxConfig, PoolSelector, ServiceType};
+    use crate::k8s::{Arch, NginxConfig, PoolSelector};
 
     fn setup() -> Setup {
-        Setup {
-            namespace: "nginx".into(),
-            variants: [Arch::Intel, Arch::Arm]
-                .map(|a| Variant::preset(a, PoolSelector::Arch))
-                .into(),
-            image: "nginx:latest".into(),
-            config: NginxConfig::Tuned,
-            service_type: ServiceType::LoadBalancer,
-            wait_timeout: std::time::Duration::from_secs(300),
-            tls: false,
-            certificate: None,
-        }
+        Setup::of_presets(&[Arch::Intel, Arch::Arm])
     }
 
     #[test]

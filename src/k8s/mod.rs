@@ -204,6 +204,27 @@ pub struct Setup {
     pub certificate: Option<tls::ServingCert>,
 }
 
+#[cfg(test)]
+impl Setup {
+    /// The guide's setup of these presets (tuned configuration, LoadBalancer Services, a 5 s
+    /// wait), for unit tests.
+    pub(crate) fn of_presets(arches: &[Arch]) -> Setup {
+        Setup {
+            namespace: "nginx".into(),
+            variants: arches
+                .iter()
+                .map(|&a| Variant::preset(a, PoolSelector::Arch))
+                .collect(),
+            image: "nginx:latest".into(),
+            config: NginxConfig::Tuned,
+            service_type: ServiceType::LoadBalancer,
+            wait_timeout: std::time::Duration::from_secs(5),
+            tls: false,
+            certificate: None,
+        }
+    }
+}
+
 impl Setup {
     /// The variant of that name.
     pub fn variant(&self, name: &str) -> Option<&Variant> {

@@ -243,26 +243,16 @@ fn or_none(names: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::discovery::v1::EndpointSlice;
 
     use super::*;
     use crate::k8s::manifests::{sha256_hex, CONFIG_HASH};
-    use crate::k8s::{Arch, NginxConfig, PoolSelector, ServiceType, Variant};
+    use crate::k8s::Arch;
 
     fn setup() -> Setup {
-        Setup {
-            namespace: "nginx".into(),
-            variants: vec![Variant::preset(Arch::Intel, PoolSelector::Arch)],
-            image: "nginx:latest".into(),
-            config: NginxConfig::Tuned,
-            service_type: ServiceType::LoadBalancer,
-            wait_timeout: Duration::from_secs(5),
-            tls: false,
-            certificate: None,
-        }
+        Setup::of_presets(&[Arch::Intel])
     }
 
     fn pod(name: &str, hash: &str, terminating: bool) -> Pod {

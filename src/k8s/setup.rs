@@ -1202,21 +1202,10 @@ mod tests {
     use kube::client::Body;
 
     use super::*;
-    use crate::k8s::{Arch, NginxConfig, PoolSelector, ServiceType, Variant};
+    use crate::k8s::{Arch, NginxConfig};
 
     fn setup() -> Setup {
-        Setup {
-            namespace: "nginx".into(),
-            variants: [Arch::Intel, Arch::Arm]
-                .map(|a| Variant::preset(a, PoolSelector::Arch))
-                .into(),
-            image: "nginx:latest".into(),
-            config: NginxConfig::Tuned,
-            service_type: ServiceType::LoadBalancer,
-            wait_timeout: Duration::from_secs(5),
-            tls: false,
-            certificate: None,
-        }
+        Setup::of_presets(&[Arch::Intel, Arch::Arm])
     }
 
     /// A minimal API server for exact request sequences: GETs answer what was applied (404
