@@ -206,8 +206,8 @@ pub async fn check_in_pod(
     }
 }
 
-/// Applies `config`, waits for the new pods (and for the old ones to leave the Services, all
-/// within `wait_timeout`), and rolls back when they fail.
+/// Applies `config`, waits for the new pods and then for the old ones to leave the Services
+/// (each wait within `wait_timeout`), and rolls back when the new pods fail.
 pub async fn reconfigure(
     cluster: &Cluster,
     config: NginxConfig,

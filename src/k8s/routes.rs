@@ -141,40 +141,51 @@ async fn wait_old_gone(
                 "waiting for the old pods to go".into(),
             ));
         }
-        if !(seen.pods_listed && seen.slices_listed) {
-            if tokio::time::Instant::now() >= deadline {
-                return Err(K8sError::Timeout {
-                    seconds: setup.wait_timeout.as_secs(),
-                    what: "the API server to list the setup's pods and EndpointSlices".into(),
-                    advice: "the API server answered the rollout but not these lists; try again, or see its logs".into(),
-                });
+        // Before the first lists are in, an empty map says nothing.
+        let left = (seen.pods_listed && seen.slices_listed).then(|| {
+            let mut left = Leftovers::of(&seen, setup);
+            if seen.slices_hidden {
+                // RBAC hides the slices: the pods being gone is what can be known.
+                left.endpoints.clear();
             }
-            continue;
-        }
-        let mut left = Leftovers::of(&seen, setup);
-        if seen.slices_hidden {
-            // RBAC hides the slices: the pods being gone is what can be known.
-            left.endpoints.clear();
-        }
-        if left.is_empty() {
-            return Ok(());
-        }
-        let line = left.line();
-        if line != last_line {
-            progress(&line);
-            last_line = line;
+            left
+        });
+        if let Some(left) = &left {
+            if left.is_empty() {
+                return Ok(());
+            }
+            let line = left.line();
+            if line != last_line {
+                progress(&line);
+                last_line = line;
+            }
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(K8sError::Timeout {
-                seconds: setup.wait_timeout.as_secs(),
-                what: format!(
-                    "the old pods to leave the Services (left: pods {}; endpoints {})",
-                    or_none(&left.pods),
-                    or_none(&left.endpoints)
-                ),
-                advice: "what was applied runs, but a load now may reach an old pod; see `kubectl describe pods -n NAMESPACE` (a finalizer, or a node that is gone, holds it)".into(),
-            });
+            return Err(still_left(setup, left.as_ref()));
         }
+    }
+}
+
+/// The timeout of [`wait_old_gone`]: what was still left, or that the lists never came.
+fn still_left(setup: &Setup, left: Option<&Leftovers>) -> K8sError {
+    let (what, advice) = match left {
+        Some(left) => (
+            format!(
+                "the old pods to leave the Services (left: pods {}; endpoints {})",
+                or_none(&left.pods),
+                or_none(&left.endpoints)
+            ),
+            "what was applied runs, but a load now may reach an old pod; see `kubectl describe pods -n NAMESPACE` (a finalizer, or a node that is gone, holds it)",
+        ),
+        None => (
+            "the API server to list the setup's pods and EndpointSlices".to_string(),
+            "the API server answered the rollout but not these lists; try again, or see its logs",
+        ),
+    };
+    K8sError::Timeout {
+        seconds: setup.wait_timeout.as_secs(),
+        what,
+        advice: advice.into(),
     }
 }
 
@@ -255,6 +266,14 @@ mod tests {
         Setup::of_presets(&[Arch::Intel])
     }
 
+    /// The setup's one variant with its new pod `new` (the current configuration's) seen.
+    fn seen_with_new(setup: &Setup) -> Seen {
+        let current = sha256_hex(&setup.config_text(&setup.variants[0]).unwrap());
+        let mut seen = Seen::default();
+        seen.pods.insert("new".into(), pod("new", &current, false));
+        seen
+    }
+
     fn pod(name: &str, hash: &str, terminating: bool) -> Pod {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": name, "labels": {"arch": "intel", "app": "nginx-intel"},
@@ -284,12 +303,9 @@ mod tests {
     #[test]
     fn the_old_pods_are_left_until_gone_from_the_api_and_every_slice() {
         let setup = setup();
-        let variant = &setup.variants[0];
-        let current = sha256_hex(&setup.config_text(variant).unwrap());
-        let mut seen = Seen::default();
-        seen.pods.insert("new".into(), pod("new", &current, false));
+        let mut seen = seen_with_new(&setup);
         seen.pods.insert("old".into(), pod("old", "before", true));
-        let service = variant.service();
+        let service = setup.variants[0].service();
         seen.slices
             .insert("a".into(), slice(&service, &["old", "new"]));
         let left = Leftovers::of(&seen, &setup);
@@ -312,10 +328,7 @@ mod tests {
     #[test]
     fn ended_pods_and_other_variants_pods_are_not_waited_for() {
         let setup = setup();
-        let variant = &setup.variants[0];
-        let current = sha256_hex(&setup.config_text(variant).unwrap());
-        let mut seen = Seen::default();
-        seen.pods.insert("new".into(), pod("new", &current, false));
+        let mut seen = seen_with_new(&setup);
         // Evicted under the old configuration: Failed, never deleted, no endpoint.
         let mut evicted = pod("evicted", "before", false);
         evicted.status = serde_json::from_value(serde_json::json!({"phase": "Failed"})).unwrap();
