@@ -1457,6 +1457,30 @@ fn what_the_api_server_refuses_is_one_line() {
 }
 
 /// The image the variants test's node agent runs another nginx build for.
+/// Another nginx build for the test cluster's `nginx_builds`: a program in `dir` that runs
+/// `on_version(REAL)` for `nginx -V` (REAL: the distribution's nginx, copied beside it) and
+/// then, unless that exits, the real nginx with its arguments.
+fn nginx_build(dir: &Path, name: &str, on_version: impl Fn(&str) -> String) -> PathBuf {
+    let real = dir.join(format!("nginx-real-{name}"));
+    std::fs::copy("/usr/sbin/nginx", &real).unwrap();
+    let program = dir.join(format!("nginx-{name}"));
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -V \"*) {};; esac\nexec {} \"$@\"\n",
+            on_version(&real.display().to_string()),
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    program
+}
+
 const ATOMICS_IMAGE: &str = "registry.example/nginx:outline-atomics";
 
 /// Two variants of one architecture told apart by instance type (the guide's "how do larger
@@ -1475,22 +1499,9 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
     // A second nginx build for one image: the distribution's nginx, its `nginx -V` saying it
     // was built with -moutline-atomics (what an image of one's own would be).
     let builds = tempfile::tempdir().unwrap();
-    let real = builds.path().join("nginx-real");
-    std::fs::copy("/usr/sbin/nginx", &real).unwrap();
-    let atomics = builds.path().join("nginx-atomics");
-    std::fs::write(
-        &atomics,
-        format!(
-            "#!/bin/sh\ncase \" $* \" in *\" -V \"*) {r} -V 2>&1 | sed 's/^configure arguments:/configure arguments: --with-cc-opt=-moutline-atomics/' >&2; exit 0;; esac\nexec {r} \"$@\"\n",
-            r = real.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &atomics,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let atomics = nginx_build(builds.path(), "atomics", |real| {
+        format!("{real} -V 2>&1 | sed 's/^configure arguments:/configure arguments: --with-cc-opt=-moutline-atomics/' >&2; exit 0")
+    });
     let mut opts = options(Some(nodes));
     opts.nginx_builds = vec![(ATOMICS_IMAGE.into(), atomics)];
     let c = TestCluster::start(&opts, "variants").unwrap_or_else(|e| panic!("{e}"));
@@ -2377,24 +2388,10 @@ fn a_load_reads_each_pods_build_once() {
     }
     const COUNTED_IMAGE: &str = "registry.example/nginx:counted";
     let builds = tempfile::tempdir().unwrap();
-    let real = builds.path().join("nginx-real");
-    std::fs::copy("/usr/sbin/nginx", &real).unwrap();
     let calls = builds.path().join("version-calls");
-    let counted = builds.path().join("nginx-counted");
-    std::fs::write(
-        &counted,
-        format!(
-            "#!/bin/sh\ncase \" $* \" in *\" -V \"*) echo V >> {calls};; esac\nexec {r} \"$@\"\n",
-            calls = calls.display(),
-            r = real.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &counted,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let counted = nginx_build(builds.path(), "counted", |_| {
+        format!("echo V >> {}", calls.display())
+    });
     let mut opts = options(None);
     opts.nginx_builds = vec![(COUNTED_IMAGE.into(), counted)];
     let c = TestCluster::start(&opts, "inspect").unwrap_or_else(|e| panic!("{e}"));
