@@ -5,6 +5,7 @@
 pub mod faulty;
 pub mod faulty_h2;
 pub mod nginx;
+pub mod noise;
 pub mod prometheus;
 pub mod schema;
 pub mod stalling;

@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -15,6 +15,9 @@ pub const PERIOD: Duration = Duration::from_secs(1);
 
 pub struct StallingServer {
     pub addr: SocketAddr,
+    /// The most any hold overran its delay by, in µs: the server's share of the noise in a
+    /// latency the test predicts (a held response can only come later than planned).
+    overslept_us: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -47,19 +50,22 @@ impl StallingServer {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let t0 = Instant::now();
-        let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let count = Arc::new(AtomicU64::new(0));
+        let overslept_us = Arc::new(AtomicU64::new(0));
+        let overslept = overslept_us.clone();
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if flag.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let count = count.clone();
-                std::thread::spawn(move || serve(conn, t0, delay, &count));
+                let (count, overslept) = (count.clone(), overslept.clone());
+                std::thread::spawn(move || serve(conn, t0, delay, &count, &overslept));
             }
         });
         StallingServer {
             addr,
+            overslept_us,
             stop,
             thread: Some(thread),
         }
@@ -68,9 +74,20 @@ impl StallingServer {
     pub fn url(&self) -> String {
         format!("http://{}/", self.addr)
     }
+
+    /// The most any hold so far overran its planned delay.
+    pub fn overslept(&self) -> Duration {
+        Duration::from_micros(self.overslept_us.load(Ordering::Relaxed))
+    }
 }
 
-fn serve(mut conn: TcpStream, t0: Instant, delay: DelayFn, count: &std::sync::atomic::AtomicU64) {
+fn serve(
+    mut conn: TcpStream,
+    t0: Instant,
+    delay: DelayFn,
+    count: &AtomicU64,
+    overslept: &AtomicU64,
+) {
     let _ = conn.set_nodelay(true);
     let mut buf = Vec::new();
     let mut chunk = [0u8; 2048];
@@ -84,7 +101,13 @@ fn serve(mut conn: TcpStream, t0: Instant, delay: DelayFn, count: &std::sync::at
         buf.clear();
         let wait = delay(count.fetch_add(1, Ordering::Relaxed), t0.elapsed());
         if !wait.is_zero() {
+            let slept = Instant::now();
             std::thread::sleep(wait);
+            let over = slept.elapsed().saturating_sub(wait);
+            overslept.fetch_max(
+                u64::try_from(over.as_micros()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
         }
         let body = b"ok";
         let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
