@@ -20,6 +20,7 @@ pub mod pki;
 pub mod probe;
 pub mod process;
 pub mod readiness;
+pub mod skips;
 pub mod supervisor;
 pub mod testing;
 pub mod topology;

@@ -27,18 +27,14 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Root, Go (or the components built) and nginx, or a visible skip (a failure where
-/// ARCHBENCH_REQUIRE_NGINX is set, as in CI).
+/// Root, Go (or the components built) and nginx; else a failure, or a listed skip.
 fn can_run() -> bool {
     let why = archbench_cluster::testing::unavailable().or_else(|| {
-        (!Path::new("/usr/sbin/nginx").is_file()).then(|| "nginx is not installed".to_string())
+        (!Path::new("/usr/sbin/nginx").is_file())
+            .then(|| "nginx is not installed (apt-get install nginx)".to_string())
     });
     let Some(why) = why else { return true };
-    assert!(
-        std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
-        "{why} (ARCHBENCH_REQUIRE_NGINX is set)"
-    );
-    eprintln!("SKIPPED: {why}");
+    archbench_cluster::skips::cannot_run(&why);
     false
 }
 
@@ -111,8 +107,7 @@ fn pods(c: &TestCluster, ns: &str, selector: &str) -> Vec<serde_json::Value> {
 fn a_namespace_that_leads_anywhere_is_refused() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        assert!(std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none());
-        eprintln!("SKIPPED: network namespaces need root");
+        archbench_cluster::skips::cannot_run("network namespaces need root");
         return;
     }
     // A namespace of this test's own, given a default route (to a peer that is not there).

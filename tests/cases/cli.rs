@@ -528,7 +528,7 @@ fn limiter_names_a_starved_client() {
         return;
     };
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        eprintln!("SKIPPED: needs two CPUs");
+        crate::util::cannot_run("needs two CPUs");
         return;
     }
     let server = crate::util::ServeChild::start(&["--threads", "1"]);
@@ -599,7 +599,10 @@ fn watching_a_live_cgroup_measures_what_runs_in_it() {
     let name = format!("archbench-test-{}", std::process::id());
     let dir = root.join(&name);
     if std::fs::create_dir(&dir).is_err() {
-        eprintln!("SKIPPED: cannot create a cgroup under {}", root.display());
+        crate::util::cannot_run(&format!(
+            "cannot create a cgroup under {}: run as root",
+            root.display()
+        ));
         return;
     }
     let mem_dir = memory_root.map(|m| m.join(&name));

@@ -174,7 +174,7 @@ fn ipv6_loopback() {
         ..ServeOptions::default()
     });
     let Ok(s) = s else {
-        eprintln!("SKIPPED: no IPv6 loopback on this machine");
+        crate::util::cannot_run("no IPv6 loopback on this machine");
         return;
     };
     let url = format!("http://[::1]:{}/", s.addr().port());

@@ -100,8 +100,8 @@ pub fn assert_consistent(r: &RunResult) {
     );
 }
 
-/// A tool from Debian's packages, or None with a visible note. Under
-/// ARCHBENCH_REQUIRE_NGINX=1 (set by .ci/run) a missing tool fails the test instead.
+/// A tool from Debian's packages; without it the test fails naming the package to install,
+/// or, under ARCHBENCH_ALLOW_SKIPS=1, None and the skip listed when the run ends.
 pub fn require_tool(name: &str) -> Option<std::path::PathBuf> {
     for dir in ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"] {
         let p = std::path::Path::new(dir).join(name);
@@ -109,15 +109,20 @@ pub fn require_tool(name: &str) -> Option<std::path::PathBuf> {
             return Some(p);
         }
     }
-    if std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_some() {
-        panic!("{name} is required here (ARCHBENCH_REQUIRE_NGINX is set) but not installed");
-    }
-    eprintln!("SKIPPED: {name} is not installed; `apt-get install {name}` to run this test");
+    let package = archbench_cluster::skips::package_of(name);
+    cannot_run(&format!(
+        "{name} is not installed (apt-get install {package})"
+    ));
     None
 }
 
+/// This test cannot run here, because `why` (see `archbench_cluster::skips`).
+pub fn cannot_run(why: &str) {
+    archbench_cluster::skips::cannot_run(why);
+}
+
 /// Whether this process may make a network namespace of its own (`unshare -n`: root, or user
-/// namespaces); otherwise a skip said on stderr, or a failure where tools are required.
+/// namespaces); otherwise a failure, or a listed skip.
 pub fn network_namespace() -> bool {
     let Some(unshare) = require_tool("unshare") else {
         return false;
@@ -129,15 +134,10 @@ pub fn network_namespace() -> bool {
     if o.status.success() {
         return true;
     }
-    assert!(
-        std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
-        "cannot create a network namespace here: {}",
-        stderr(&o)
-    );
-    eprintln!(
-        "SKIPPED: cannot create a network namespace ({})",
+    cannot_run(&format!(
+        "cannot create a network namespace here ({}): run as root",
         stderr(&o).trim()
-    );
+    ));
     false
 }
 
@@ -186,7 +186,7 @@ pub struct Burner {
 }
 
 impl Burner {
-    /// None (with a visible note) without python3.
+    /// None (a listed skip, or a failure) without python3.
     pub fn spawn() -> Option<Burner> {
         let python = require_tool("python3")?;
         let mut child = std::process::Command::new(python)

@@ -352,11 +352,7 @@ impl Drop for Tmux {
 fn attach_with_a_terminal_is_refused_in_one_message() {
     let Some(c) = shared() else { return };
     if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(
-            std::env::var_os("ARCHBENCH_REQUIRE_NGINX").is_none(),
-            "tmux is not installed (ARCHBENCH_REQUIRE_NGINX is set)"
-        );
-        eprintln!("SKIPPED: tmux is not installed");
+        archbench_cluster::skips::cannot_run("tmux is not installed (apt-get install tmux)");
         return;
     }
     let ns = "t-terminal";
