@@ -573,7 +573,12 @@ pub struct AgentArgs {
     #[arg(long, default_value = "10m", value_parser = super::values::duration)]
     pub start_timeout: std::time::Duration,
     /// POST /start and /stop must carry this in `x-archbench-token` (other pods can reach
-    /// the port too).
+    /// the port too). Required, unless --control-no-auth says the endpoint is open on
+    /// purpose.
     #[arg(long, env = crate::agent_protocol::TOKEN_ENV, hide_env_values = true)]
     pub control_token: Option<String>,
+    /// Take POST /start and /stop from anyone who reaches the control endpoint, without a
+    /// token (a network of your own only: anyone there can start the load).
+    #[arg(long)]
+    pub control_no_auth: bool,
 }

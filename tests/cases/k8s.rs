@@ -1051,6 +1051,84 @@ fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--control nowhere"), "{}", stderr(&o));
+    // Without a token its endpoint (every address, by default) would start a load for anyone:
+    // it refuses unless told the endpoint is open on purpose; both at once is a contradiction.
+    for (extra, token, says) in [
+        (
+            &[][..],
+            None,
+            "no control token: set ARCHBENCH_CONTROL_TOKEN",
+        ),
+        (
+            &[][..],
+            Some(""),
+            "no control token: set ARCHBENCH_CONTROL_TOKEN",
+        ),
+        (
+            &["--control-no-auth"][..],
+            Some("s3cret"),
+            "and --control-no-auth; give one",
+        ),
+    ] {
+        let mut cmd = crate::util::bin();
+        cmd.args(["agent", "http://127.0.0.1:1/", "--control", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("ARCHBENCH_CONTROL_TOKEN");
+        if let Some(t) = token {
+            cmd.env("ARCHBENCH_CONTROL_TOKEN", t);
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{extra:?} {token:?}: {}",
+            stderr(&o)
+        );
+        assert!(
+            stderr(&o).contains(says),
+            "{extra:?} {token:?}: {}",
+            stderr(&o)
+        );
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    }
+}
+
+/// An agent on a free loopback port with these extra arguments and token: the process
+/// (killed on drop), its stderr lines up to the one that says where it listens, and that
+/// address.
+fn start_agent(
+    url: &str,
+    extra: &[&str],
+    token: Option<&str>,
+) -> (crate::util::KillOnDrop, Vec<String>, String) {
+    let mut cmd = crate::util::bin();
+    cmd.args(["agent", url, "-c", "2", "-d", "1s", "--part", "1/2"])
+        .args(["--control", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("ARCHBENCH_CONTROL_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(t) = token {
+        cmd.env("ARCHBENCH_CONTROL_TOKEN", t);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    let child = crate::util::KillOnDrop::new(child);
+    let deadline = std::time::Instant::now() + PROMPTLY;
+    let mut lines = Vec::new();
+    loop {
+        // The next line, whatever it says (every line contains "").
+        let line = err.wait_for(
+            "",
+            deadline.saturating_duration_since(std::time::Instant::now()),
+        );
+        if let Some((_, addr)) = line.split_once("waiting for its start on ") {
+            let addr = addr.trim().to_string();
+            lines.push(line);
+            return (child, lines, addr);
+        }
+        lines.push(line);
+    }
 }
 
 /// One HTTP/1.1 request to a worker's control endpoint: the status code and body.
@@ -1087,18 +1165,7 @@ fn control_request(
 #[test]
 fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
     let server = crate::util::ServeChild::start(&[]);
-    let mut child = crate::util::bin()
-        .args(["agent", &server.url, "-c", "2", "-d", "1s", "--part", "1/2"])
-        .args(["--control", "127.0.0.1:0"])
-        .env("ARCHBENCH_CONTROL_TOKEN", "s3cret")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
-    let child = crate::util::KillOnDrop::new(child);
-    let line = err.wait_for("waiting for its start on ", PROMPTLY);
-    let addr = line.rsplit(' ').next().unwrap().trim().to_string();
+    let (child, _err, addr) = start_agent(&server.url, &[], Some("s3cret"));
     assert_eq!(
         control_request(&addr, "GET", "/ready", None, ""),
         (200, "ready 1/2\n".into())
@@ -1110,6 +1177,15 @@ fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
         control_request(&addr, "POST", "/start", Some("guess"), &soon).0,
         403
     );
+    // Nor with the token's first part, or the token and more (no prefix match).
+    for near in ["s3cre", "s3cret2", ""] {
+        assert_eq!(
+            control_request(&addr, "POST", "/start", Some(near), &soon).0,
+            403,
+            "{near:?}"
+        );
+    }
+    assert_eq!(control_request(&addr, "POST", "/stop", None, "").0, 403);
     assert_eq!(control_request(&addr, "GET", "/result", None, "").0, 503);
     let (status, text) = control_request(&addr, "POST", "/start", Some("s3cret"), &soon);
     assert_eq!(status, 200, "{text}");
@@ -1125,6 +1201,27 @@ fn a_worker_takes_orders_only_with_its_token_and_prints_its_result() {
     assert_eq!(r["plan"]["part"]["index"], 1);
     assert_eq!(r["plan"]["connections"], 1);
     assert_eq!(r["started_at"], soon.as_str());
+}
+
+#[test]
+fn a_worker_open_on_purpose_takes_orders_without_a_token() {
+    let server = crate::util::ServeChild::start(&[]);
+    let (child, err, addr) = start_agent(&server.url, &["--control-no-auth"], None);
+    assert!(
+        err.iter()
+            .any(|l| l.contains("--control-no-auth: anyone who reaches")),
+        "{err:?}"
+    );
+    let soon = archbench::timefmt::rfc3339_micros(std::time::SystemTime::now());
+    let (status, text) = control_request(&addr, "POST", "/start", None, &soon);
+    assert_eq!(status, 200, "{text}");
+    let o = child.finish_within(PROMPTLY);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(archbench::agent_protocol::RESULT_PREFIX),
+        "{}",
+        stdout(&o)
+    );
 }
 
 /// `k8s load both` with live metrics: both architectures' counters and their pods' CPU, as a

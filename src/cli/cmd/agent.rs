@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
+use subtle::ConstantTimeEq as _;
 
 use crate::agent_protocol::{self as protocol, RESULT_PREFIX};
 use crate::cli::args::AgentArgs;
@@ -30,16 +31,29 @@ struct Shared {
 
 pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let mut plan = run_plan(&a.run)?;
-    let (listener, bound) = listen(&a.control)?;
+    let addr = control_address(&a.control).ok_or_else(|| {
+        control_error(
+            &a.control,
+            "not an ADDRESS:PORT",
+            "give a free ADDRESS:PORT to listen on",
+        )
+    })?;
+    let token = control_token(a)?;
+    let (listener, bound) = listen(addr, &a.control)?;
     let shared = Arc::new(Mutex::new(Shared::default()));
     let (start_tx, start_rx) = mpsc::channel::<SystemTime>();
     let part = plan.part;
+    if token.is_none() {
+        eprintln!(
+            "archbench agent: --control-no-auth: anyone who reaches {bound} can start and stop this load"
+        );
+    }
     let endpoint = Endpoint {
         shared: shared.clone(),
         start: start_tx,
         stop: signals.stop.clone(),
         part,
-        token: a.control_token.clone().filter(|t| !t.is_empty()),
+        token,
     };
     endpoint.serve_on(listener)?;
     eprintln!(
@@ -70,16 +84,39 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     })
 }
 
+/// The token POSTs must carry, or None when `--control-no-auth` opens the endpoint on
+/// purpose. Neither is a usage error: the endpoint listens on every address by default, so
+/// without a token anyone who reaches the port could start a load from this pod.
+fn control_token(a: &AgentArgs) -> Result<Option<String>, PlanError> {
+    let token = a.control_token.as_deref().filter(|t| !t.is_empty());
+    match (token, a.control_no_auth) {
+        (Some(t), false) => Ok(Some(t.to_string())),
+        (None, true) => Ok(None),
+        (Some(_), true) => Err(PlanError::Invalid(format!(
+            "both a control token ({} or --control-token) and --control-no-auth; give one",
+            protocol::TOKEN_ENV
+        ))),
+        (None, false) => Err(PlanError::Invalid(format!(
+            "no control token: set {} (or --control-token) so that only the controller can start the load, or pass --control-no-auth to leave the endpoint open on purpose",
+            protocol::TOKEN_ENV
+        ))),
+    }
+}
+
+fn control_error(control: &str, why: &str, advice: &str) -> PlanError {
+    PlanError::Invalid(format!("--control {control}: {why}; {advice}"))
+}
+
 /// The control endpoint's listener on `--control`, and the address it is bound to (port 0
 /// binds a free one: say which).
-fn listen(control: &str) -> Result<(TcpListener, String), PlanError> {
-    let bad = |why: String| {
-        PlanError::Invalid(format!(
-            "--control {control}: {why}; give a free ADDRESS:PORT to listen on"
-        ))
-    };
-    let addr = control_address(control).ok_or_else(|| bad("not an ADDRESS:PORT".into()))?;
-    let listener = TcpListener::bind(addr).map_err(|e| bad(e.to_string()))?;
+fn listen(addr: SocketAddr, control: &str) -> Result<(TcpListener, String), PlanError> {
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        control_error(
+            control,
+            &e.to_string(),
+            "give a free ADDRESS:PORT to listen on",
+        )
+    })?;
     let bound = listener
         .local_addr()
         .map_or_else(|_| control.to_string(), |l| l.to_string());
@@ -137,7 +174,8 @@ struct Endpoint {
     start: mpsc::Sender<SystemTime>,
     stop: Arc<AtomicBool>,
     part: crate::engine::Part,
-    /// When set, POSTs must carry it (`x-archbench-token`): any pod can reach the port.
+    /// POSTs must carry it (`x-archbench-token`): any pod can reach the port. None only with
+    /// `--control-no-auth`.
     token: Option<String>,
 }
 
@@ -210,6 +248,17 @@ impl Endpoint {
         conn.flush()
     }
 
+    /// Whether a request's token opens the endpoint: the one we hold, compared in constant
+    /// time (the time of a wrong guess must not say how much of it was right), or any when
+    /// the endpoint is open on purpose.
+    fn authorized(&self, token: Option<&str>) -> bool {
+        match (&self.token, token) {
+            (None, _) => true,
+            (Some(ours), Some(theirs)) => bool::from(ours.as_bytes().ct_eq(theirs.as_bytes())),
+            (Some(_), None) => false,
+        }
+    }
+
     fn answer(
         &self,
         request_line: &str,
@@ -218,7 +267,7 @@ impl Endpoint {
     ) -> std::io::Result<(u16, String)> {
         let mut words = request_line.split_whitespace();
         let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-        if method == "POST" && self.token.is_some() && token != self.token.as_deref() {
+        if method == "POST" && !self.authorized(token) {
             return Ok((
                 403,
                 format!("wrong or missing {}\n", protocol::TOKEN_HEADER),
