@@ -63,7 +63,9 @@ pub fn apiserver(bin: &Path, dir: &ClusterDir) -> Component {
             // Without a default route the apiserver cannot pick an address by itself; this
             // one is also the `kubernetes` Service's endpoint.
             ("advertise-address", topology::APISERVER_IP.to_string()),
-            ("bind-address", topology::APISERVER_IP.to_string()),
+            // Every address of the namespace (all the cluster's own): the advertised one for
+            // pods, the loopback one the kubeconfigs name (APISERVER_LOOPBACK).
+            ("bind-address", "0.0.0.0".into()),
             ("secure-port", topology::APISERVER_PORT.to_string()),
             ("client-ca-file", path(pki.ca_cert())),
             ("tls-cert-file", path(pki.cert("apiserver"))),

@@ -413,10 +413,16 @@ pub fn status(dir: &Path) -> Result<()> {
     println!("  kubeconfig {}", cdir.kubeconfig().display());
     for n in &state.nodes {
         println!(
-            "  node {} ({}, {}, pool {}) at {}",
-            n.name, n.arch, n.instance_type, n.pool, n.ip
+            "  node {} ({}, {}, pool {})",
+            n.name, n.arch, n.instance_type, n.pool
         );
     }
+    // Not the nodes' 10.x addresses: from where this runs they would go out of the default
+    // route. They are shown where they answer.
+    println!(
+        "  addresses of nodes, pods and services exist only inside its namespace: tools/cluster exec {} -- kubectl get nodes,services -o wide",
+        dir.display()
+    );
     if !up {
         return Err(ClusterError::NoCluster {
             dir: dir.to_path_buf(),

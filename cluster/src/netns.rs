@@ -135,17 +135,12 @@ impl Netns {
         })
     }
 
-    /// Refuses a namespace with a default route (IPv4 or IPv6): the one check every entry
-    /// point makes before it hands out or reaches a cluster address.
+    /// Refuses a namespace with a default route (IPv4 or IPv6, in any table): the one check
+    /// every entry point makes before it hands out or reaches a cluster address (from
+    /// outside; one already inside calls [`refuse_default_route_here`]).
     pub fn refuse_default_route(&self) -> Result<()> {
         let display = self.display();
-        self.within(move || match default_route()? {
-            Some(route) => Err(ClusterError::DefaultRoute {
-                netns: display,
-                route,
-            }),
-            None => Ok(()),
-        })
+        self.within(move || refuse_default_route_here(&display))
     }
 
     /// Loopback up, the cluster's interface with the control plane's and nodes' addresses,
@@ -190,13 +185,7 @@ impl Netns {
             // kube-proxy's NodePorts on the node addresses of this namespace; conntrack
             // accounting as a node has it.
             sysctl("net/ipv4/conf/all/route_localnet", "1")?;
-            match default_route()? {
-                Some(route) => Err(ClusterError::DefaultRoute {
-                    netns: "the cluster's".into(),
-                    route,
-                }),
-                None => Ok(()),
-            }
+            refuse_default_route_here("the cluster's")
         })
     }
 }
@@ -207,45 +196,152 @@ pub fn sysctl(key: &str, value: &str) -> Result<()> {
     std::fs::write(&path, value).map_err(ClusterError::io(format!("write {}", path.display())))
 }
 
-/// The default route of the calling thread's namespace, as a line of text, if it has one.
-pub fn default_route() -> Result<Option<String>> {
-    let v4 = std::fs::read_to_string("/proc/thread-self/net/route")
-        .map_err(ClusterError::io("read /proc/thread-self/net/route"))?;
-    if let Some(route) = default_v4(&v4) {
-        return Ok(Some(route));
+/// Refuses the calling thread's namespace (called `netns` in the message) if it has a
+/// default route: what an entry point that is already inside makes (the supervisor once it
+/// entered, a node agent it started, a pod's network once set up).
+pub fn refuse_default_route_here(netns: &str) -> Result<()> {
+    match default_route()? {
+        Some(route) => Err(ClusterError::DefaultRoute {
+            netns: netns.to_string(),
+            route,
+        }),
+        None => Ok(()),
     }
-    // Without IPv6 in the kernel the file is absent: then there is no IPv6 route either.
-    let v6 = std::fs::read_to_string("/proc/thread-self/net/ipv6_route").unwrap_or_default();
-    Ok(default_v6(&v6))
 }
 
-/// `/proc/net/route`: Iface Destination Gateway Flags … Mask …, hex, little-endian.
-fn default_v4(table: &str) -> Option<String> {
-    table.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() > 7 && f[1] == "00000000" && f[7] == "00000000").then(|| {
-            let gw = u32::from_str_radix(f[2], 16).unwrap_or(0);
-            format!(
-                "default via {} dev {}",
-                std::net::Ipv4Addr::from(gw.swap_bytes()),
-                f[0]
-            )
-        })
-    })
-}
-
-/// `/proc/net/ipv6_route`: dest prefix-len src src-len next-hop metric refs use flags iface;
-/// a route to ::/0 that is not the kernel's unreachable placeholder (flag 0x200 RTF_REJECT)
-/// on `lo`.
-fn default_v6(table: &str) -> Option<String> {
-    table.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() < 10 || f[0] != "0".repeat(32) || f[1] != "00" {
-            return None;
+/// The first default route of the calling thread's namespace, in any routing table, IPv4 or
+/// IPv6, as a line of text. Every table, not only `main` (what /proc/net/route shows): a
+/// rule can send any traffic to a table of its own (`ip rule add … lookup 100`).
+pub fn default_route() -> Result<Option<String>> {
+    // Without IPv6 in the kernel the file is absent, and `ip -6` has nothing to say.
+    let v6 = Path::new("/proc/thread-self/net/ipv6_route").exists();
+    for (flag, family) in [("-4", Family::V4), ("-6", Family::V6)] {
+        if family == Family::V6 && !v6 {
+            continue;
         }
-        let flags = u32::from_str_radix(f[8], 16).unwrap_or(0);
-        (flags & 0x200 == 0).then(|| format!("default (IPv6) dev {}", f[9]))
-    })
+        let routes = ip_json(&[flag, "route", "show", "table", "all"])?;
+        let rules = ip_json(&[flag, "rule", "show"])?;
+        if let Some(route) = default_in(&routes, &rules, family) {
+            return Ok(Some(route));
+        }
+    }
+    Ok(None)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    V4,
+    V6,
+}
+
+/// `ip -j ARGS` in the calling thread's namespace, parsed (nothing printed: an empty list).
+fn ip_json(args: &[&str]) -> Result<serde_json::Value> {
+    let mut all = vec!["-j"];
+    all.extend_from_slice(args);
+    let what = format!("ip {}", all.join(" "));
+    let out = Command::new("ip")
+        .args(&all)
+        .output()
+        .map_err(ClusterError::io("run ip"))?;
+    if !out.status.success() {
+        return Err(ClusterError::Command {
+            what,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Array(Vec::new()));
+    }
+    serde_json::from_str(&text).map_err(|e| ClusterError::Invalid(format!("{what}: {e}")))
+}
+
+/// Route types that send nothing anywhere (refused, dropped, handed to the next rule, or
+/// delivered to this namespace); any other type at a default destination leads out.
+const GOES_NOWHERE: [&str; 5] = ["unreachable", "blackhole", "prohibit", "throw", "local"];
+
+/// In `ip -j route show table all` (`routes`) and `ip -j rule show` (`rules`): the first
+/// route to everything that is not one of GOES_NOWHERE, said as `ip route` says it, with the
+/// rule that looks its table up when that is not `main`.
+fn default_in(
+    routes: &serde_json::Value,
+    rules: &serde_json::Value,
+    family: Family,
+) -> Option<String> {
+    let text =
+        |v: &serde_json::Value, key: &str| v.get(key).and_then(|x| x.as_str()).map(str::to_string);
+    let route = routes.as_array()?.iter().find(|r| {
+        let everything = matches!(
+            r.get("dst").and_then(|d| d.as_str()),
+            Some("default" | "0.0.0.0/0" | "::/0")
+        );
+        let kind = text(r, "type").unwrap_or_else(|| "unicast".into());
+        everything && !GOES_NOWHERE.contains(&kind.as_str())
+    })?;
+    let mut line = match text(route, "type") {
+        Some(kind) => format!("{kind} default"),
+        None => "default".to_string(),
+    };
+    // A multipath route names its gateways per hop.
+    let hops: Vec<&serde_json::Value> = match route.get("nexthops").and_then(|n| n.as_array()) {
+        Some(hops) => hops.iter().collect(),
+        None => vec![route],
+    };
+    for hop in hops {
+        if let Some(gw) = text(hop, "gateway") {
+            line.push_str(&format!(" via {gw}"));
+        }
+        if let Some(dev) = text(hop, "dev") {
+            line.push_str(&format!(" dev {dev}"));
+        }
+    }
+    let table = text(route, "table").unwrap_or_else(|| "main".into());
+    if table != "main" {
+        line.push_str(&format!(" table {table}"));
+        let rule = rules.as_array().and_then(|rs| {
+            rs.iter()
+                .find(|r| text(r, "table").as_deref() == Some(table.as_str()))
+        });
+        match rule {
+            Some(rule) => line.push_str(&format!(", looked up by rule {}", describe_rule(rule))),
+            None => line.push_str(", which no rule looks up yet"),
+        }
+    }
+    if family == Family::V6 {
+        line.push_str(" (IPv6)");
+    }
+    Some(line)
+}
+
+/// A rule of `ip -j rule show` as `ip rule` prints it (the selectors that matter).
+fn describe_rule(rule: &serde_json::Value) -> String {
+    let field = |key: &str| {
+        rule.get(key)
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+    };
+    let mut text = format!(
+        "{}: from {}",
+        field("priority").unwrap_or_default(),
+        field("src").unwrap_or_else(|| "all".into())
+    );
+    if let Some(len) = field("srclen") {
+        text.push_str(&format!("/{len}"));
+    }
+    for (key, word) in [
+        ("dst", "to"),
+        ("fwmark", "fwmark"),
+        ("iif", "iif"),
+        ("oif", "oif"),
+    ] {
+        if let Some(v) = field(key) {
+            text.push_str(&format!(" {word} {v}"));
+        }
+    }
+    if let Some(table) = field("table") {
+        text.push_str(&format!(" lookup {table}"));
+    }
+    text
 }
 
 /// Runs a command to completion; its stderr is the error.
@@ -268,34 +364,81 @@ pub fn run(program: &str, args: &[&str]) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn json(text: &str) -> serde_json::Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    /// `ip -j -4 rule show` of a namespace no one gave rules.
+    const RULES_V4: &str = r#"[{"priority":0,"src":"all","table":"local"},{"priority":32766,"src":"all","table":"main"},{"priority":32767,"src":"all","table":"default"}]"#;
+
     #[test]
-    fn default_routes_are_found_in_both_tables() {
-        let v4 =
-            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
-                  eth0\t00000000\t0102000A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
-                  eth0\t0002000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+    fn a_default_route_of_the_main_table_is_found() {
+        // This machine's own namespace (`ip -j -4 route show table all`, abridged).
+        let routes = r#"[{"dst":"default","gateway":"192.0.2.1","dev":"eth0","flags":[]},{"dst":"192.0.2.0/24","dev":"eth0","protocol":"kernel","scope":"link","prefsrc":"192.0.2.2","flags":[]},{"type":"local","dst":"127.0.0.0/8","dev":"lo","table":"local","protocol":"kernel","scope":"host","prefsrc":"127.0.0.1","flags":[]}]"#;
         assert_eq!(
-            default_v4(v4).as_deref(),
-            Some("default via 10.0.2.1 dev eth0")
+            default_in(&json(routes), &json(RULES_V4), Family::V4).as_deref(),
+            Some("default via 192.0.2.1 dev eth0")
         );
-        let no_default = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\n\
-                          ab-cluster\t000060A0\t00000000\t0001\t0\t0\t0\t0000FFFF\n";
-        assert_eq!(default_v4(no_default), None);
-        let unreachable = format!(
-            "{} 00 {} 00 {} ffffffff 00000001 00000000 00200200       lo\n",
-            "0".repeat(32),
-            "0".repeat(32),
-            "0".repeat(32)
-        );
-        assert_eq!(default_v6(&unreachable), None);
-        let real = format!(
-            "{} 00 {} 00 fe800000000000000000000000000001 00000400 00000001 00000000 00450003     eth0\n",
-            "0".repeat(32),
-            "0".repeat(32)
-        );
+        let v6 = r#"[{"dst":"fd00::/64","dev":"eth0","protocol":"kernel","metric":256,"flags":[],"pref":"medium"},{"dst":"default","gateway":"fd00::1","dev":"eth0","metric":1024,"flags":[],"pref":"medium"},{"type":"multicast","dst":"ff00::/8","dev":"eth0","table":"local","protocol":"kernel","metric":256,"flags":[],"pref":"medium"}]"#;
+        let rules_v6 = r#"[{"priority":0,"src":"all","table":"local"},{"priority":32766,"src":"all","table":"main"}]"#;
         assert_eq!(
-            default_v6(&real).as_deref(),
-            Some("default (IPv6) dev eth0")
+            default_in(&json(v6), &json(rules_v6), Family::V6).as_deref(),
+            Some("default via fd00::1 dev eth0 (IPv6)")
+        );
+    }
+
+    #[test]
+    fn a_default_route_of_another_table_is_found_with_its_rule() {
+        // `ip route add default via 192.0.2.254 table 100; ip rule add lookup 100 pref 1000`
+        // beside a blackhole for half of everything (which leads nowhere).
+        let routes = r#"[{"dst":"default","gateway":"192.0.2.254","dev":"r0","table":"100","flags":["linkdown"]},{"type":"blackhole","dst":"0.0.0.0/1","flags":[]},{"dst":"192.0.2.0/24","dev":"r0","protocol":"kernel","scope":"link","prefsrc":"192.0.2.1","flags":["linkdown"]},{"type":"local","dst":"192.0.2.1","dev":"r0","table":"local","protocol":"kernel","scope":"host","prefsrc":"192.0.2.1","flags":[]}]"#;
+        let rules = r#"[{"priority":0,"src":"all","table":"local"},{"priority":1000,"src":"all","table":"100"},{"priority":32766,"src":"all","table":"main"},{"priority":32767,"src":"all","table":"default"}]"#;
+        assert_eq!(
+            default_in(&json(routes), &json(rules), Family::V4).as_deref(),
+            Some("default via 192.0.2.254 dev r0 table 100, looked up by rule 1000: from all lookup 100")
+        );
+        // No rule reaches it yet: still refused (one `ip rule` away from use).
+        assert_eq!(
+            default_in(&json(routes), &json(RULES_V4), Family::V4).as_deref(),
+            Some("default via 192.0.2.254 dev r0 table 100, which no rule looks up yet")
+        );
+        // Multipath, in a table a rule reaches for marked packets only.
+        let multipath = r#"[{"dst":"default","table":"300","flags":[],"nexthops":[{"gateway":"10.240.0.5","dev":"ab-cluster","weight":1,"flags":[]},{"gateway":"10.240.0.6","dev":"ab-cluster","weight":1,"flags":[]}]}]"#;
+        let marked =
+            r#"[{"priority":10,"src":"10.244.0.0","srclen":16,"fwmark":"0x1","table":"300"}]"#;
+        assert_eq!(
+            default_in(&json(multipath), &json(marked), Family::V4).as_deref(),
+            Some("default via 10.240.0.5 dev ab-cluster via 10.240.0.6 dev ab-cluster table 300, looked up by rule 10: from 10.244.0.0/16 fwmark 0x1 lookup 300")
+        );
+        let v6 = r#"[{"dst":"default","dev":"ab-cluster","table":"200","metric":1024,"flags":[],"pref":"medium"},{"dst":"fe80::/64","dev":"ab-cluster","protocol":"kernel","metric":256,"flags":[],"pref":"medium"}]"#;
+        let rules_v6 = r#"[{"priority":0,"src":"all","table":"local"},{"priority":2000,"src":"all","table":"200"},{"priority":32766,"src":"all","table":"main"}]"#;
+        assert_eq!(
+            default_in(&json(v6), &json(rules_v6), Family::V6).as_deref(),
+            Some("default dev ab-cluster table 200, looked up by rule 2000: from all lookup 200 (IPv6)")
+        );
+    }
+
+    #[test]
+    fn routes_that_lead_nowhere_or_not_everywhere_pass() {
+        // The cluster's own namespace, as `configure` leaves it, and an empty one.
+        let cluster = r#"[{"type":"unreachable","dst":"10.0.0.0/8","flags":[]},{"dst":"10.96.0.0/16","dev":"ab-cluster","scope":"link","flags":[]},{"dst":"10.240.0.0/24","dev":"ab-cluster","protocol":"kernel","scope":"link","prefsrc":"10.240.0.1","flags":[]},{"type":"local","dst":"10.240.0.1","dev":"ab-cluster","table":"local","protocol":"kernel","scope":"host","prefsrc":"10.240.0.1","flags":[]},{"type":"broadcast","dst":"10.240.0.255","dev":"ab-cluster","table":"local","protocol":"kernel","scope":"link","prefsrc":"10.240.0.1","flags":[]},{"type":"local","dst":"127.0.0.0/8","dev":"lo","table":"local","protocol":"kernel","scope":"host","prefsrc":"127.0.0.1","flags":[]}]"#;
+        assert_eq!(
+            default_in(&json(cluster), &json(RULES_V4), Family::V4),
+            None
+        );
+        assert_eq!(default_in(&json("[]"), &json(RULES_V4), Family::V4), None);
+        // Defaults that refuse, drop or hand on: `ip -6 route add unreachable default table
+        // 200` and the like.
+        let nowhere = r#"[{"type":"unreachable","dst":"default","dev":"lo","table":"200","metric":1024,"flags":[],"pref":"medium"},{"type":"blackhole","dst":"default","table":"201","flags":[]},{"type":"prohibit","dst":"default","table":"202","flags":[]},{"type":"throw","dst":"default","table":"203","flags":[]}]"#;
+        assert_eq!(
+            default_in(&json(nowhere), &json(RULES_V4), Family::V6),
+            None
+        );
+        // …but a type we do not know of is not assumed harmless.
+        let odd = r#"[{"type":"broadcast","dst":"0.0.0.0/0","dev":"x0","table":"7","flags":[]}]"#;
+        assert_eq!(
+            default_in(&json(odd), &json(RULES_V4), Family::V4).as_deref(),
+            Some("broadcast default dev x0 table 7, which no rule looks up yet")
         );
     }
 }

@@ -96,6 +96,7 @@ impl Pki {
             topology::CLUSTER_DOMAIN
         ));
         names.push(topology::APISERVER_IP.to_string());
+        names.push(topology::APISERVER_LOOPBACK.to_string());
         names.push(topology::KUBERNETES_SERVICE_IP.to_string());
         names.push("127.0.0.1".into());
         self.issue(&Issue {
@@ -178,11 +179,7 @@ impl Pki {
             std::fs::read(&p).map_err(ClusterError::io(format!("read {}", p.display())))
         };
         let config = Kubeconfig {
-            server: format!(
-                "https://{}:{}",
-                topology::APISERVER_IP,
-                topology::APISERVER_PORT
-            ),
+            server: topology::apiserver_url(),
             ca_pem: read(self.ca_cert())?,
             user: user.to_string(),
             credentials: Credentials::ClientCertificate {
@@ -341,10 +338,11 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(doc["users"][0]["name"], "viewer");
         assert_eq!(doc["contexts"][0]["context"]["namespace"], "nginx");
-        assert!(doc["clusters"][0]["cluster"]["server"]
-            .as_str()
-            .unwrap()
-            .starts_with("https://10.240.0.1:"));
+        // Loopback: used outside the cluster's namespace by mistake, it reaches nothing.
+        assert_eq!(
+            doc["clusters"][0]["cluster"]["server"],
+            "https://127.240.0.1:6443"
+        );
         let pem = std::fs::read_to_string(pki.cert("user-viewer")).unwrap();
         assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"));
     }

@@ -35,6 +35,12 @@ pub fn main(dir: &Path, owner: Option<u32>) -> Result<()> {
     let state = cdir.read_state()?;
     let ns = Netns::recorded(&state.netns_path, state.netns_name.as_deref());
     ns.enter()?;
+    // Checked again from inside: the namespace may have changed since `up` made it, and
+    // everything started from here reaches cluster addresses. `up` reads the verdict.
+    if let Err(e) = crate::netns::refuse_default_route_here(&ns.display()) {
+        Report.line(&format!("error: {e}"));
+        return Err(e);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

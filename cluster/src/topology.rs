@@ -2,16 +2,31 @@
 //! the network set-up, the certificates, the components' flags and the node agents agree.
 //!
 //! Every address here lives only inside the cluster's own network namespace (see `netns`),
-//! which has no default route: none of them can leave the machine.
+//! which has no default route: none of them can leave the machine from there. From the
+//! machine's own namespace the 10.x ones would go out of its default route, so what the
+//! harness writes for people to use (every kubeconfig's server) is a loopback address,
+//! refused at once there; the 10.x ones stay because Kubernetes needs ordinary addresses for
+//! them (EndpointSlices reject loopback, the API server will not proxy to it, a pod's own
+//! loopback is its own) and are only shown where the namespace is entered (`exec`).
 
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-/// The API server's address (also its `--advertise-address`, so the `kubernetes` Service's
-/// endpoint) and port.
+/// The API server's address in the cluster's network: its `--advertise-address`, so the
+/// `kubernetes` Service's endpoint, which pods reach through kube-proxy (an EndpointSlice
+/// cannot hold a loopback address).
 pub const APISERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 240, 0, 1);
+/// The API server's address in every kubeconfig: loopback, which the namespace's `lo`
+/// answers (all of 127/8 is local) and the machine's own namespace refuses at once, so a
+/// kubeconfig used outside the namespace by mistake sends nothing off the machine.
+pub const APISERVER_LOOPBACK: Ipv4Addr = Ipv4Addr::new(127, 240, 0, 1);
 pub const APISERVER_PORT: u16 = 6443;
+
+/// The server URL every kubeconfig of the cluster names.
+pub fn apiserver_url() -> String {
+    format!("https://{APISERVER_LOOPBACK}:{APISERVER_PORT}")
+}
 /// metrics-server's address (a process of the cluster, behind an APIService).
 pub const METRICS_SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 240, 0, 2);
 pub const METRICS_SERVER_PORT: u16 = 4443;

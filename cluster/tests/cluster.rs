@@ -103,35 +103,58 @@ fn pods(c: &TestCluster, ns: &str, selector: &str) -> Vec<serde_json::Value> {
         .unwrap_or_default()
 }
 
+/// Root (network namespaces need it); else a failure, or a listed skip.
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    archbench_cluster::skips::cannot_run("network namespaces need root");
+    false
+}
+
+/// `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    let o = Command::new("ip").args(args).output().unwrap();
+    assert!(o.status.success(), "ip {args:?}: {}", stderr(&o));
+}
+
+/// A network namespace of the test's own (`ip netns add`), deleted when dropped.
+struct OwnNetns(String);
+
+impl OwnNetns {
+    fn new(kind: &str) -> OwnNetns {
+        let name = format!("abtest-{kind}-{}", std::process::id());
+        ip(&["netns", "add", &name]);
+        OwnNetns(name)
+    }
+
+    /// `ip -n NAME ARGS`.
+    fn ip(&self, args: &[&str]) {
+        ip(&[&["-n", self.0.as_str()][..], args].concat());
+    }
+}
+
+impl Drop for OwnNetns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.0])
+            .status();
+    }
+}
+
 #[test]
 fn a_namespace_that_leads_anywhere_is_refused() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        archbench_cluster::skips::cannot_run("network namespaces need root");
+    if !root() {
         return;
     }
     // A namespace of this test's own, given a default route (to a peer that is not there).
-    let name = format!("abtest-route-{}", std::process::id());
-    let ip = |args: &[&str]| {
-        let o = Command::new("ip").args(args).output().unwrap();
-        assert!(o.status.success(), "ip {args:?}: {}", stderr(&o));
-    };
-    ip(&["netns", "add", &name]);
-    struct Gone(String);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = Command::new("ip")
-                .args(["netns", "delete", &self.0])
-                .status();
-        }
-    }
-    let _gone = Gone(name.clone());
-    ip(&[
-        "-n", &name, "link", "add", "r0", "type", "veth", "peer", "name", "r1",
-    ]);
-    ip(&["-n", &name, "link", "set", "r0", "up"]);
-    ip(&["-n", &name, "addr", "add", "192.0.2.1/24", "dev", "r0"]);
-    ip(&["-n", &name, "route", "add", "default", "via", "192.0.2.254"]);
+    let own = OwnNetns::new("route");
+    let name = own.0.clone();
+    own.ip(&["link", "add", "r0", "type", "veth", "peer", "name", "r1"]);
+    own.ip(&["link", "set", "r0", "up"]);
+    own.ip(&["addr", "add", "192.0.2.1/24", "dev", "r0"]);
+    own.ip(&["route", "add", "default", "via", "192.0.2.254"]);
     let dir = tempfile::tempdir().unwrap();
     let o = output_within(
         {
@@ -180,12 +203,9 @@ fn a_namespace_that_leads_anywhere_is_refused() {
     }
     // One without a default route but with an interface of its own: refused too (its routes
     // or rules could carry 10.x elsewhere).
-    let other = format!("abtest-link-{}", std::process::id());
-    ip(&["netns", "add", &other]);
-    let _gone_too = Gone(other.clone());
-    ip(&[
-        "-n", &other, "link", "add", "x0", "type", "veth", "peer", "name", "x1",
-    ]);
+    let linked = OwnNetns::new("link");
+    let other = linked.0.clone();
+    linked.ip(&["link", "add", "x0", "type", "veth", "peer", "name", "x1"]);
     let o = output_within(
         {
             let mut c = harness();
@@ -215,6 +235,199 @@ fn a_namespace_that_leads_anywhere_is_refused() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("no cluster in"), "{}", stderr(&o));
+}
+
+/// A default route outside the main table, reached by a rule, is a default route: `up`
+/// refuses the namespace, the supervisor refuses it once inside, and so does a node agent
+/// started there; for IPv6 as for IPv4.
+#[test]
+fn a_default_route_in_any_table_is_refused_by_every_entry() {
+    if !root() {
+        return;
+    }
+    let own = OwnNetns::new("rule");
+    let name = own.0.clone();
+    own.ip(&["link", "add", "r0", "type", "veth", "peer", "name", "r1"]);
+    own.ip(&["link", "set", "r0", "up"]);
+    own.ip(&["link", "set", "r1", "up"]);
+    own.ip(&["addr", "add", "192.0.2.1/24", "dev", "r0"]);
+    own.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.0.2.254",
+        "table",
+        "100",
+    ]);
+    own.ip(&["rule", "add", "lookup", "100", "pref", "1000"]);
+    // What /proc/net/route (the main table only) does not show.
+    let main = Command::new("ip")
+        .args(["netns", "exec", &name, "cat", "/proc/net/route"])
+        .output()
+        .unwrap();
+    assert!(
+        !stdout(&main)
+            .lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().nth(1) == Some("00000000")),
+        "{}",
+        stdout(&main)
+    );
+    let v4 =
+        "default via 192.0.2.254 dev r0 table 100, looked up by rule 1000: from all lookup 100";
+    let refused = |args: &[&str], inside: bool| {
+        let mut c = if inside {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &name])
+                .arg(env!("CARGO_BIN_EXE_archbench-cluster"));
+            c
+        } else {
+            harness()
+        };
+        c.args(args).stdin(Stdio::null());
+        let o = output_within(c, PROMPTLY);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{args:?}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        format!("{}{}", stdout(&o), stderr(&o))
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let said = refused(&["up", d, "--netns", &name], false);
+    assert!(
+        said.contains(&format!(
+            "network namespace {name} has a default route ({v4})"
+        )),
+        "{said}"
+    );
+    assert!(
+        !dir.path().join("cluster.json").exists(),
+        "nothing was started"
+    );
+    // A cluster directory naming the namespace, as `up` records it (nothing runs in it).
+    let path = format!("/run/netns/{name}");
+    let cdir = archbench_cluster::layout::ClusterDir::new(dir.path());
+    cdir.write_state(&archbench_cluster::layout::State {
+        netns_path: path.clone().into(),
+        netns_name: None,
+        supervisor_pid: 0,
+        nodes: archbench_cluster::topology::default_nodes(),
+        kube_bin: "/nonexistent".into(),
+        archbench_binary: None,
+        nginx_binary: "/usr/sbin/nginx".into(),
+        nginx_builds: Vec::new(),
+    })
+    .unwrap();
+    // The supervisor enters it, checks, and tells `up` on its stdout.
+    let said = refused(&["supervise", d], false);
+    assert!(
+        said.contains(&format!(
+            "error: the network namespace {path} has a default route ({v4})"
+        )),
+        "{said}"
+    );
+    // A node agent started inside it checks where it is.
+    let said = refused(&["node", d, "aks-intel-0"], true);
+    assert!(
+        said.contains(&format!("(the node agent's) has a default route ({v4})")),
+        "{said}"
+    );
+    // The same through IPv6 alone.
+    own.ip(&["rule", "del", "pref", "1000"]);
+    own.ip(&["route", "del", "default", "table", "100"]);
+    own.ip(&["-6", "route", "add", "default", "dev", "r0", "table", "200"]);
+    own.ip(&["-6", "rule", "add", "lookup", "200", "pref", "2000"]);
+    let said = refused(&["supervise", d], false);
+    assert!(
+        said.contains("has a default route (default dev r0 table 200, looked up by rule 2000: from all lookup 200 (IPv6))"),
+        "{said}"
+    );
+}
+
+/// Every address the harness writes or prints for people (each kubeconfig's server, `status`)
+/// is loopback from the machine's own namespace, where a mistaken use connects to nothing
+/// and is refused at once, instead of sending SYNs out of the default route.
+#[test]
+fn what_the_harness_hands_people_goes_nowhere_from_outside_its_namespace() {
+    let Some(c) = shared() else { return };
+    let d = c.dir().to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        let mut h = harness();
+        h.args(args).stdin(Stdio::null());
+        let o = output_within(h, PROMPTLY);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let user = run(&["user", &d, "someone"]);
+    let kubeconfigs = [c.kubeconfig(), user.trim().into()];
+    let mut addresses = Vec::new();
+    for k in &kubeconfigs {
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(k).unwrap()).unwrap();
+        for cluster in doc["clusters"].as_array().unwrap() {
+            let server = cluster["cluster"]["server"].as_str().unwrap();
+            let url = server.strip_prefix("https://").unwrap();
+            let (host, _port) = url.rsplit_once(':').unwrap();
+            addresses.push(host.trim_matches(['[', ']']).to_string());
+        }
+    }
+    let status = run(&["status", &d]);
+    // Any word of it that is an address, or an address and a port.
+    for word in status.split(|ch: char| ch.is_whitespace() || "(),;".contains(ch)) {
+        let host = word.rsplit_once(':').map_or(word, |(h, _)| h);
+        for w in [word, host] {
+            if w.parse::<std::net::IpAddr>().is_ok() {
+                addresses.push(w.to_string());
+            }
+        }
+    }
+    assert!(addresses.len() >= 2, "{addresses:?} from {status}");
+    // From this test's namespace (the machine's): each one local, on loopback.
+    for a in &addresses {
+        let o = Command::new("ip")
+            .args(["route", "get", a])
+            .output()
+            .unwrap();
+        let route = stdout(&o);
+        assert!(
+            o.status.success() && route.starts_with("local ") && route.contains(" dev lo "),
+            "{a}: {route}{}",
+            stderr(&o)
+        );
+    }
+    // So kubectl with the admin kubeconfig, run here by mistake, is refused at once.
+    let cache = tempfile::tempdir().unwrap();
+    let state = archbench_cluster::layout::ClusterDir::new(c.dir())
+        .read_state()
+        .unwrap();
+    let mut kubectl = Command::new(state.kube_bin.join("kubectl"));
+    kubectl
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(["get", "namespaces", "--request-timeout=20s"])
+        .env("KUBECACHEDIR", cache.path())
+        .stdin(Stdio::null());
+    for proxy in [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        kubectl.env_remove(proxy);
+    }
+    let began = Instant::now();
+    let o = output_within(kubectl, PROMPTLY);
+    let took = began.elapsed();
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stderr(&o).contains("connection refused"), "{}", stderr(&o));
+    assert!(took < Duration::from_secs(15), "refused after {took:?}");
 }
 
 const WEB: &str = r#"

@@ -240,7 +240,10 @@ fn unresolvable_host_is_one_clear_line() {
         return;
     }
     // A name service behind a Unix socket would answer from the machine's own namespace.
-    for socket in ["/var/run/nscd/socket", "/run/systemd/resolve/io.systemd.Resolve"] {
+    for socket in [
+        "/var/run/nscd/socket",
+        "/run/systemd/resolve/io.systemd.Resolve",
+    ] {
         assert!(
             !std::path::Path::new(socket).exists(),
             "{socket}: lookups would leave the test's namespace through it"

@@ -1357,11 +1357,7 @@ fn an_exec_credential_plugin_authenticates_and_a_wrong_ca_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let ca = std::fs::read(c.dir().join("pki/ca.crt")).unwrap();
-    let server = format!(
-        "https://{}:{}",
-        archbench_cluster::topology::APISERVER_IP,
-        archbench_cluster::topology::APISERVER_PORT
-    );
+    let server = archbench_cluster::topology::apiserver_url();
     let kubeconfig = |ca_pem: Vec<u8>, credentials| archbench_cluster::pki::Kubeconfig {
         server: server.clone(),
         ca_pem,

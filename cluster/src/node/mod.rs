@@ -101,6 +101,10 @@ impl Agent {
 pub fn main(dir: &Path, name: &str) -> Result<()> {
     let cdir = ClusterDir::new(dir);
     let state = cdir.read_state()?;
+    // The supervisor started it inside the cluster's namespace; it makes the check itself,
+    // as every entry point does, before it reaches a cluster address.
+    let ns = crate::netns::Netns::recorded(&state.netns_path, state.netns_name.as_deref());
+    crate::netns::refuse_default_route_here(&format!("{} (the node agent's)", ns.display()))?;
     let Some(spec) = state.nodes.iter().find(|n| n.name == name).cloned() else {
         return Err(ClusterError::Invalid(format!(
             "no node {name} in {}",

@@ -155,13 +155,7 @@ impl PodNetwork {
                     "eth0",
                 ],
             )?;
-            match netns::default_route()? {
-                Some(route) => Err(ClusterError::DefaultRoute {
-                    netns: "a pod's".into(),
-                    route,
-                }),
-                None => Ok(()),
-            }
+            netns::refuse_default_route_here("a pod's")
         })?;
         Ok(net)
     }
