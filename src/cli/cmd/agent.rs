@@ -85,8 +85,8 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
 }
 
 /// The token POSTs must carry, or None when `--control-no-auth` opens the endpoint on
-/// purpose. Neither is a usage error: the endpoint listens on every address by default, so
-/// without a token anyone who reaches the port could start a load from this pod.
+/// purpose. Neither given is a usage error, not a default: the endpoint listens on every
+/// address, so without a token anyone who reaches the port could start a load from here.
 fn control_token(a: &AgentArgs) -> Result<Option<String>, PlanError> {
     let token = a.control_token.as_deref().filter(|t| !t.is_empty());
     match (token, a.control_no_auth) {
