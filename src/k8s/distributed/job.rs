@@ -3,7 +3,7 @@
 //! if archbench dies.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
@@ -294,10 +294,28 @@ pub fn preview_jobs(setup: &crate::k8s::Setup, how: &InCluster) -> Vec<Job> {
                 &name,
                 how,
                 &load,
-                "generated-per-run",
+                // A token of this printing's own, not one everybody who reads this code knows:
+                // a Job applied from this output answers only whoever holds the output.
+                &new_token(),
             )
         })
         .collect()
+}
+
+/// A control token nobody can guess: 128 bits from the kernel.
+pub(super) fn new_token() -> String {
+    let mut bytes = [0u8; 16];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+    if random.is_err() {
+        // No /dev/urandom: the time and the process, which at least differ per run.
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        bytes = (nanos ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Jobs as YAML documents, as `k8s manifests` prints.

@@ -27,8 +27,9 @@ use super::client::api_error;
 use super::load::LoadTarget;
 use super::{Cluster, K8sError};
 use crate::stats::RunResult;
+use job::new_token;
 use orchestrate::JobRun;
-use workers::{call, new_token};
+use workers::call;
 
 /// The most load pods per target: the start goes to each through the API server, and
 /// their result texts are held until saved (ARCHITECTURE.md has the merge's figures).

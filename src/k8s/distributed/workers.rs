@@ -2,7 +2,7 @@
 //! protocol (through the API server's pod proxy, so the pods need no API access), bounded API
 //! calls, and what a worker pod's state says.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
@@ -67,22 +67,6 @@ pub(super) fn call<T>(
                 advice: "the API server did not answer; check `kubectl get --raw /readyz`".into(),
             })
         })
-}
-
-/// A control token nobody can guess: 128 bits from the kernel.
-pub(super) fn new_token() -> String {
-    let mut bytes = [0u8; 16];
-    let random = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-    if random.is_err() {
-        // No /dev/urandom: the time and the process, which at least differ per run.
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        bytes = (nanos ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every pod of a job with its completion index (a failed worker's replacement too).
