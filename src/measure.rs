@@ -78,10 +78,7 @@ pub fn execute(
     );
     result.servers = servers;
     for s in &mut result.servers {
-        // Over a shorter sampled time the run's answered count would overstate it.
-        if s.sampling_stopped.is_none() {
-            s.requests_per_cpu_s = crate::stats::requests_per_cpu_s(answered, s.cpu_s);
-        }
+        s.rate_answers(answered);
     }
     result.limiter = crate::monitor::limiter(&result);
     if let Some(h) = &plan.hooks {

@@ -274,8 +274,9 @@ struct Metric {
     read: fn(&RunResult) -> Option<f64>,
 }
 
+/// The watched servers' figure summed (None when one misses part of its target).
 fn server_sum(r: &RunResult, f: fn(&crate::stats::ServerUsage) -> f64) -> Option<f64> {
-    (!r.servers.is_empty()).then(|| r.servers.iter().map(f).sum())
+    crate::stats::servers_sum(&r.servers, f)
 }
 
 const METRICS: [Metric; 14] = [
@@ -339,7 +340,7 @@ const METRICS: [Metric; 14] = [
         unit: "req/CPU-s",
         higher_is_better: true,
         read: |r| {
-            let cpu = server_sum(r, |s| s.cpu_s)?;
+            let cpu = crate::stats::servers_run_cpu_s(&r.servers)?;
             crate::stats::requests_per_cpu_s(r.totals.requests, cpu)
         },
     },
@@ -368,7 +369,7 @@ const METRICS: [Metric; 14] = [
         higher_is_better: true,
         read: |r| {
             let t = r.tls.as_ref()?;
-            let cpu = server_sum(r, |s| s.cpu_s)?;
+            let cpu = crate::stats::servers_run_cpu_s(&r.servers)?;
             crate::stats::requests_per_cpu_s(t.handshakes(), cpu)
         },
     },

@@ -93,17 +93,25 @@ pub async fn pick(cluster: &Cluster, variant: &str, name: Option<&str>) -> Resul
                 cluster.namespace
             ))
         }),
-        None => pods.into_iter().next().ok_or_else(|| K8sError::Failed {
-            what: format!("find a pod of {variant}"),
-            message: format!(
-                "none in namespace {}; `archbench k8s up {}` creates it",
-                cluster.namespace,
-                match Arch::from_name(variant) {
-                    Some(_) => format!("--arch {variant}"),
-                    None => format!("--variant {variant}:…"),
-                }
-            ),
-        }),
+        None => pods
+            .into_iter()
+            .next()
+            .ok_or_else(|| no_pod_of(cluster, variant)),
+    }
+}
+
+/// That a variant has no pod, and what makes one.
+pub fn no_pod_of(cluster: &Cluster, variant: &str) -> K8sError {
+    K8sError::Failed {
+        what: format!("find a pod of {variant}"),
+        message: format!(
+            "none in namespace {}; `archbench k8s up {}` creates it",
+            cluster.namespace,
+            match Arch::from_name(variant) {
+                Some(_) => format!("--arch {variant}"),
+                None => format!("--variant {variant}:…"),
+            }
+        ),
     }
 }
 

@@ -1,8 +1,12 @@
 //! A cgroup's usage from its own files: v2 (`cpu.stat`, `memory.current`) or v1
 //! (`cpuacct.stat`, `memory.usage_in_bytes`, looked up beside it or in the memory hierarchy).
+//! Its processes are those of `cgroup.procs` in it and every group below it; their context
+//! switches are read from /proc, as for a process target (a cost that grows with the
+//! processes' threads: a handful of files for a server, more for a whole machine's group).
 
 use std::path::{Path, PathBuf};
 
+use super::proc::SwitchCounts;
 use super::{MonitorError, ResourceSample, ResourceSampler};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +19,7 @@ pub struct CgroupSampler {
     dir: PathBuf,
     version: Version,
     ticks_per_s: f64,
+    switches: SwitchCounts,
 }
 
 fn read(path: &Path) -> Result<String, MonitorError> {
@@ -60,20 +65,51 @@ impl CgroupSampler {
             dir: dir.to_path_buf(),
             version,
             ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
+            switches: SwitchCounts::default(),
         })
     }
 
-    fn processes(&self) -> u32 {
-        std::fs::read_to_string(self.dir.join("cgroup.procs"))
-            .map(|t| t.lines().count() as u32)
-            .unwrap_or(0)
+    /// The processes in the cgroup and every group below it (a v2 pod's processes are in
+    /// its containers' groups, not its own); None when its own cgroup.procs cannot be read.
+    fn procs_in_tree(&self) -> Option<Vec<u32>> {
+        let mut pids = Vec::new();
+        let mut dirs = vec![self.dir.clone()];
+        let mut own = true;
+        while let Some(dir) = dirs.pop() {
+            match std::fs::read_to_string(dir.join("cgroup.procs")) {
+                Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
+                Err(_) if own => return None,
+                // A group below removed since it was listed: its processes left with it.
+                Err(_) => {}
+            }
+            own = false;
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            dirs.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        Some(pids)
     }
 }
 
 impl ResourceSampler for CgroupSampler {
     fn sample(&mut self) -> Result<ResourceSample, MonitorError> {
+        let pids = self.procs_in_tree();
+        for &pid in pids.iter().flatten() {
+            self.switches.read_process(pid);
+        }
         let mut s = ResourceSample {
-            processes: self.processes(),
+            processes: pids
+                .as_ref()
+                .map(|p| u32::try_from(p.len()).unwrap_or(u32::MAX)),
+            context_switches: pids.map(|_| self.switches.total()),
             ..ResourceSample::default()
         };
         match &self.version {
@@ -136,12 +172,25 @@ mod tests {
         )
         .unwrap();
         std::fs::write(d.path().join("memory.current"), "12582912\n").unwrap();
-        std::fs::write(d.path().join("cgroup.procs"), "10\n11\n").unwrap();
+        // This process in the group itself, another in a container's group below it.
+        let me = std::process::id();
+        std::fs::write(d.path().join("cgroup.procs"), format!("{me}\n")).unwrap();
+        let container = d.path().join("container-a");
+        std::fs::create_dir(&container).unwrap();
+        std::fs::write(container.join("cgroup.procs"), "4194303\n").unwrap();
         let s = CgroupSampler::new(d.path()).unwrap().sample().unwrap();
         assert_eq!(s.cpu_user_s, 1.25);
         assert_eq!(s.cpu_system_s, 2.25);
         assert_eq!(s.memory_bytes, 12_582_912);
-        assert_eq!(s.processes, 2);
+        assert_eq!(s.processes, Some(2));
+        // This process's threads were read (a test binary has switched by now); the one of
+        // the highest pid possible exists nowhere and adds nothing.
+        assert!(s.context_switches.is_some_and(|n| n > 0), "{s:?}");
+        // Without a readable cgroup.procs there is no count at all, not a zero.
+        std::fs::remove_dir_all(&container).unwrap();
+        std::fs::remove_file(d.path().join("cgroup.procs")).unwrap();
+        let s = CgroupSampler::new(d.path()).unwrap().sample().unwrap();
+        assert_eq!((s.processes, s.context_switches), (None, None));
     }
 
     #[test]

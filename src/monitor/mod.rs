@@ -10,6 +10,7 @@ pub mod fingerprint;
 pub mod perf;
 mod proc;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +21,7 @@ use thiserror::Error;
 
 use crate::stats::{
     CounterValue, Limiter, LimiterSide, RunResult, SamplingStopped, ServerFingerprint, ServerNow,
-    ServerUsage,
+    ServerUsage, Unmeasured, WatchedPod,
 };
 
 pub use cgroup::{cpu_max_cores, CgroupSampler};
@@ -102,21 +103,44 @@ impl std::fmt::Display for WatchTarget {
 }
 
 /// Cumulative counters at one instant; usage is the difference of two samples.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ResourceSample {
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
-    /// Resident memory now (processes: sum of RSS; cgroups: memory.current).
+    /// Resident memory now (processes: sum of RSS; cgroups: memory.current; pods: the sum
+    /// of their cgroups' memory).
     pub memory_bytes: u64,
-    /// Voluntary + involuntary context switches (processes only; 0 for cgroups).
-    pub context_switches: u64,
-    /// Processes counted in this sample.
-    pub processes: u32,
+    /// Voluntary + involuntary context switches of every thread seen so far (one that
+    /// exited keeps its last count, so the total never runs backwards); None where the
+    /// sampler cannot read them ([`ResourceSampler::unmeasured`] says why).
+    pub context_switches: Option<u64>,
+    /// Processes counted in this sample; None where the sampler cannot count them.
+    pub processes: Option<u32>,
     /// Seconds the busiest single thread ran or waited to run since the sampler started.
     /// None for cgroups.
     pub busiest_thread_demand_s: Option<f64>,
     /// The CPU limit in cores (a cgroup's quota over its period), where one is set.
     pub cpu_limit_cores: Option<f64>,
+    /// A target made of pods: each pod's cumulative counters, every pod seen so far (gone
+    /// ones with their last), in the order first seen; the figures above are their sums.
+    pub pods: Vec<PodSample>,
+}
+
+/// One pod's cumulative counters in a [`ResourceSample`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodSample {
+    pub name: String,
+    /// The node it runs on.
+    pub node: Option<String>,
+    /// CPU since its cgroup was made (carried over container restarts).
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    /// Memory charged to its cgroup now (0 once it is gone).
+    pub memory_bytes: u64,
+    /// Its counters are current: read since the last sample's time, the pod still there.
+    pub live: bool,
+    /// Why its counters miss part of its time, when they do.
+    pub not_measured: Option<String>,
 }
 
 pub trait ResourceSampler: Send {
@@ -131,6 +155,11 @@ pub trait ResourceSampler: Send {
     /// What happened to the target while it was watched (a pod restarted, say), taken once
     /// when sampling ends.
     fn events(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Why the figures this sampler leaves None are not measured (for the result).
+    fn unmeasured(&self) -> Vec<Unmeasured> {
         Vec::new()
     }
 }
@@ -326,10 +355,84 @@ struct Tally {
     first: ResourceSample,
     started: Instant,
     peak: u64,
-    processes: u32,
+    processes: Option<u32>,
     samples: u64,
     last: (ResourceSample, Instant),
     stopped: Option<SamplingStopped>,
+    /// Per pod (by name): what no single sample holds.
+    pods: HashMap<String, PodTally>,
+}
+
+/// One pod's highest memory and when samples found it live.
+#[derive(Default)]
+struct PodTally {
+    peak: u64,
+    seen: Option<(Instant, Instant)>,
+}
+
+impl Tally {
+    /// The tally of the run's first sample.
+    fn new(first: ResourceSample, started: Instant) -> Tally {
+        let mut tally = Tally {
+            first: first.clone(),
+            started,
+            peak: 0,
+            processes: None,
+            samples: 1,
+            last: (first.clone(), started),
+            stopped: None,
+            pods: HashMap::new(),
+        };
+        tally.take(&first, started);
+        tally
+    }
+
+    /// Takes a sample's memory, processes and pods into the running figures.
+    fn take(&mut self, s: &ResourceSample, at: Instant) {
+        self.peak = self.peak.max(s.memory_bytes);
+        self.processes = self.processes.max(s.processes);
+        for p in &s.pods {
+            let t = self.pods.entry(p.name.clone()).or_default();
+            t.peak = t.peak.max(p.memory_bytes);
+            if p.live {
+                t.seen = Some((t.seen.map_or(at, |(from, _)| from), at));
+            }
+        }
+    }
+
+    /// Each pod's usage between the first sample and the last.
+    fn pods(&self) -> Vec<WatchedPod> {
+        let (last, _) = &self.last;
+        let since = |at: Instant| at.saturating_duration_since(self.started).as_secs_f64();
+        last.pods
+            .iter()
+            .map(|p| {
+                // A pod the first sample lacks appeared during the run: its cgroup's counters
+                // began with it.
+                let (user0, system0) = self
+                    .first
+                    .pods
+                    .iter()
+                    .find(|f| f.name == p.name)
+                    .map_or((0.0, 0.0), |f| (f.cpu_user_s, f.cpu_system_s));
+                let cpu_user_s = (p.cpu_user_s - user0).max(0.0);
+                let cpu_system_s = (p.cpu_system_s - system0).max(0.0);
+                let tally = self.pods.get(&p.name);
+                let seen = tally.and_then(|t| t.seen);
+                WatchedPod {
+                    name: p.name.clone(),
+                    node: p.node.clone(),
+                    cpu_user_s,
+                    cpu_system_s,
+                    cpu_s: cpu_user_s + cpu_system_s,
+                    peak_memory_bytes: tally.map_or(0, |t| t.peak),
+                    seen_from_s: seen.map(|(from, _)| since(from)),
+                    seen_until_s: seen.map(|(_, until)| since(until)),
+                    not_measured: p.not_measured.clone(),
+                }
+            })
+            .collect()
+    }
 }
 
 impl Sampling {
@@ -341,15 +444,7 @@ impl Sampling {
             Ok(s) => (s, Instant::now()),
             Err(_) => (validated, Instant::now()),
         };
-        let mut tally = Tally {
-            first,
-            started,
-            peak: first.memory_bytes,
-            processes: first.processes,
-            samples: 1,
-            last: (first, started),
-            stopped: None,
-        };
+        let mut tally = Tally::new(first, started);
         // A run stopped before it started has nothing to sample.
         if !stopped_before_start {
             self.sample_until_stopped(&mut tally);
@@ -379,7 +474,7 @@ impl Sampling {
             // A failed reading ends the sampling, never the run: what was measured
             // until then stays, and the report says what was lost.
             match self.sampler.sample() {
-                Ok(s) if s.processes == 0 && tally.first.processes > 0 => {
+                Ok(s) if s.processes == Some(0) && tally.first.processes.is_some_and(|n| n > 0) => {
                     tally.stopped = Some(SamplingStopped {
                         after_s: self.run_start.elapsed().as_secs_f64(),
                         server_gone: true,
@@ -408,9 +503,8 @@ impl Sampling {
     /// Adds a sample to the tally and publishes the interval since the last one.
     fn record(&self, tally: &mut Tally, s: ResourceSample) {
         tally.samples += 1;
-        tally.peak = tally.peak.max(s.memory_bytes);
-        tally.processes = tally.processes.max(s.processes);
         let at = Instant::now();
+        tally.take(&s, at);
         let last = &tally.last;
         let dt = at.duration_since(last.1).as_secs_f64();
         let used = (s.cpu_user_s + s.cpu_system_s) - (last.0.cpu_user_s + last.0.cpu_system_s);
@@ -429,6 +523,7 @@ impl Sampling {
 
     /// What was used between the first and the last sample.
     fn usage(mut self, tally: Tally) -> ServerUsage {
+        let pods = tally.pods();
         let Tally { first, started, .. } = tally;
         let (last, last_at) = tally.last;
         let sampled_s = last_at.duration_since(started).as_secs_f64();
@@ -448,9 +543,14 @@ impl Sampling {
             cores,
             machine_percent: cores * 100.0 / crate::os::logical_cores() as f64,
             peak_memory_bytes: tally.peak,
-            context_switches: last.context_switches.saturating_sub(first.context_switches),
+            context_switches: last
+                .context_switches
+                .zip(first.context_switches)
+                .map(|(l, f)| l.saturating_sub(f)),
             processes: tally.processes,
             requests_per_cpu_s: None,
+            unmeasured: self.sampler.unmeasured(),
+            pods,
             fingerprint: self.fingerprint,
             counters: match self.counters {
                 Some(c) => c.finish(),
@@ -615,10 +715,50 @@ mod tests {
             samples: 40,
             cores: machine_percent / 50.0,
             machine_percent,
-            processes: 2,
+            processes: Some(2),
             busiest_thread_demand: Some(thread_cores),
             ..ServerUsage::empty("web".into(), "pid:1".into())
         }
+    }
+
+    #[test]
+    fn each_pod_counts_from_the_first_sample_or_from_its_start() {
+        let pod = |name: &str, cpu_s: f64, live: bool| PodSample {
+            name: name.into(),
+            node: Some("aks-arm-0".into()),
+            cpu_user_s: cpu_s,
+            cpu_system_s: cpu_s / 4.0,
+            memory_bytes: if live { 4 << 20 } else { 0 },
+            live,
+            not_measured: None,
+        };
+        let with = |pods: Vec<PodSample>| ResourceSample {
+            cpu_user_s: pods.iter().map(|p| p.cpu_user_s).sum(),
+            memory_bytes: pods.iter().map(|p| p.memory_bytes).sum(),
+            pods,
+            ..ResourceSample::default()
+        };
+        let t0 = Instant::now();
+        // Pod a ran before the run (5 CPU s already); b replaces it a second in.
+        let mut tally = Tally::new(with(vec![pod("a", 5.0, true)]), t0);
+        let t1 = t0 + Duration::from_secs(1);
+        let both = with(vec![pod("a", 6.0, true), pod("b", 0.5, true)]);
+        tally.take(&both, t1);
+        let t2 = t0 + Duration::from_secs(2);
+        let replaced = with(vec![pod("a", 6.0, false), pod("b", 1.5, true)]);
+        tally.take(&replaced, t2);
+        tally.last = (replaced, t2);
+        let pods = tally.pods();
+        assert_eq!(pods.len(), 2);
+        let (a, b) = (&pods[0], &pods[1]);
+        assert_eq!((a.cpu_user_s, a.cpu_system_s), (1.0, 0.25));
+        assert_eq!(a.cpu_s, 1.25);
+        assert_eq!((b.cpu_user_s, b.cpu_s), (1.5, 1.875));
+        assert_eq!((a.seen_from_s, a.seen_until_s), (Some(0.0), Some(1.0)));
+        assert_eq!((b.seen_from_s, b.seen_until_s), (Some(1.0), Some(2.0)));
+        assert_eq!(a.peak_memory_bytes, 4 << 20);
+        // Both at once held twice one pod's memory.
+        assert_eq!(tally.peak, 8 << 20);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub struct ProcSampler {
     seen: HashMap<u32, (u64, u64)>,
     /// Demand (ns) each thread had when first seen, to tell what it wanted while watched.
     first: HashMap<u32, u64>,
+    switches: SwitchCounts,
     ticks_per_s: f64,
     page_bytes: u64,
 }
@@ -61,16 +62,57 @@ fn parse_stat(path: &str) -> Option<Stat> {
     })
 }
 
-fn context_switches(pid: u32) -> u64 {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return 0;
-    };
-    text.lines()
+/// Voluntary + involuntary context switches in a status file (/proc/PID/task/TID/status:
+/// one thread's; the process's own file counts its main thread only).
+fn context_switches(path: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let counts: Vec<u64> = text
+        .lines()
         .filter(|l| {
             l.starts_with("voluntary_ctxt_switches") || l.starts_with("nonvoluntary_ctxt_switches")
         })
         .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .sum()
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
+}
+
+/// Context switches of every thread seen, kept per thread: one that exits keeps its last
+/// count, so the total never runs backwards (a thread born and gone between two readings is
+/// missed).
+#[derive(Default)]
+pub(super) struct SwitchCounts {
+    seen: HashMap<u32, u64>,
+    /// Counts of threads whose id a newer thread took.
+    reused: u64,
+}
+
+impl SwitchCounts {
+    /// Reads every thread of `pid` now.
+    pub(super) fn read_process(&mut self, pid: u32) {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return;
+        };
+        for task in tasks.flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            let Some(n) = context_switches(&format!("/proc/{pid}/task/{tid}/status")) else {
+                continue;
+            };
+            self.note(tid, n);
+        }
+    }
+
+    /// One thread's count now.
+    fn note(&mut self, tid: u32, n: u64) {
+        if let Some(old) = self.seen.insert(tid, n).filter(|&old| old > n) {
+            self.reused += old;
+        }
+    }
+
+    pub(super) fn total(&self) -> u64 {
+        self.reused + self.seen.values().sum::<u64>()
+    }
 }
 
 fn children(pid: u32, out: &mut Vec<u32>) {
@@ -128,6 +170,7 @@ impl ProcSampler {
             roots,
             seen: HashMap::new(),
             first: HashMap::new(),
+            switches: SwitchCounts::default(),
             ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
             page_bytes: if page > 0 { page as u64 } else { 4096 },
         }
@@ -157,14 +200,17 @@ impl ResourceSampler for ProcSampler {
         let mut sample = ResourceSample::default();
         let mut rss_pages = 0;
         let mut threads = Vec::new();
+        let mut processes = 0;
         for pid in self.live_pids() {
             let Some(stat) = read_stat(pid) else { continue };
             thread_demand(pid, &mut threads);
             self.seen.insert(pid, (stat.user_ticks, stat.system_ticks));
             rss_pages += stat.rss_pages;
-            sample.context_switches += context_switches(pid);
-            sample.processes += 1;
+            self.switches.read_process(pid);
+            processes += 1;
         }
+        sample.processes = Some(processes);
+        sample.context_switches = Some(self.switches.total());
         let (user, system) = self
             .seen
             .values()
@@ -178,5 +224,47 @@ impl ResourceSampler for ProcSampler {
             .max();
         sample.busiest_thread_demand_s = busiest.map(|ns| ns as f64 / 1e9);
         Ok(sample)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_switches_count_every_thread_and_never_run_backwards() {
+        let me = std::process::id();
+        // A second thread that blocks, so this process has switches beyond its main thread's.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let waiter = std::thread::spawn(move || {
+            for _ in 0..3 {
+                let _ = rx.recv();
+            }
+        });
+        for _ in 0..3 {
+            tx.send(()).unwrap();
+            std::thread::yield_now();
+        }
+        let mut counts = SwitchCounts::default();
+        counts.read_process(me);
+        let main_only = context_switches(&format!("/proc/{me}/status")).unwrap();
+        let with_threads = counts.total();
+        assert!(counts.seen.len() >= 2, "{:?}", counts.seen);
+        assert!(
+            with_threads >= main_only,
+            "{with_threads} over threads, {main_only} for the main one"
+        );
+        waiter.join().unwrap();
+        // The waiter is gone from /proc now; its count stays.
+        let before = counts.total();
+        counts.read_process(me);
+        assert!(counts.total() >= before);
+        // A thread id taken by a newer thread (a smaller count) keeps the old one's.
+        let mut counts = SwitchCounts::default();
+        counts.note(1, 100);
+        counts.note(1, 120);
+        assert_eq!(counts.total(), 120);
+        counts.note(1, 5);
+        assert_eq!(counts.total(), 125);
     }
 }

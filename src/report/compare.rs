@@ -188,10 +188,26 @@ fn write_target_notes(t: &TargetRuns, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// Each run's events on a target's watched servers, and where their sampling stopped.
+/// Each run's events on a target's watched servers, where their sampling stopped, their
+/// pods when there were several, and why a ratio the table leaves blank has no figure.
 fn write_server_events(t: &TargetRuns, out: &mut dyn Write) -> io::Result<()> {
     for (k, r) in t.runs.iter().enumerate() {
         for s in &r.servers {
+            if s.pods.len() > 1 {
+                for p in &s.pods {
+                    let line = super::pod_line(p);
+                    writeln!(out, "  Run {} of {} ({}): {line}", k + 1, t.name, s.label)?;
+                }
+            }
+            if let Some(why) = s.why_unmeasured(crate::stats::Figure::RequestsPerCpuS) {
+                writeln!(
+                    out,
+                    "  Run {} of {} ({}): no req per CPU-s: {why}",
+                    k + 1,
+                    t.name,
+                    s.label
+                )?;
+            }
             for e in &s.events {
                 writeln!(
                     out,

@@ -409,7 +409,7 @@ fn about_comparison(heading: &str, c: &ComparisonResult) -> String {
     about
 }
 
-/// Plan, environment and server fingerprints of one run.
+/// Plan, environment, server fingerprints, pods and unmeasured ratios of one run.
 fn about_run(name: &str, r: &RunResult) -> String {
     let p = &r.plan;
     let e = &r.environment;
@@ -442,6 +442,20 @@ fn about_run(name: &str, r: &RunResult) -> String {
         }
         for w in &srv.fingerprint.warnings {
             s.push_str(&format!("<dd class=\"fail\">{}</dd>", esc(w)));
+        }
+        for p in &srv.pods {
+            s.push_str(&format!(
+                "<dd>server {}: {}</dd>",
+                esc(&srv.label),
+                esc(&super::pod_line(p))
+            ));
+        }
+        if let Some(why) = srv.why_unmeasured(crate::stats::Figure::RequestsPerCpuS) {
+            s.push_str(&format!(
+                "<dd>server {}: no req per CPU-s: {}</dd>",
+                esc(&srv.label),
+                esc(why)
+            ));
         }
     }
     s.push_str("</dl>\n");

@@ -129,3 +129,23 @@ pub(crate) fn placement_lines(
         .chain(scaling.iter().map(|s| ("Scaling", s.describe(at))))
         .collect()
 }
+
+/// One pod of a watched server: where it ran, what it used, when it was seen.
+pub(crate) fn pod_line(p: &crate::stats::WatchedPod) -> String {
+    let mut line = format!(
+        "pod {} on {}: {:.2} CPU s (user {:.2}, sys {:.2}), peak memory {}",
+        p.name,
+        p.node.as_deref().unwrap_or("an unknown node"),
+        p.cpu_s,
+        p.cpu_user_s,
+        p.cpu_system_s,
+        crate::units::bytes_iec(p.peak_memory_bytes as f64)
+    );
+    if let (Some(from), Some(until)) = (p.seen_from_s, p.seen_until_s) {
+        line.push_str(&format!(", read {from:.1}-{until:.1} s"));
+    }
+    if let Some(why) = &p.not_measured {
+        line.push_str(&format!("; not measured whole: {why}"));
+    }
+    line
+}

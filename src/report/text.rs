@@ -65,7 +65,7 @@ fn write_server(
 ) -> io::Result<()> {
     writeln!(
         out,
-        "  Server     {} ({}): {:.2} CPU s (user {:.2}, sys {:.2}) = {:.2} cores ({:.0}% of machine), peak memory {}, {}",
+        "  Server     {} ({}): {:.2} CPU s (user {:.2}, sys {:.2}) = {:.2} cores ({:.0}% of machine), peak memory {}{}",
         s.label,
         s.target,
         s.cpu_s,
@@ -75,13 +75,29 @@ fn write_server(
         s.machine_percent,
         bytes_iec(s.peak_memory_bytes as f64),
         match s.requests_per_cpu_s {
-            Some(v) => format!("{} req per CPU-s", grouped(v.round() as u64)),
-            None => format!(
-                "req per CPU-s not measurable (under {} CPU s)",
-                crate::stats::MEASURABLE_CPU_S
-            ),
+            Some(v) => format!(", {} req per CPU-s", grouped(v.round() as u64)),
+            None => String::new(),
         }
     )?;
+    if s.requests_per_cpu_s.is_none() {
+        // Documents of older builds say no reason: then it was too little CPU or a
+        // sampling stopped early.
+        let why = s
+            .why_unmeasured(crate::stats::Figure::RequestsPerCpuS)
+            .map_or_else(
+                || {
+                    format!(
+                        "under {} CPU s measured, or sampling stopped early",
+                        crate::stats::MEASURABLE_CPU_S
+                    )
+                },
+                str::to_string,
+            );
+        writeln!(out, "             req per CPU-s not measurable: {why}")?;
+    }
+    for p in &s.pods {
+        writeln!(out, "             {}", super::pod_line(p))?;
+    }
     for e in &s.events {
         writeln!(out, "             during the run: {e}")?;
     }
@@ -369,12 +385,18 @@ fn write_client(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     let c = &r.client;
     writeln!(
         out,
-        "  Client     {:.2} CPU s (user {:.2}, sys {:.2}), busiest worker {:.0}% of a core, {} req per CPU-s",
+        "  Client     {:.2} CPU s (user {:.2}, sys {:.2}), busiest worker {:.0}% of a core, {}",
         c.cpu_s,
         c.cpu_user_s,
         c.cpu_system_s,
         c.busiest_worker_percent,
-        grouped(c.requests_per_cpu_s.round() as u64)
+        match c.requests_per_cpu_s {
+            Some(v) => format!("{} req per CPU-s", grouped(v.round() as u64)),
+            None => format!(
+                "req per CPU-s not measurable (under {} CPU s)",
+                crate::stats::MEASURABLE_CPU_S
+            ),
+        }
     )?;
     if let Some(pc) = &r.pacing {
         let l = &pc.lateness;
@@ -453,4 +475,78 @@ fn write_latency(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::stats::{Environment, PlanSummary, Recorder, RunTimes, ServerUsage, WatchedPod};
+
+    fn run_with(servers: Vec<ServerUsage>) -> RunResult {
+        let mut r = RunResult::from_recording(
+            Recorder::new(None),
+            PlanSummary::default(),
+            Environment::default(),
+            RunTimes {
+                started_at: std::time::SystemTime::now(),
+                first_send_at: None,
+                elapsed_s: 3.0,
+                interrupted: false,
+            },
+        );
+        r.servers = servers;
+        r
+    }
+
+    fn pod(name: &str, node: &str, cpu_s: f64, not_measured: Option<&str>) -> WatchedPod {
+        WatchedPod {
+            name: name.into(),
+            node: Some(node.into()),
+            cpu_user_s: cpu_s,
+            cpu_system_s: 0.0,
+            cpu_s,
+            peak_memory_bytes: 2 << 20,
+            seen_from_s: not_measured.is_none().then_some(0.0),
+            seen_until_s: not_measured.is_none().then_some(3.0),
+            not_measured: not_measured.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_server_of_pods_shows_each_and_why_a_ratio_is_missing() {
+        let mut s = ServerUsage {
+            sampled_s: 3.0,
+            samples: 13,
+            cpu_s: 0.9,
+            pods: vec![
+                pod("nginx-two-a", "aks-arm-0", 0.9, None),
+                pod("nginx-two-b", "aks-intel-0", 0.0, Some("exec refused")),
+            ],
+            ..ServerUsage::empty("two".into(), "pod:ns/nginx-two-deployment".into())
+        };
+        s.rate_answers(9_000);
+        let mut out = Vec::new();
+        TextReport.write(&run_with(vec![s]), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("pod nginx-two-a on aks-arm-0: 0.90 CPU s (user 0.90, sys 0.00), peak memory 2.00 MiB, read 0.0-3.0 s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pod nginx-two-b on aks-intel-0: 0.00 CPU s (user 0.00, sys 0.00), peak memory 2.00 MiB; not measured whole: exec refused"),
+            "{text}"
+        );
+        assert!(
+            text.contains("req per CPU-s not measurable: pod nginx-two-b of two: exec refused"),
+            "{text}"
+        );
+        // No number stands where the ratio has none, neither the server's nor the client's
+        // (which ran no CPU here).
+        assert!(!text.contains(" req per CPU-s,"), "{text}");
+        assert!(
+            text.contains("req per CPU-s not measurable (under 0.02 CPU s)"),
+            "{text}"
+        );
+    }
 }

@@ -178,9 +178,8 @@ impl Merger {
             },
         );
         let mut client = self.client;
-        if client.cpu_s > 0.0 {
-            client.requests_per_cpu_s = result.totals.requests as f64 / client.cpu_s;
-        }
+        client.requests_per_cpu_s =
+            super::server::requests_per_cpu_s(result.totals.requests, client.cpu_s);
         result.client = client;
         result.servers = self.servers;
         result.sources = self.views;

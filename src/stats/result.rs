@@ -241,8 +241,9 @@ pub struct ClientUsage {
     pub cpu_system_s: f64,
     /// user + system over all worker threads.
     pub cpu_s: f64,
-    /// Answered requests per client CPU-second.
-    pub requests_per_cpu_s: f64,
+    /// Answered requests per client CPU-second; null under `MEASURABLE_CPU_S` of CPU (a
+    /// run too short to divide by).
+    pub requests_per_cpu_s: Option<f64>,
     /// The busiest worker thread's share of the run spent running or waiting to run (its
     /// CPU time where the kernel keeps no schedstat), in percent.
     pub busiest_worker_percent: f64,
@@ -274,11 +275,7 @@ impl ClientUsage {
             cpu_user_s: user,
             cpu_system_s: system,
             cpu_s,
-            requests_per_cpu_s: if cpu_s > 0.0 {
-                requests as f64 / cpu_s
-            } else {
-                0.0
-            },
+            requests_per_cpu_s: super::server::requests_per_cpu_s(requests, cpu_s),
             busiest_worker_percent: if elapsed_s > 0.0 {
                 busiest * 100.0 / elapsed_s
             } else {

@@ -160,16 +160,14 @@ pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
         p99_us: median(&|r| Some(total(r).p99_us as f64)).unwrap_or(0.0),
         p99_9_us: median(&|r| Some(total(r).p99_9_us as f64)).unwrap_or(0.0),
         error_percent,
-        server_cores: median(&|r| {
-            (!r.servers.is_empty()).then(|| r.servers.iter().map(|s| s.cores).sum())
-        }),
+        // Sums over every watched server, none where one misses part of its target.
+        server_cores: median(&|r| crate::stats::servers_sum(&r.servers, |s| s.cores)),
         requests_per_server_cpu_s: median(&|r| {
-            let cpu: f64 = r.servers.iter().map(|s| s.cpu_s).sum();
+            let cpu = crate::stats::servers_run_cpu_s(&r.servers)?;
             crate::stats::requests_per_cpu_s(r.totals.requests, cpu)
         }),
         server_memory_bytes: median(&|r| {
-            (!r.servers.is_empty())
-                .then(|| r.servers.iter().map(|s| s.peak_memory_bytes as f64).sum())
+            crate::stats::servers_sum(&r.servers, |s| s.peak_memory_bytes as f64)
         }),
         slo_passed: c
             .slo

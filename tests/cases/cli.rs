@@ -657,7 +657,11 @@ fn watching_a_live_cgroup_measures_what_runs_in_it() {
         "cgroup CPU {:.3} s for a 1.000 s burn",
         usage.cpu_s
     );
-    assert_eq!(usage.processes, 1);
+    // Counted from cgroup.procs, and the process's switches read from /proc: measured
+    // figures for a cgroup, not a zero standing for "not read".
+    assert_eq!(usage.processes, Some(1));
+    assert!(usage.context_switches.is_some(), "{usage:?}");
+    assert!(usage.unmeasured.is_empty(), "{:?}", usage.unmeasured);
     // The cgroup's own memory counter was read where there is one (v1 charges pages to the
     // cgroup they were first touched in, so a moved process brings little of its memory
     // along; v2 has memory.current only when the memory controller is delegated).

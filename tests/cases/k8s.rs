@@ -674,6 +674,188 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
     assert!(!down.contains("Namespace"), "{down}");
 }
 
+/// The pods of a k8s load result's first run of its first target's server, by name.
+fn watched_pods(doc: &serde_json::Value) -> Vec<serde_json::Value> {
+    doc["targets"][0]["runs"][0]["servers"][0]["pods"]
+        .as_array()
+        .expect("the server's pods")
+        .clone()
+}
+
+/// The run's answered requests over the pods' CPU seconds, from the result alone, checked
+/// against the ratio it states.
+fn check_ratio_over_every_pod(doc: &serde_json::Value) -> (f64, Vec<f64>) {
+    let run = &doc["targets"][0]["runs"][0];
+    let server = &run["servers"][0];
+    let cpu: Vec<f64> = watched_pods(doc)
+        .iter()
+        .map(|p| p["cpu_s"].as_f64().unwrap())
+        .collect();
+    let sum: f64 = cpu.iter().sum();
+    assert!(
+        (server["cpu_s"].as_f64().unwrap() - sum).abs() < 1e-9,
+        "the server's CPU is its pods' sum: {server}"
+    );
+    let requests = run["totals"]["requests"].as_u64().unwrap() as f64;
+    let ratio = server["requests_per_cpu_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("a ratio: {server}"));
+    assert!(
+        (ratio - requests / sum).abs() <= 1e-9 * ratio,
+        "{ratio} req per CPU-s stated, {requests} / {sum} = {}",
+        requests / sum
+    );
+    (ratio, cpu)
+}
+
+#[test]
+fn every_pod_of_a_variant_is_watched_and_a_replaced_one_followed() {
+    let Some(c) = cluster() else { return };
+    let ns = "replicas";
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("counted.conf");
+    std::fs::write(&conf, counted_conf()).unwrap();
+    ok(&k8s(
+        c,
+        ns,
+        &[
+            "up",
+            "--variant",
+            "two:arch=amd64,replicas=2",
+            "--config",
+            conf.to_str().unwrap(),
+            "--wait-timeout",
+            "90s",
+        ],
+    ));
+    let mut pods = pod_names(&ok(&k8s(c, ns, &["status"])));
+    pods.sort();
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    let served = |pod: &String| access_lines(c, ns, std::slice::from_ref(pod));
+    let before: Vec<usize> = pods.iter().map(served).collect();
+    // 16 connections through the Service: both pods answer (their own logs say so).
+    let out = dir.path().join("steady");
+    let text = ok(&k8s(
+        c,
+        ns,
+        &[
+            "load",
+            "two",
+            "-d",
+            "3s",
+            "-c",
+            "16",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+    ));
+    for (pod, was) in pods.iter().zip(&before) {
+        assert!(served(pod) > *was, "{pod} answered none of the load");
+    }
+    let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
+    crate::util::schema::assert_valid(&doc);
+    let watched = watched_pods(&doc);
+    let mut names: Vec<&str> = watched
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, pods, "{watched:?}");
+    for p in &watched {
+        assert_eq!(p["node"], "aks-intel-0", "{p}");
+        assert!(p["cpu_s"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(p["not_measured"].is_null(), "{p}");
+        assert!(
+            text.contains(&format!(
+                "pod {} on aks-intel-0: ",
+                p["name"].as_str().unwrap()
+            )),
+            "{text}"
+        );
+    }
+    let (ratio, cpu) = check_ratio_over_every_pod(&doc);
+    eprintln!("two replicas: {cpu:?} CPU s, {ratio:.0} req per pod CPU-second");
+    // What a pod cannot say is null with the reason, not a zero or a one.
+    let server = &doc["targets"][0]["runs"][0]["servers"][0];
+    assert!(
+        server["context_switches"].is_null() && server["processes"].is_null(),
+        "{server}"
+    );
+    let reasons = server["unmeasured"].as_array().unwrap();
+    assert!(
+        reasons.iter().any(|u| u["figure"] == "processes"),
+        "{server}"
+    );
+    // A pod deleted mid-run: its replacement is followed from its start, the deleted one
+    // keeps what it used, and the ratio is over all three.
+    let out = dir.path().join("replaced");
+    let child = k8s_command(
+        c,
+        ns,
+        &[
+            "load",
+            "two",
+            "-d",
+            "6s",
+            "-c",
+            "16",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let victim = pods[0].clone();
+    let was = served(&victim);
+    crate::util::wait_until("the load to reach the pod", PROMPTLY, || {
+        served(&victim) > was
+    });
+    c.kubectl_ok(&["-n", ns, "delete", "pod", &victim, "--wait=false"]);
+    let text = ok(&finish_within(child, PROMPTLY * 2));
+    let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
+    crate::util::schema::assert_valid(&doc);
+    let watched = watched_pods(&doc);
+    assert_eq!(watched.len(), 3, "{watched:?}");
+    let pod = |name: &str| watched.iter().find(|p| p["name"] == name).unwrap();
+    let server = &doc["targets"][0]["runs"][0]["servers"][0];
+    let sampled = server["sampled_s"].as_f64().unwrap();
+    let gone = pod(&victim);
+    assert!(
+        gone["seen_until_s"].as_f64().unwrap() < sampled - 0.5,
+        "{gone}"
+    );
+    let new = watched
+        .iter()
+        .find(|p| !pods.iter().any(|o| p["name"] == o.as_str()))
+        .unwrap();
+    assert!(new["seen_from_s"].as_f64().unwrap() > 0.0, "{new}");
+    for p in &watched {
+        assert!(p["cpu_s"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(p["not_measured"].is_null(), "{p}");
+    }
+    let events: Vec<&str> = server["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str())
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with(&format!("pod {victim} was deleted"))),
+        "{events:?}"
+    );
+    let appeared = format!("pod {} of two appeared", new["name"].as_str().unwrap());
+    assert!(
+        events.iter().any(|e| e.starts_with(&appeared)),
+        "{events:?}"
+    );
+    assert!(text.contains(&appeared), "{text}");
+    let (ratio, cpu) = check_ratio_over_every_pod(&doc);
+    eprintln!("a pod replaced: {cpu:?} CPU s, {ratio:.0} req per pod CPU-second");
+    ok(&k8s(c, ns, &["down"]));
+}
+
 #[test]
 fn login_gives_a_terminal_that_follows_the_window_and_is_restored() {
     if crate::util::require_tool("tmux").is_none() {

@@ -397,10 +397,7 @@ impl JobRun<'_> {
         merged.servers = ends.usage;
         let answered = merged.totals.requests;
         for s in &mut merged.servers {
-            // Over a shorter sampled time the run's answered count would overstate it.
-            if s.sampling_stopped.is_none() {
-                s.requests_per_cpu_s = crate::stats::requests_per_cpu_s(answered, s.cpu_s);
-            }
+            s.rate_answers(answered);
         }
         merged.interrupted |= ends.interrupted;
         merged.lost_sources = lost;
