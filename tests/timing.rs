@@ -1,11 +1,19 @@
 //! Tests whose verdict depends on the machine's timing (latencies predicted in closed form,
-//! send lateness, a read deferred or not), in a binary of their own: cargo runs test binaries
+//! send lateness, a read deferred or not, a rate achieved, which side limits, a CPU burn
+//! watched, a knee found), in a binary of their own: cargo runs test binaries
 //! one after another, so nothing else of the suite loads the machine beside them, and one lock
 //! runs them one at a time. Each also measures the noise it can (the stalling server's overrun,
 //! the client's own send lateness, a wake-up probe) and allows for it, saying what it saw.
 
 use crate::util::nginx::{Nginx, NginxConfig};
-use crate::util::{archbench, stderr, stdout};
+use crate::util::schema::assert_valid;
+use std::time::Duration;
+
+use archbench::serve::Framing;
+
+use crate::util::{
+    archbench, assert_consistent, metric, read_json, run, stderr, stdout, ServeChild,
+};
 
 #[path = "util/mod.rs"]
 mod util;
@@ -83,7 +91,10 @@ fn coordinated_omission_is_corrected_to_the_analytic_percentiles() {
 fn responses_read_late_are_timed_as_they_arrived_and_sends_stay_on_time() {
     let _alone = alone();
     // Each response takes 0 to 4 ms, so a connection's next send often falls while the worker
-    // sleeps toward another connection's send: it must wake for it, not send late.
+    // sleeps toward another connection's send: it must wake for it, not send late. Six
+    // connections, a send due on each every 10 ms: a server slowed by a loaded machine still
+    // leaves each connection free before its next send (with three, every 5 ms, it did not,
+    // and sends waited for a busy connection: lateness, but the server's, not the schedule's).
     let server = crate::util::stalling::StallingServer::start_with(crate::util::stalling::jitter);
     let probe = crate::util::noise::WakeupProbe::start();
     let o = archbench(&[
@@ -92,7 +103,7 @@ fn responses_read_late_are_timed_as_they_arrived_and_sends_stay_on_time() {
         "--rate",
         "600",
         "-c",
-        "3",
+        "6",
         "-t",
         "1",
         "-d",
@@ -168,4 +179,399 @@ fn large_responses_are_not_read_late() {
         open <= 2 * closed + 1_000 + 8 * noise.p90_us,
         "8 MiB: open loop service p50 {open} µs, closed loop {before} then {after} µs; {noise}"
     );
+}
+
+#[test]
+fn limiter_names_an_expensive_server_and_a_slow_one() {
+    let _alone = alone();
+    // One server thread spinning 300 µs per response cannot keep up with 4 connections.
+    let busy = util::ServeChild::start(&["--threads", "1", "--burn", "300us"]);
+    let watch = format!("busy=pid:{}", busy.pid());
+    let o = archbench(&[
+        "run", &busy.url, "-d", "2s", "-c", "4", "-t", "1", "-q", "-o", "json", "--watch", &watch,
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["limiter"]["side"], "server", "{}", doc["limiter"]);
+    assert!(doc["servers"][0]["busiest_thread_demand"].as_f64().unwrap() >= 0.9);
+
+    // 20 ms per response without CPU: neither side is busy.
+    let slow = util::ServeChild::start(&["--threads", "1", "--delay", "20ms"]);
+    let watch = format!("slow=pid:{}", slow.pid());
+    let o = archbench(&[
+        "run", &slow.url, "-d", "2s", "-c", "2", "-t", "1", "-q", "-o", "json", "--watch", &watch,
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["limiter"]["side"], "neither", "{}", doc["limiter"]);
+    assert!(doc["client"]["busiest_worker_percent"].as_f64().unwrap() < 50.0);
+}
+
+#[test]
+fn limiter_names_a_starved_client() {
+    let _alone = alone();
+    // The client shares CPU 0 with a busy loop at a lower priority (nice 19: about 1.5% of the
+    // core); the server has CPU 1 to itself. The client is runnable nearly all the time (its
+    // demand counts the waiting); the server mostly idles.
+    let Some(taskset) = util::require_tool("taskset") else {
+        return;
+    };
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        util::cannot_run("needs two CPUs");
+        return;
+    }
+    let server = util::ServeChild::start(&["--threads", "1"]);
+    let pinned = std::process::Command::new(&taskset)
+        .args(["-a", "-p", "-c", "1", &server.pid().to_string()])
+        .output()
+        .unwrap();
+    assert!(pinned.status.success(), "{}", stderr(&pinned));
+    let mut hog = std::process::Command::new(&taskset)
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let watch = format!("srv=pid:{}", server.pid());
+    let o = std::process::Command::new(&taskset)
+        .args([
+            "-c",
+            "0",
+            "nice",
+            "-n",
+            "19",
+            env!("CARGO_BIN_EXE_archbench"),
+        ])
+        .args([
+            "run",
+            &server.url,
+            "-d",
+            "1s",
+            "-c",
+            "8",
+            "-t",
+            "1",
+            "-q",
+            "-o",
+            "json",
+        ])
+        .args(["--watch", &watch])
+        .output()
+        .unwrap();
+    let _ = hog.kill();
+    let _ = hog.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    // Other tests share the machine: the pinned server may be busy too ("both").
+    let side = doc["limiter"]["side"].as_str().unwrap();
+    assert!(side == "client" || side == "both", "{}", doc["limiter"]);
+    assert!(doc["limiter"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("describe archbench"));
+}
+
+#[test]
+fn watched_cpu_matches_a_known_burn_within_ten_percent() {
+    let _alone = alone();
+    let Some(mut burner) = util::Burner::spawn() else {
+        return;
+    };
+    let mut spec: archbench::monitor::WatchSpec =
+        format!("burner=pid:{}", burner.pid()).parse().unwrap();
+    spec.perf = vec![
+        "task-clock".parse().unwrap(),
+        "instructions".parse().unwrap(),
+    ];
+    let monitor = archbench::monitor::Monitor::start(&spec, std::time::Instant::now()).unwrap();
+    burner.burn_one_second();
+    let usage = monitor.finish();
+    drop(burner);
+    assert!(
+        (usage.cpu_s - 1.0).abs() <= 0.1,
+        "watched {:.3} CPU s of a 1.000 s burn",
+        usage.cpu_s
+    );
+    assert!(
+        usage.samples >= 4,
+        "sampled every 250 ms: {}",
+        usage.samples
+    );
+    eprintln!("watched {:.3} CPU s of a 1.000 s burn", usage.cpu_s);
+    // perf_event_open's task-clock agrees (nanoseconds); instructions are counted where the
+    // machine has a PMU, and otherwise say why, never 0.
+    let clock = &usage.counters[0];
+    assert_eq!(
+        (clock.event.as_str(), clock.status.as_str()),
+        ("task-clock", "ok")
+    );
+    let ns = clock.value.unwrap() as f64;
+    assert!((ns / 1e9 - 1.0).abs() <= 0.1, "task-clock {ns} ns");
+    let instructions = &usage.counters[1];
+    match instructions.value {
+        Some(v) => assert!(v > 0, "{instructions:?}"),
+        None => assert!(instructions.status.starts_with("not "), "{instructions:?}"),
+    }
+    eprintln!("counters: {:?}", usage.counters);
+}
+
+#[test]
+fn open_loop_rate_is_achieved_within_two_percent() {
+    let _alone = alone();
+    let s = util::embedded_server(Framing::ContentLength, Duration::ZERO);
+    let url = s.url();
+    let r = run(&[&url, "--rate", "1000", "-c", "10", "-d", "5s"]);
+    assert_consistent(&r);
+    let achieved = r.totals.requests as f64 / r.totals.elapsed_s;
+    assert!(
+        (achieved - 1000.0).abs() / 1000.0 < 0.02,
+        "asked 1000 req/s, achieved {achieved:.1}"
+    );
+    // Every request we counted was answered; at most one per connection was in flight at the end.
+    assert!(s.requests() >= r.totals.requests && s.requests() <= r.totals.requests + 10);
+}
+
+#[test]
+fn sends_due_within_the_slack_share_a_wake_up_early_and_are_reported() {
+    let _alone = alone();
+    if Nginx::start(NginxConfig::default()).is_none() {
+        return;
+    }
+    // 20k req/s: a send every 50 µs, so with a 50 µs slack the one after each due send is
+    // always within it and goes out in the same wake-up, early.
+    let (doc, logged) = open_loop_with_slack("50us");
+    assert_eq!(doc["totals"]["requests"], 6000);
+    assert_eq!(logged, 6000);
+    assert_eq!(doc["plan"]["pacing_slack_us"], 50);
+    let pacing = &doc["pacing"];
+    let early = pacing["early_sends"].as_u64().unwrap();
+    assert!(early > 0 && early < 6000, "{pacing}");
+    assert_eq!(pacing["earliness"]["count"], early);
+    assert!(
+        pacing["earliness"]["max_us"].as_u64().unwrap() <= 50,
+        "{pacing}"
+    );
+    // Every send has a lateness (0 for the early ones).
+    assert_eq!(pacing["lateness"]["count"], 6000);
+    assert!(doc["histograms"]["send_earliness"].is_string());
+    // The text report of the same document says it beside the lateness.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let o = archbench(&["report", file.to_str().unwrap()]);
+    let text = stdout(&o);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Early"))
+        .unwrap_or_else(|| panic!("no Early line in:\n{text}"));
+    let max = pacing["earliness"]["max_us"].as_u64().unwrap();
+    assert!(
+        line.contains("the slack is 50 µs") && line.contains(&format!("max {max} µs")),
+        "{line}"
+    );
+
+    let (doc, logged) = open_loop_with_slack("0");
+    assert_eq!(logged, 6000);
+    assert_eq!(doc["plan"]["pacing_slack_us"], 0);
+    assert_eq!(doc["pacing"]["early_sends"], 0, "{}", doc["pacing"]);
+    assert!(doc["histograms"].get("send_earliness").is_none());
+}
+
+#[test]
+fn the_throttled_server_has_the_lower_knee_and_leaves_the_ladder_early() {
+    let _alone = alone();
+    let Some(fast) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let Some(slow) = Nginx::start(NginxConfig {
+        http: "limit_req_zone $binary_remote_addr zone=one:1m rate=1000r/s;",
+        server: "limit_req zone=one burst=100000;",
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("sweep.json");
+    let o = util::archbench_within(
+        &[
+            "sweep",
+            &format!("fast={}", fast.url("/")),
+            &format!("slow={}", slow.url("/")),
+            "-c",
+            "1:64:x2",
+            "-d",
+            "700ms",
+            "-t",
+            "1",
+            "--no-warmup",
+            "--slo",
+            "p99<10ms",
+            "--cost",
+            "slow=0.5",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        util::PROMPTLY * 2,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc = read_json(&json);
+    util::schema::assert_valid(&doc);
+    let target = |name: &str| {
+        doc["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let (f, s) = (target("fast"), target("slow"));
+    // 1,000 req/s shared by N connections: p99 ≈ N ms, so 16 connections miss 10 ms.
+    let slow_knee = s["knee"].as_f64().unwrap();
+    assert!((2.0..=8.0).contains(&slow_knee), "slow knee {slow_knee}");
+    assert!(f["knee"].as_f64().unwrap() > slow_knee, "{f}");
+    // Failing twice in a row (at 16 and 32, or already at 8 and 16 when a step's p99 lands
+    // above 10 ms at 8), the slow one leaves the ladder and is not run at 64.
+    let points = s["points"].as_array().unwrap();
+    let failed: Vec<f64> = points[points.len() - 2..]
+        .iter()
+        .filter(|p| p["slo_passed"] == false)
+        .map(|p| p["load"].as_f64().unwrap())
+        .collect();
+    assert_eq!(failed.len(), 2, "its last two steps failed: {s}");
+    assert!(failed[1] <= 32.0, "{s}");
+    assert_eq!(s["stopped"]["after"].as_f64(), Some(failed[1]), "{s}");
+    let said = format!(
+        "slow is past its knee (the SLO failed at {} and {}",
+        failed[0], failed[1]
+    );
+    assert!(stderr(&o).contains(&said), "{said}: {}", stderr(&o));
+    let last = doc["steps"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["load"], 64.0);
+    let names: Vec<&str> = last["comparison"]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fast"]);
+    // Its throughput stays near the limit (a step's run is short: allow its burst).
+    let top = s["points"].as_array().unwrap().last().unwrap()["requests_per_sec"]
+        .as_f64()
+        .unwrap();
+    assert!((700.0..1_300.0).contains(&top), "{top}");
+    // --cost: a million requests at the knee's throughput, from the price per hour.
+    let at_knee = s["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["load"].as_f64() == Some(slow_knee))
+        .unwrap();
+    let want = 0.5 / (at_knee["requests_per_sec"].as_f64().unwrap() * 3600.0) * 1e6;
+    let got = s["cost_per_million_at_knee"].as_f64().unwrap();
+    assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    assert!(f["cost_per_million_at_knee"].is_null(), "no price for fast");
+    // Either a USL fit or the reason there is none, for each.
+    for t in [&f, &s] {
+        assert!(t["usl"].is_object() != t["usl_refused"].is_string(), "{t}");
+    }
+    let text = stdout(&o);
+    // The text says where it stopped as the JSON does (at 32, or at 16 on a slow machine).
+    let stopped = format!("Stopped    after {}", failed[1]);
+    assert!(
+        text.contains("Knee       ") && text.contains(&stopped),
+        "{stopped}: {text}"
+    );
+    // Every request counted was answered: the fast nginx logged at most one more per
+    // connection of each run (in flight at the deadline).
+    let counted: u64 = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|st| st["comparison"]["targets"].as_array().unwrap().clone())
+        .filter(|t| t["name"] == "fast")
+        .flat_map(|t| t["runs"].as_array().unwrap().clone())
+        .map(|r| r["totals"]["requests"].as_u64().unwrap())
+        .sum();
+    let logged = fast.stop_and_read_log().len() as u64;
+    let in_flight: u64 = [1, 2, 4, 8, 16, 32, 64].iter().sum();
+    assert!(
+        logged >= counted && logged <= counted + in_flight,
+        "nginx logged {logged}, archbench counted {counted}"
+    );
+}
+
+#[test]
+fn equal_rates_give_equal_medians() {
+    let _alone = alone();
+    // Both targets paced at the same rate. Whether the test calls them different is left to
+    // the unit tests on fixed values: at alpha = 0.05 it must say so for 5% of identical pairs.
+    let a = ServeChild::start(&["--threads", "1"]);
+    let b = ServeChild::start(&["--threads", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let (ta, tb) = (format!("a={}", a.url), format!("b={}", b.url));
+    let o = archbench(&[
+        "compare",
+        &ta,
+        &tb,
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "-d",
+        "500ms",
+        "--rate",
+        "200",
+        "--runs",
+        "3",
+        "--no-warmup",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = read_json(&json);
+    let rps = metric(&doc, "req/s");
+    let (ma, mb) = (
+        rps["targets"][0]["median"].as_f64().unwrap(),
+        rps["targets"][1]["median"].as_f64().unwrap(),
+    );
+    assert!(
+        (ma - 200.0).abs() < 4.0 && (mb - 200.0).abs() < 4.0,
+        "{ma} {mb}"
+    );
+    for t in doc["targets"].as_array().unwrap() {
+        for r in t["runs"].as_array().unwrap() {
+            // 100 are due in 0.5 s; the last one or two may still be in flight at the end.
+            let n = r["totals"]["requests"].as_u64().unwrap();
+            assert!(
+                (98..=100).contains(&n),
+                "{n} requests at 200 req/s for 0.5 s"
+            );
+        }
+    }
+}
+
+/// A bounded open-loop run against nginx with this slack: the document and nginx's log. A
+/// hundred connections, so that a loaded machine's slower answers still leave one free for
+/// most sends (all held by busy connections, none could go early).
+fn open_loop_with_slack(slack: &str) -> (serde_json::Value, usize) {
+    let ng = Nginx::start(NginxConfig::default()).expect("nginx is installed");
+    let o = archbench(&[
+        "run",
+        &ng.url("/"),
+        "--rate",
+        "20000",
+        "-c",
+        "100",
+        "-t",
+        "1",
+        "-n",
+        "6000",
+        "--pacing-slack",
+        slack,
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_valid(&doc);
+    (doc, ng.stop_and_read_log().len())
 }

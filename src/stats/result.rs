@@ -12,10 +12,13 @@ use super::recorder::{ErrorKind, Recorder, SecondSample};
 /// Bumped when a field changes meaning or disappears; `schema/result.schema.json` follows it.
 /// Version 2 added sub-second start times, the open-loop pacing figures, parts, merged
 /// sources and coarsened series; version 1 documents still read (the new fields absent).
-pub const RESULT_SCHEMA_VERSION: u32 = 2;
+/// Version 3: a server's `context_switches` and `processes` are null where not measured
+/// (earlier versions wrote 0 and 1 there), with the reason in `unmeasured`, and `pods` lists
+/// each pod of a variant; version 1 and 2 documents still read.
+pub const RESULT_SCHEMA_VERSION: u32 = 3;
 
 /// The result versions this build reads.
-pub const READABLE_RESULT_VERSIONS: [u32; 2] = [1, 2];
+pub const READABLE_RESULT_VERSIONS: [u32; 3] = [1, 2, 3];
 
 /// One run's result: the public JSON format (`--json FILE`, `--output json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -6,15 +6,6 @@ use crate::util::{
     archbench, finish_within, read_json, stderr, stdout, LineReader, ServeChild, PROMPTLY,
 };
 
-fn metric<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    doc["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["metric"] == name)
-        .unwrap_or_else(|| panic!("no metric {name}"))
-}
-
 #[test]
 fn a_server_2ms_slower_is_significantly_worse() {
     let fast = ServeChild::start(&["--threads", "1"]);
@@ -43,7 +34,7 @@ fn a_server_2ms_slower_is_significantly_worse() {
     assert_eq!(doc["targets"][0]["runs"].as_array().unwrap().len(), 5);
     assert_eq!(doc["targets"][1]["runs"].as_array().unwrap().len(), 5);
     for name in ["req/s", "p50", "p90"] {
-        let d = &metric(&doc, name)["targets"][1]["versus_baseline"];
+        let d = &crate::util::metric(&doc, name)["targets"][1]["versus_baseline"];
         assert!(d["p_value"].as_f64().unwrap() < 0.05, "{name}: {d}");
         assert_eq!(d["better"], false, "{name}: {d}");
         assert_ne!(d["verdict"], "~");
@@ -54,57 +45,6 @@ fn a_server_2ms_slower_is_significantly_worse() {
         text.contains(&format!("slow: archbench run {}", slow.url)),
         "{text}"
     );
-}
-
-#[test]
-fn equal_rates_give_equal_medians() {
-    // Both targets paced at the same rate. Whether the test calls them different is left to
-    // the unit tests on fixed values: at alpha = 0.05 it must say so for 5% of identical pairs.
-    let a = ServeChild::start(&["--threads", "1"]);
-    let b = ServeChild::start(&["--threads", "1"]);
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("c.json");
-    let (ta, tb) = (format!("a={}", a.url), format!("b={}", b.url));
-    let o = archbench(&[
-        "compare",
-        &ta,
-        &tb,
-        "-c",
-        "2",
-        "-t",
-        "1",
-        "-d",
-        "500ms",
-        "--rate",
-        "200",
-        "--runs",
-        "3",
-        "--no-warmup",
-        "-q",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let doc = read_json(&json);
-    let rps = metric(&doc, "req/s");
-    let (ma, mb) = (
-        rps["targets"][0]["median"].as_f64().unwrap(),
-        rps["targets"][1]["median"].as_f64().unwrap(),
-    );
-    assert!(
-        (ma - 200.0).abs() < 4.0 && (mb - 200.0).abs() < 4.0,
-        "{ma} {mb}"
-    );
-    for t in doc["targets"].as_array().unwrap() {
-        for r in t["runs"].as_array().unwrap() {
-            // 100 are due in 0.5 s; the last one or two may still be in flight at the end.
-            let n = r["totals"]["requests"].as_u64().unwrap();
-            assert!(
-                (98..=100).contains(&n),
-                "{n} requests at 200 req/s for 0.5 s"
-            );
-        }
-    }
 }
 
 /// Start and end (ms) of each burst of requests in an access log (bursts split by gaps of

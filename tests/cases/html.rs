@@ -124,8 +124,10 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
             "--no-warmup",
             "-q",
             "--slo",
-            // Spaced as people type it: the chart reads it with `--slo`'s own grammar.
-            "p99 < 10ms",
+            // Spaced as people type it: the chart reads it with `--slo`'s own grammar. Far
+            // above the 3 ms server's p99 (a sweep that meets it at no load exits 1), so a
+            // loaded machine does not fail a test of the page.
+            "p99 < 100ms",
             "--json",
             sweep.to_str().unwrap(),
         ],
@@ -233,7 +235,7 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
     assert!(slow_line.contains(&ratio), "{ratio} in {slow_line}");
     // The sweep's p99 chart draws the bound with its label.
     assert!(
-        dom.contains("SLO p99 &lt; 10ms"),
+        dom.contains("SLO p99 &lt; 100ms"),
         "the SLO bound on the chart"
     );
     // The sweep's table for each target is its points, in order.

@@ -446,3 +446,27 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// A comparison document's metric by name (`req/s`, `p99`, ...).
+pub fn metric<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    doc["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == name)
+        .unwrap_or_else(|| panic!("no metric {name}"))
+}
+
+/// The embedded server on two threads, framing its bodies as asked, each response `delay` late.
+pub fn embedded_server(
+    framing: archbench::serve::Framing,
+    delay: std::time::Duration,
+) -> archbench::serve::Server {
+    archbench::serve::Server::start(archbench::serve::ServeOptions {
+        threads: 2,
+        framing,
+        delay,
+        ..archbench::serve::ServeOptions::default()
+    })
+    .expect("embedded server starts")
+}
