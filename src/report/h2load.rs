@@ -1,6 +1,8 @@
 //! h2load's layout (nghttp2 1.52), line for line with the numbers in its formats, so scripts
 //! that parse h2load keep working; `--latency` adds percentiles after it.
 //!
+//! `time for connect` and `time to 1st byte` are per connection, as h2load's are per client:
+//! TCP connect, and from the connect's start to the connection's first response byte.
 //! What archbench does not measure as h2load does is said here and in the README: the
 //! `headers` traffic is every byte read beside the bodies (HTTP/2 framing included) and its
 //! space savings 0 (responses' header blocks are skipped, not decoded); the `req/s` row is
@@ -148,7 +150,11 @@ impl H2loadReport {
         let h = &r.histograms;
         time_row(out, "time for request:", &h.total.0)?;
         time_row(out, "time for connect:", &h.connect.0)?;
-        time_row(out, "time to 1st byte:", &h.first_byte.0)?;
+        // h2load's row is per client (one connection each), from its connect start to the
+        // first response byte: the per-connection histogram, not the per-request one.
+        let empty = Histogram::new(3).expect("constant histogram precision is valid");
+        let per_connection = h.connection_first_byte.as_ref().map_or(&empty, |s| &s.0);
+        time_row(out, "time to 1st byte:", per_connection)?;
         let per_client = t.requests as f64 / measured / r.plan.connections.max(1) as f64;
         writeln!(
             out,
