@@ -1,8 +1,10 @@
 //! h2load's layout (nghttp2 1.52), line for line with the numbers in its formats, so scripts
 //! that parse h2load keep working; `--latency` adds percentiles after it.
 //!
-//! `time for connect` and `time to 1st byte` are per connection, as h2load's are per client:
-//! TCP connect, and from the connect's start to the connection's first response byte.
+//! The time rows mean what h2load's do: `time for request` from a request's first byte
+//! written to its last byte read (the service time); `time for connect` and `time to 1st
+//! byte` per connection, as h2load's are per client: TCP connect, and from the connect's
+//! start to the connection's first response byte.
 //! What archbench does not measure as h2load does is said here and in the README: the
 //! `headers` traffic is every byte read beside the bodies (HTTP/2 framing included) and its
 //! space savings 0 (responses' header blocks are skipped, not decoded); the `req/s` row is
@@ -148,7 +150,10 @@ impl H2loadReport {
             "                     min         max         mean         sd        +/- sd"
         )?;
         let h = &r.histograms;
-        time_row(out, "time for request:", &h.total.0)?;
+        // h2load times a request from its submission to its stream's close: our service
+        // time (from its first byte written), never the connect before it or, under --rps,
+        // the wait for its due time.
+        time_row(out, "time for request:", &h.service.0)?;
         time_row(out, "time for connect:", &h.connect.0)?;
         // h2load's row is per client (one connection each), from its connect start to the
         // first response byte: the per-connection histogram, not the per-request one.
