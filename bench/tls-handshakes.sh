@@ -68,6 +68,7 @@ if out.lstrip().startswith("{"):
     t = d["tls"]
     m["handshakes"] = t["full_handshakes"] + t["resumed_handshakes"]
     m["seconds"] = d["totals"]["elapsed_s"]
+    m["negotiated"] = " ".join(str(t.get(k)) for k in ("version", "cipher", "group"))
 else:  # the ab layout, ours and ab'"'"'s: one full handshake per complete request
     m["handshakes"] = int(re.search(r"Complete requests:\s+(\d+)", out).group(1))
     m["seconds"] = float(re.search(r"Time taken for tests:\s+([\d.]+)", out).group(1))
@@ -101,6 +102,7 @@ for label in labels:
     print(f"{label:18} {med(lambda r: r['handshakes'] / r['seconds']):13.0f} "
           f"{med(lambda r: r['user_s'] + r['sys_s']):13.2f} {med(per_cpu):17.0f} {med(per_cpu) / ab:6.2f}x")
 print("goal: handshakes per client CPU-second >= ab's (full handshakes: archbench ab, run with resume off)")
+print("negotiated (archbench run): " + ", ".join(sorted({r["negotiated"] for r in rows if "negotiated" in r})))
 PY
 result_raw "$RESULTS"
 
