@@ -32,11 +32,12 @@ for tool in nginx python3 taskset /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "open-loop: $tool is not installed" >&2; exit 2; }
 done
 
+GIVEN_AB=${AB:-}
 if [ -z "${AB:-}" ]; then  # AB=/path/to/another/archbench measures that build instead
   cargo build --release --quiet
   AB=./target/release/archbench
 fi
-result_start open-loop "ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS RATES='$RATES'${SLACK:+ SLACK=$SLACK}${WRK2:+ WRK2=$WRK2}${AB:+ AB=$AB}"
+result_start open-loop "ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS RATES='$RATES'${SLACK:+ SLACK=$SLACK}${WRK2:+ WRK2=$WRK2}${GIVEN_AB:+ AB=$GIVEN_AB}"
 echo "tools: $(nginx -v 2>&1)${WRK2:+, wrk2 $WRK2}"
 WORK=$(mktemp -d)
 LAST_CPU=$(( $(nproc) - 1 ))
