@@ -17,9 +17,12 @@
 # last CPU. Prints per setting: achieved req/s, client CPU (% of a core, µs per request, and
 # the ratio to the closed loop's µs per request), requests per sleep, send lateness
 # p50/p99/max and earliness (early sends, p99/max) from the result's `pacing` (wrk2 reports
-# none), and with wrk2 archbench's µs per request as a ratio of wrk2's at each rate.
+# none), the pacing slack archbench measured for itself, and with wrk2 archbench's µs per
+# request as a ratio of wrk2's at each rate. Writes all of it, with the raw figures, to
+# bench/results/open-loop-DATE.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
@@ -29,10 +32,13 @@ for tool in nginx python3 taskset /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "open-loop: $tool is not installed" >&2; exit 2; }
 done
 
+GIVEN_AB=${AB:-}
 if [ -z "${AB:-}" ]; then  # AB=/path/to/another/archbench measures that build instead
   cargo build --release --quiet
   AB=./target/release/archbench
 fi
+result_start open-loop "ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS RATES='$RATES'${SLACK:+ SLACK=$SLACK}${WRK2:+ WRK2=$WRK2}${GIVEN_AB:+ AB=$GIVEN_AB}"
+echo "tools: $(nginx -v 2>&1)${WRK2:+, wrk2 $WRK2}"
 WORK=$(mktemp -d)
 LAST_CPU=$(( $(nproc) - 1 ))
 taskset -c 0 "$AB" serve --nginx bench --workers 1 > "$WORK/serve.out" &
@@ -57,6 +63,7 @@ if out.lstrip().startswith("{"):
         m["late"] = [l["p50_us"], l["p99_us"], l["max_us"]]
         e = p.get("earliness", {})
         m["early"] = [p.get("early_sends", 0), e.get("p99_us", 0), e.get("max_us", 0)]
+        m["slack_us"] = d["plan"].get("pacing_slack_us")
 else:  # wrk2 layout
     m["requests"] = int(re.search(r"(\d+) requests in", out).group(1))
 m["label"] = os.environ["LABEL"]
@@ -124,6 +131,9 @@ for label in labels:
 if ratios:
     print("archbench µs/req as a ratio of wrk2's: " + ", ".join(ratios))
 print("goal: µs/req <= 1.0x wrk2's at every rate; p99 lateness <= 200 µs at 10000")
+slacks = sorted({r["slack_us"] for r in rows if r.get("slack_us") is not None})
+if slacks:
+    print(f"pacing slack (plan.pacing_slack_us) over the open-loop runs: {slacks[0]}-{slacks[-1]} µs")
 import os
 if os.path.exists(sys.argv[3]):
     print()
@@ -148,3 +158,5 @@ if os.path.exists(sys.argv[3]):
         print(f"  {tool:10} {rate:>6} req/s: {statistics.mean(bursts or [cur]):5.1f} per burst, "
               f"gap p50 {gaps[len(gaps) // 2]:7.0f} µs, p99 {gaps[len(gaps) * 99 // 100]:7.0f} µs (even: {even:.0f} µs)")
 PY
+result_raw "$RESULTS"
+

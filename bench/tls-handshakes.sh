@@ -11,9 +11,11 @@
 # ab makes a full handshake each time (it keeps no session), so do `archbench ab` and
 # `archbench run --no-keepalive --tls-resume off`; `--tls-resume on` resumes sessions, which ab
 # cannot, and is shown for what a resuming client costs. Prints per client: handshakes per
-# second, client CPU seconds, handshakes per client CPU-second and the ratio to ab's.
+# second, client CPU seconds, handshakes per client CPU-second and the ratio to ab's. Writes
+# all of it, with the raw figures, to bench/results/tls-handshakes-DATE.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 ROUNDS=${ROUNDS:-3}
 REQUESTS=${REQUESTS:-5000}
@@ -24,6 +26,8 @@ done
 
 cargo build --release --quiet
 AB=./target/release/archbench
+result_start tls-handshakes "ROUNDS=$ROUNDS REQUESTS=$REQUESTS CONNS=$CONNS"
+echo "tools: $(nginx -v 2>&1), $(ab -V | head -1), $(openssl version)"
 WORK=$(mktemp -d)
 LAST_CPU=$(( $(nproc) - 1 ))
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -64,6 +68,7 @@ if out.lstrip().startswith("{"):
     t = d["tls"]
     m["handshakes"] = t["full_handshakes"] + t["resumed_handshakes"]
     m["seconds"] = d["totals"]["elapsed_s"]
+    m["negotiated"] = " ".join(str(t.get(k)) for k in ("version", "cipher", "group"))
 else:  # the ab layout, ours and ab'"'"'s: one full handshake per complete request
     m["handshakes"] = int(re.search(r"Complete requests:\s+(\d+)", out).group(1))
     m["seconds"] = float(re.search(r"Time taken for tests:\s+([\d.]+)", out).group(1))
@@ -97,4 +102,7 @@ for label in labels:
     print(f"{label:18} {med(lambda r: r['handshakes'] / r['seconds']):13.0f} "
           f"{med(lambda r: r['user_s'] + r['sys_s']):13.2f} {med(per_cpu):17.0f} {med(per_cpu) / ab:6.2f}x")
 print("goal: handshakes per client CPU-second >= ab's (full handshakes: archbench ab, run with resume off)")
+print("negotiated (archbench run): " + ", ".join(sorted({r["negotiated"] for r in rows if "negotiated" in r})))
 PY
+result_raw "$RESULTS"
+

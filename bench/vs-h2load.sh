@@ -9,9 +9,11 @@
 # off), the client is pinned to the last CPU. archbench runs as `archbench h2load` with
 # h2load's own flags, so both send the same requests over the same number of streams. Prints,
 # per -m: median req/s, client CPU seconds per round, requests per client CPU-second and the
-# ratio archbench/h2load; then peak RSS at -c1000 -m100.
+# ratio archbench/h2load, and each tool's client CPU as a share of its core; then peak RSS at
+# -c1000 -m100. Writes all of it, with the raw figures, to bench/results/vs-h2load-DATE.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
@@ -25,6 +27,8 @@ cargo build --release --quiet
 AB=./target/release/archbench
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
+result_start vs-h2load "ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS STREAMS='$STREAMS'"
+echo "tools: $(nginx -v 2>&1), $(h2load --version)"
 WORK=$(mktemp -d)
 LAST_CPU=$(( $(nproc) - 1 ))
 PORT=${PORT:-18471}
@@ -95,7 +99,7 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 secs = float(sys.argv[2])
 print()
-print(f"{'':16} {'median req/s':>13} {'client CPU s (per round)':>28} {'req per client CPU-s':>22}")
+print(f"{'':16} {'median req/s':>13} {'client CPU s (per round)':>28} {'req per client CPU-s':>22} {'% of a core':>12}")
 for m in sys.argv[3].split():
     res = {}
     for tool in ("archbench", "h2load"):
@@ -104,7 +108,8 @@ for m in sys.argv[3].split():
         cpu = [r["user_s"] + r["sys_s"] for r in rs]
         per_cpu = statistics.median(r["requests"] / (r["user_s"] + r["sys_s"]) for r in rs)
         res[tool] = (rps, per_cpu)
-        print(f"-m {m:<4} {tool:10} {rps:13.0f} {' '.join(f'{c:.2f}' for c in cpu):>28} {per_cpu:22.0f}")
+        core = statistics.median(cpu) * 100 / secs
+        print(f"-m {m:<4} {tool:10} {rps:13.0f} {' '.join(f'{c:.2f}' for c in cpu):>28} {per_cpu:22.0f} {core:11.0f}%")
     print(f"-m {m}: ratio archbench/h2load: req/s {res['archbench'][0]/res['h2load'][0]:.2f}, "
           f"requests per client CPU-second {res['archbench'][1]/res['h2load'][1]:.2f} (target >= 1.2)")
 print()
@@ -113,3 +118,5 @@ for tool in ("archbench", "h2load"):
     print(f"peak RSS at -c1000 -m100: {tool:10} {r['maxrss_kib']/1024:.1f} MiB")
 print("target: archbench's no more than h2load's")
 PY
+result_raw "$RESULTS"
+

@@ -12,11 +12,13 @@
 # nginx runs one worker pinned to CPU 0, the client is pinned to the last CPU, so the two do
 # not compete for a core. Prints, per tool: median req/s, client CPU seconds (user+sys) per
 # round, requests per client CPU-second, requests per client sleep (voluntary context switch),
-# and the ratio archbench/wrk.
+# and the ratio archbench/wrk. Writes all of it, with the raw figures, to
+# bench/results/vs-wrk-DATE.txt (vs-wrk-SCRIPTNAME-DATE.txt with a script).
 # archbench runs as `archbench wrk` with wrk's own flags, so nginx receives byte-identical
 # requests from both (`archbench run` adds User-Agent and Accept, which nginx parses).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
@@ -36,6 +38,9 @@ SCRIPT_ARGS=()
 [ -n "${SCRIPT:-}" ] && SCRIPT_ARGS=(-s "$SCRIPT")
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
+NAME=vs-wrk${SCRIPT:+-$(basename "$SCRIPT" .lua)}
+result_start "$NAME" "ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS${SCRIPT:+ SCRIPT=$SCRIPT}${ARCHBENCH:+ ARCHBENCH=$ARCHBENCH}"
+echo "tools: $(nginx -v 2>&1), $(wrk -v 2>&1 | head -1 || true)"
 WORK=$(mktemp -d)
 LAST_CPU=$(( $(nproc) - 1 ))
 # The library's nginx (one worker, access log off, room for 20,000 connections), on CPU 0.
@@ -115,3 +120,5 @@ for tool in ("archbench", "wrk"):
     print(f"{tool:10} {cells[0]:>12} {cells[1]:>12}")
 print("targets: archbench <= 16 MiB at -c500, <= 64 MiB at -c10000")
 PY
+result_raw "$RESULTS"
+

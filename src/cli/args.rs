@@ -322,9 +322,15 @@ pub struct H2loadArgs {
     /// Requests per second for each client (open loop).
     #[arg(long = "rps", value_parser = super::values::rate)]
     pub rps: Option<f64>,
-    /// Per-request timeout (archbench extension; h2load has none by default).
-    #[arg(short = 'T', long = "timeout", default_value = REQUEST_TIMEOUT, value_parser = super::values::duration)]
+    /// Per-request timeout (archbench extension; h2load has none).
+    #[arg(long = "timeout", default_value = REQUEST_TIMEOUT, value_parser = super::values::duration)]
     pub timeout: std::time::Duration,
+    /// h2load's -T: refused, with the nearest archbench flag (see `h2load_draft`).
+    #[arg(short = 'T', long = "connection-active-timeout", hide = true)]
+    pub active_timeout: Option<String>,
+    /// h2load's -N: refused, with the nearest archbench flag (see `h2load_draft`).
+    #[arg(short = 'N', long = "connection-inactivity-timeout", hide = true)]
+    pub inactivity_timeout: Option<String>,
     /// Also print latency percentiles (archbench extension).
     #[arg(long)]
     pub latency: bool,

@@ -440,6 +440,18 @@ pub fn h2load_plan(a: &H2loadArgs) -> Result<Plan, PlanError> {
 /// streams (h2c), or HTTP/1.1 with --h1 / -p http/1.1; -D a timing-based test; --rps per
 /// client.
 pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
+    // h2load's connection timeouts end a client's connection (and the client with it), which
+    // the engine's connections never do: refused rather than taken for --timeout.
+    if a.active_timeout.is_some() {
+        return Err(invalid(
+            "-T is h2load's --connection-active-timeout (how long a client waits for its answers after its last request went out, then gives up on them and on the connection), which archbench h2load does not implement; the nearest is --timeout D, a per-request timeout",
+        ));
+    }
+    if a.inactivity_timeout.is_some() {
+        return Err(invalid(
+            "-N is h2load's --connection-inactivity-timeout (how long a client waits without reading or writing anything, then gives up on its connection and its remaining requests), which archbench h2load does not implement; the nearest is --timeout D, a per-request timeout",
+        ));
+    }
     let h1 = a.h1 || a.proto == "http/1.1";
     if !h1 && a.proto != "h2c" {
         return Err(invalid(format!(

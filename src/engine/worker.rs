@@ -951,6 +951,12 @@ impl<'a> Worker<'a> {
             conn.connect_us,
         );
         self.spec.live.response(now, times.total_us);
+        if conn.connect_us.is_some() {
+            // This request opened the connection: `began` is its connect start.
+            let first = conn.first_byte.unwrap_or(now);
+            self.rec
+                .connection_first_byte(micros(first.saturating_duration_since(conn.began)));
+        }
         if let Some(s) = self.script.as_mut() {
             s.outcome(i, Some((conn.parser.status, times.total_us)));
         }

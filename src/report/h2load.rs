@@ -1,6 +1,10 @@
 //! h2load's layout (nghttp2 1.52), line for line with the numbers in its formats, so scripts
 //! that parse h2load keep working; `--latency` adds percentiles after it.
 //!
+//! The time rows mean what h2load's do: `time for request` from a request's first byte
+//! written to its last byte read (the service time); `time for connect` and `time to 1st
+//! byte` per connection, as h2load's are per client: TCP connect, and from the connect's
+//! start to the connection's first response byte.
 //! What archbench does not measure as h2load does is said here and in the README: the
 //! `headers` traffic is every byte read beside the bodies (HTTP/2 framing included) and its
 //! space savings 0 (responses' header blocks are skipped, not decoded); the `req/s` row is
@@ -145,10 +149,7 @@ impl H2loadReport {
             out,
             "                     min         max         mean         sd        +/- sd"
         )?;
-        let h = &r.histograms;
-        time_row(out, "time for request:", &h.total.0)?;
-        time_row(out, "time for connect:", &h.connect.0)?;
-        time_row(out, "time to 1st byte:", &h.first_byte.0)?;
+        time_rows(r, out)?;
         let per_client = t.requests as f64 / measured / r.plan.connections.max(1) as f64;
         writeln!(
             out,
@@ -170,6 +171,21 @@ impl H2loadReport {
         }
         Ok(())
     }
+}
+
+/// The time rows, from the histograms that mean what h2load's do.
+fn time_rows(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let h = &r.histograms;
+    // h2load times a request from its submission to its stream's close: our service time
+    // (from its first byte written), never the connect before it or, under --rps, the wait
+    // for its due time.
+    time_row(out, "time for request:", &h.service.0)?;
+    time_row(out, "time for connect:", &h.connect.0)?;
+    // h2load's row is per client (one connection each), from its connect start to the first
+    // response byte: the per-connection histogram, not the per-request one.
+    let empty = Histogram::new(3).expect("constant histogram precision is valid");
+    let per_connection = h.connection_first_byte.as_ref().map_or(&empty, |s| &s.0);
+    time_row(out, "time to 1st byte:", per_connection)
 }
 
 fn time_row(out: &mut dyn Write, name: &str, h: &Histogram<u64>) -> io::Result<()> {

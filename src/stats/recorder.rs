@@ -115,6 +115,10 @@ pub struct Recorder {
     /// Over https: each handshake's time from TCP connected to TLS established, in
     /// microseconds. Made on the first handshake.
     pub tls_handshake: Option<Histogram<u64>>,
+    /// Per connection that got a response: from its connect start to the first byte of a
+    /// response read on it (TLS handshake included), in microseconds — h2load's "time to 1st
+    /// byte", which is per client. Made by the first such connection.
+    pub connection_first_byte: Option<Histogram<u64>>,
     /// Open loop: requests whose connection was still busy with the previous response at
     /// their intended send time (the server held them up; they went out on its response).
     pub sends_held_by_busy_connection: u64,
@@ -168,7 +172,7 @@ const HISTOGRAMS: [Field<Histogram<u64>>; 5] = [
 
 /// The histograms made on first use (so a closed loop over plain HTTP pays none of them):
 /// one list, so a merge checks and adds each of them alike.
-const OPTIONAL_HISTOGRAMS: [Field<Option<Histogram<u64>>>; 3] = [
+const OPTIONAL_HISTOGRAMS: [Field<Option<Histogram<u64>>>; 4] = [
     (
         "send_lateness",
         |r| &r.send_lateness,
@@ -183,6 +187,11 @@ const OPTIONAL_HISTOGRAMS: [Field<Option<Histogram<u64>>>; 3] = [
         "tls_handshake",
         |r| &r.tls_handshake,
         |r| &mut r.tls_handshake,
+    ),
+    (
+        "connection_first_byte",
+        |r| &r.connection_first_byte,
+        |r| &mut r.connection_first_byte,
     ),
 ];
 
@@ -199,6 +208,7 @@ impl Recorder {
             send_lateness: None,
             send_earliness: None,
             tls_handshake: None,
+            connection_first_byte: None,
             sends_held_by_busy_connection: 0,
             completed: 0,
             errors: [0; ErrorKind::COUNT],
@@ -311,6 +321,14 @@ impl Recorder {
         self.tls_handshake
             .get_or_insert_with(latency_histogram)
             .saturating_record(took_us);
+    }
+
+    /// A connection's first response byte came `us` after its connect began (once per
+    /// connection).
+    pub fn connection_first_byte(&mut self, us: u64) {
+        self.connection_first_byte
+            .get_or_insert_with(latency_histogram)
+            .saturating_record(us);
     }
 
     /// Over HTTP/2: its figures, made on first use.

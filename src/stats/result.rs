@@ -478,6 +478,10 @@ pub struct Histograms {
     /// Over https: handshake times (see `tls.handshake`), µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_handshake: Option<SerializedHistogram>,
+    /// Per connection that got a response: from its connect start to the first response
+    /// byte read on it (the TLS handshake included), µs; h2load's "time to 1st byte".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_first_byte: Option<SerializedHistogram>,
 }
 
 /// Above this share of a run's answers outside 2xx/3xx, its figures are said to describe
@@ -618,6 +622,11 @@ impl RunResult {
         rec.send_lateness = self.histograms.send_lateness.as_ref().map(|h| h.0.clone());
         rec.send_earliness = self.histograms.send_earliness.as_ref().map(|h| h.0.clone());
         rec.tls_handshake = self.histograms.tls_handshake.as_ref().map(|h| h.0.clone());
+        rec.connection_first_byte = self
+            .histograms
+            .connection_first_byte
+            .as_ref()
+            .map(|h| h.0.clone());
         rec.sends_held_by_busy_connection = self
             .pacing
             .as_ref()
@@ -758,6 +767,7 @@ fn recorded_histograms(rec: Recorder, open_loop: bool) -> Histograms {
             .then(|| SerializedHistogram(rec.send_lateness.unwrap_or_else(latency_histogram))),
         send_earliness: rec.send_earliness.map(SerializedHistogram),
         tls_handshake: rec.tls_handshake.map(SerializedHistogram),
+        connection_first_byte: rec.connection_first_byte.map(SerializedHistogram),
     }
 }
 

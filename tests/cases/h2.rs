@@ -519,7 +519,7 @@ mod open_loop {
 mod h2load {
     use super::{all_http2, h2c};
     use crate::util::nginx::{Nginx, NginxConfig};
-    use crate::util::{archbench, require_tool, stdout};
+    use crate::util::{archbench, require_tool, stderr, stdout};
 
     /// A line's shape: its words, every token with a digit in it replaced by `#` (h2load puts
     /// byte counts in parentheses).
@@ -584,6 +584,127 @@ mod h2load {
         assert!(log.len() > 2 * (2000 + 100 + 100), "{}", log.len());
     }
 
+    /// A time row of h2load's table (`time to 1st byte:` …): min, max, mean, sd in µs and
+    /// the share within one sd, in %.
+    fn time_row(text: &str, name: &str) -> [f64; 5] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name:?} row in\n{text}"));
+        let cells: Vec<f64> = line[name.len()..]
+            .split_whitespace()
+            .map(|t| {
+                let (digits, scale) = if let Some(v) = t.strip_suffix("us") {
+                    (v, 1.0)
+                } else if let Some(v) = t.strip_suffix("ms") {
+                    (v, 1e3)
+                } else if let Some(v) = t.strip_suffix('s') {
+                    (v, 1e6)
+                } else {
+                    (t.trim_end_matches('%'), 1.0)
+                };
+                digits
+                    .parse::<f64>()
+                    .unwrap_or_else(|_| panic!("{t:?} in {line:?}"))
+                    * scale
+            })
+            .collect();
+        cells
+            .try_into()
+            .unwrap_or_else(|_| panic!("five cells in {line:?}"))
+    }
+
+    /// h2load's `time to 1st byte` is per client (one connection each): from the start of its
+    /// connect to the first response byte. Ours is the same: one value per connection, never
+    /// below that connection's connect plus a request's first byte, with real h2load's shape
+    /// (over 4 clients, the share within one sd is a multiple of 25%).
+    #[test]
+    fn time_to_first_byte_is_per_connection_as_h2loads() {
+        let Some(h2load) = require_tool("h2load") else {
+            return;
+        };
+        let Some(ng) = h2c("") else { return };
+        let url = ng.url("/");
+        let args = ["-n", "2000", "-c", "4", "-m", "4", url.as_str()];
+        let real = std::process::Command::new(&h2load)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(real.status.success(), "{}", stdout(&real));
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let mut ours_args = vec!["h2load", "--json", json.to_str().unwrap()];
+        ours_args.extend_from_slice(&args);
+        let ours = archbench(&ours_args);
+        assert!(ours.status.success(), "{}", stdout(&ours));
+        for (who, text) in [("h2load", stdout(&real)), ("archbench", stdout(&ours))] {
+            let ttfb = time_row(&text, "time to 1st byte:");
+            let connect = time_row(&text, "time for connect:");
+            // Per client: each one's first byte comes after its own connect.
+            assert!(
+                ttfb[0] >= connect[0],
+                "{who}: {ttfb:?} vs connect {connect:?}\n{text}"
+            );
+            assert!(
+                [0.0, 25.0, 50.0, 75.0, 100.0].contains(&ttfb[4]),
+                "{who}: four values, so a multiple of 25% within one sd: {ttfb:?}\n{text}"
+            );
+        }
+        let r: archbench::stats::RunResult =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(r.totals.connections_opened, 4);
+        let per_connection = &r.histograms.connection_first_byte.as_ref().unwrap().0;
+        assert_eq!(per_connection.len(), 4, "one value per connection");
+        // A connection's first byte follows its connect and its first request's first byte
+        // (histogram buckets: 3 significant digits).
+        let h = &r.histograms;
+        let floor = h.connect.0.min() + h.first_byte.0.min();
+        assert!(
+            per_connection.min() as f64 >= floor as f64 * 0.999,
+            "{} vs connect + first byte {floor}",
+            per_connection.min()
+        );
+        // The rows are these histograms (printed as h2load prints: µs, or two decimals of ms).
+        let shows = |row: &str, us: u64| {
+            let shown = time_row(&stdout(&ours), row)[0];
+            assert!(
+                (shown - us as f64).abs() <= us as f64 * 0.005 + 1.0,
+                "{row} min {shown} µs, histogram {us} µs"
+            );
+        };
+        shows("time to 1st byte:", per_connection.min());
+        // h2load's request time runs from its submission, after the connect: our service time.
+        shows("time for request:", h.service.0.min());
+        shows("time for connect:", h.connect.0.min());
+    }
+
+    /// h2load's -T and -N are connection timeouts, not ours per request: refused with the
+    /// flag that comes nearest, before anything is sent.
+    #[test]
+    fn connection_timeouts_are_refused_with_the_nearest_flag() {
+        for args in [
+            &["-T", "5"][..],
+            &["--connection-active-timeout", "5"],
+            &["-N", "5"],
+            &["--connection-inactivity-timeout=5"],
+        ] {
+            let mut argv = vec!["h2load", "-n", "1", "http://127.0.0.1:9/"];
+            argv.extend_from_slice(args);
+            let out = archbench(&argv);
+            assert_eq!(out.status.code(), Some(2), "{argv:?}");
+            let err = stderr(&out);
+            assert_eq!(err.lines().count(), 1, "{argv:?}: {err}");
+            let flag = if args[0].contains('T') || args[0].contains("active-") {
+                "--connection-active-timeout"
+            } else {
+                "--connection-inactivity-timeout"
+            };
+            assert!(err.contains(flag), "{argv:?}: {err}");
+            assert!(err.contains("--timeout D"), "{argv:?}: {err}");
+            assert!(stdout(&out).is_empty(), "nothing started: {}", stdout(&out));
+        }
+    }
+
     #[test]
     fn h1_and_the_name_h2load_through_a_symlink() {
         let Some(ng) = Nginx::start(NginxConfig::default()) else {
@@ -592,11 +713,22 @@ mod h2load {
         let dir = tempfile::tempdir().unwrap();
         let h2load = dir.path().join("h2load");
         std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_archbench"), &h2load).unwrap();
+        let json = dir.path().join("r.json");
         let out = std::process::Command::new(&h2load)
             .args(["--h1", "-n", "300", "-c", "3", &ng.url("/")])
+            .arg("--json")
+            .arg(&json)
             .output()
             .unwrap();
         assert!(out.status.success());
+        let r: archbench::stats::RunResult =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let per_connection = &r.histograms.connection_first_byte.as_ref().unwrap().0;
+        assert_eq!(
+            per_connection.len(),
+            3,
+            "time to 1st byte: one value per connection"
+        );
         let text = stdout(&out);
         assert!(text.contains("Application protocol: http/1.1\n"), "{text}");
         assert!(

@@ -138,6 +138,9 @@ pub struct ConnState {
     /// Every DATA/HEADERS for a stream we no longer track is ignored (we reset it, or it
     /// timed out); ids above this were never opened.
     highest_opened: u32,
+    /// When the connection's first final response head came (h2load's "time to 1st byte"
+    /// ends there).
+    pub first_response: Option<Instant>,
 }
 
 impl ConnState {
@@ -161,6 +164,7 @@ impl ConnState {
             goaway: None,
             goaway_received: None,
             highest_opened: 0,
+            first_response: None,
         }
     }
 
@@ -181,6 +185,7 @@ impl ConnState {
         self.goaway = None;
         self.goaway_received = None;
         self.highest_opened = 0;
+        self.first_response = None;
     }
 
     /// The preface, our SETTINGS (no push, a zero HPACK table for responses, our stream
@@ -464,6 +469,7 @@ impl ConnState {
             (0, status) if status >= 200 => {
                 slot.status = status;
                 slot.first_byte = Some(now);
+                self.first_response.get_or_insert(now);
             }
             // Trailers: a block without :status that ends the stream.
             (status, 0) if status != 0 && end => {}

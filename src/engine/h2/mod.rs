@@ -65,6 +65,10 @@ struct H2Conn {
     decoder: FrameDecoder,
     state: ConnState,
     began: Instant,
+    /// When the connection's connect began.
+    opened: Instant,
+    /// Its first response's time since `opened` is recorded.
+    first_byte_noted: bool,
 }
 
 pub struct H2Worker<'a> {
@@ -126,6 +130,8 @@ impl<'a> H2Worker<'a> {
                     decoder: FrameDecoder::new(),
                     state: ConnState::new(streams, now),
                     began: now,
+                    opened: now,
+                    first_byte_noted: false,
                 })
                 .collect(),
             buf: vec![0u8; READ_BUFFER].into_boxed_slice(),
@@ -295,6 +301,8 @@ impl<'a> H2Worker<'a> {
     fn open(&mut self, i: usize, now: Instant) {
         let c = &mut self.conns[i];
         c.began = now;
+        c.opened = now;
+        c.first_byte_noted = false;
         let stream = match TcpStream::connect(self.spec.addr) {
             Ok(s) => s,
             Err(e) => {
@@ -588,6 +596,12 @@ impl<'a> H2Worker<'a> {
                 self.spec.live.response(now, times.total_us);
                 self.rec.response(second, status, body, times);
                 self.rec.keepalive_responses += 1;
+                let c = &mut self.conns[i];
+                if let (false, Some(first)) = (c.first_byte_noted, c.state.first_response) {
+                    c.first_byte_noted = true;
+                    let us = micros(first.saturating_duration_since(c.opened));
+                    self.rec.connection_first_byte(us);
+                }
             }
             Ended::Unprocessed { refused } => {
                 // Never processed: the request goes out again and counts once, when answered
