@@ -21,16 +21,18 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 
 ROUNDS=${ROUNDS:-3}
+# BINARY:TEST (the timing-sensitive ones live in tests/timing.rs).
 TESTS=(
-  cases::cli::watched_cpu_matches_a_known_burn_within_ten_percent
-  cases::cli::watching_a_live_cgroup_measures_what_runs_in_it
-  cases::open_loop::coordinated_omission_is_corrected_to_the_analytic_percentiles
+  timing:watched_cpu_matches_a_known_burn_within_ten_percent
+  tests:cases::cli::watching_a_live_cgroup_measures_what_runs_in_it
+  timing:coordinated_omission_is_corrected_to_the_analytic_percentiles
 )
-cargo test --quiet --test tests --no-run 2>/dev/null
+cargo test --quiet --test tests --test timing --no-run 2>/dev/null
 result_start accuracy "ROUNDS=$ROUNDS"
 for round in $(seq 1 "$ROUNDS"); do
-  for t in "${TESTS[@]}"; do
-    out=$(cargo test --quiet --test tests -- --exact "$t" --nocapture --test-threads 1 2>&1) ||
+  for entry in "${TESTS[@]}"; do
+    binary=${entry%%:*} t=${entry#*:}
+    out=$(cargo test --quiet --test "$binary" -- --exact "$t" --nocapture --test-threads 1 2>&1) ||
       { echo "round $round $t: FAILED"; echo "$out" | tail -20; continue; }
     figures=$(echo "$out" | grep -E '^(watched |cgroup |stalling server:)' || echo "(printed no figures: skipped here?)")
     echo "round $round ${t##*::}: $figures"
