@@ -94,3 +94,52 @@ impl std::fmt::Display for Noise {
         )
     }
 }
+
+/// The share of all CPUs busy over `window` (from /proc/stat; None where it cannot be read).
+pub fn busy_share(window: Duration) -> Option<f64> {
+    fn totals() -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+        Some((v.iter().take(8).sum(), idle))
+    }
+    let (t0, i0) = totals()?;
+    std::thread::sleep(window);
+    let (t1, i1) = totals()?;
+    let total = t1.saturating_sub(t0);
+    (total > 0).then(|| 1.0 - i1.saturating_sub(i0) as f64 / total as f64)
+}
+
+/// Waits, up to `longest`, until the machine is quiet (under a quarter of its CPUs busy in two
+/// quarter-seconds in a row): what the previous test binary left running (the kernel tearing
+/// down the network namespaces of its clusters, a supervisor stopping one) would otherwise
+/// be measured as the client's or the server's time. Says what it saw; returns the last share.
+pub fn wait_for_quiet(longest: Duration) -> f64 {
+    let began = Instant::now();
+    let mut quiet_in_a_row = 0;
+    let mut last = 0.0;
+    while quiet_in_a_row < 2 && began.elapsed() < longest {
+        let Some(busy) = busy_share(Duration::from_millis(250)) else {
+            return 0.0;
+        };
+        last = busy;
+        quiet_in_a_row = if busy < 0.25 { quiet_in_a_row + 1 } else { 0 };
+    }
+    if quiet_in_a_row < 2 {
+        eprintln!(
+            "the machine stayed busy ({:.0}% of its CPUs) for {longest:?}; timing figures below include that",
+            last * 100.0
+        );
+    } else if began.elapsed() > Duration::from_secs(1) {
+        eprintln!(
+            "waited {:.1} s for the machine to be quiet",
+            began.elapsed().as_secs_f64()
+        );
+    }
+    last
+}
