@@ -222,16 +222,25 @@ pub struct Scaling {
     pub requests_per_sec: f64,
     pub baseline_per_vcpu: f64,
     pub per_vcpu: f64,
-    /// Throughput ratio over vCPU ratio: 1.0 is linear scaling.
-    pub efficiency: f64,
+    /// Throughput ratio over vCPU ratio: 1.0 is linear scaling; null when withheld.
+    pub efficiency: Option<f64>,
+    /// Why no scaling verdict is given: a side's figures do not describe its servers (the
+    /// client or nothing limited it, or its pods ran above their CPU limit).
+    #[serde(default)]
+    pub withheld: Option<String>,
 }
 
 impl Scaling {
     /// "large vs small: 4.00x the vCPUs (8 vs 2), 3.10x the throughput at the knee (41,000
     /// vs 13,226 req/s; 5,125 vs 6,613 req/s per vCPU): scaling efficiency 0.78".
     pub fn describe(&self, at: &str) -> String {
+        let verdict = match (&self.withheld, self.efficiency) {
+            (Some(why), _) => format!("no scaling verdict: {why}"),
+            (None, Some(e)) => format!("scaling efficiency {e:.2}"),
+            (None, None) => "no scaling verdict".into(),
+        };
         format!(
-            "{} vs {}: {:.2}x the vCPUs ({} vs {}), {:.2}x the throughput {at} ({} vs {} req/s; {} vs {} req/s per vCPU): scaling efficiency {:.2}",
+            "{} vs {}: {:.2}x the vCPUs ({} vs {}), {:.2}x the throughput {at} ({} vs {} req/s; {} vs {} req/s per vCPU): {verdict}",
             self.name,
             self.baseline,
             self.vcpus / self.baseline_vcpus,
@@ -242,28 +251,39 @@ impl Scaling {
             crate::units::grouped(self.baseline_requests_per_sec.round() as u64),
             crate::units::grouped(self.per_vcpu.round() as u64),
             crate::units::grouped(self.baseline_per_vcpu.round() as u64),
-            self.efficiency
         )
     }
 }
 
+/// Each target's throughput, and why its figures cannot carry a scaling verdict (None: they
+/// can), by name.
+pub struct Judged<'a> {
+    pub rps: &'a dyn Fn(&str) -> Option<f64>,
+    pub withheld: &'a dyn Fn(&str) -> Option<String>,
+}
+
 /// One line per pair of targets whose vCPUs differ, the earlier one (as given) the baseline
 /// of the pair, from each one's throughput (`rps`: None leaves the target out).
-pub fn scaling(placements: &[Placement], rps: &dyn Fn(&str) -> Option<f64>) -> Vec<Scaling> {
+pub fn scaling(placements: &[Placement], judged: &Judged) -> Vec<Scaling> {
     placements
         .iter()
         .enumerate()
         .flat_map(|(i, base)| {
             placements[i + 1..]
                 .iter()
-                .filter_map(|p| pair(base, p, rps))
+                .filter_map(|p| pair(base, p, judged))
         })
         .collect()
 }
 
-fn pair(base: &Placement, p: &Placement, rps: &dyn Fn(&str) -> Option<f64>) -> Option<Scaling> {
-    let (base_vcpus, base_rps) = (base.vcpus()?, rps(&base.name)?);
-    let (vcpus, r) = (p.vcpus()?, rps(&p.name)?);
+fn pair(base: &Placement, p: &Placement, judged: &Judged) -> Option<Scaling> {
+    let (base_vcpus, base_rps) = (base.vcpus()?, (judged.rps)(&base.name)?);
+    let (vcpus, r) = (p.vcpus()?, (judged.rps)(&p.name)?);
+    let withheld: Vec<String> = [base, p]
+        .iter()
+        .filter_map(|t| Some(format!("{}: {}", t.name, (judged.withheld)(&t.name)?)))
+        .collect();
+    let withheld = (!withheld.is_empty()).then(|| withheld.join("; "));
     (base_rps > 0.0 && (vcpus - base_vcpus).abs() > 1e-9).then(|| Scaling {
         baseline: base.name.clone(),
         name: p.name.clone(),
@@ -273,7 +293,10 @@ fn pair(base: &Placement, p: &Placement, rps: &dyn Fn(&str) -> Option<f64>) -> O
         requests_per_sec: r,
         baseline_per_vcpu: base_rps / base_vcpus,
         per_vcpu: r / vcpus,
-        efficiency: (r / base_rps) / (vcpus / base_vcpus),
+        efficiency: withheld
+            .is_none()
+            .then(|| (r / base_rps) / (vcpus / base_vcpus)),
+        withheld,
     })
 }
 
@@ -368,7 +391,11 @@ mod tests {
             "large" => Some(30_000.0),
             _ => Some(9_000.0),
         };
-        let lines = scaling(&placements, &rps);
+        let judged = Judged {
+            rps: &rps,
+            withheld: &|_| None,
+        };
+        let lines = scaling(&placements, &judged);
         assert_eq!(
             lines.len(),
             2,
@@ -379,11 +406,26 @@ mod tests {
             ("large", "same")
         );
         let l = &lines[0];
-        assert!((l.efficiency - 0.75).abs() < 1e-12);
+        assert!((l.efficiency.unwrap() - 0.75).abs() < 1e-12);
         assert!((l.per_vcpu - 3_750.0).abs() < 1e-9);
         assert_eq!(
             l.describe("at the knee"),
             "large vs small: 4.00x the vCPUs (8 vs 2), 3.00x the throughput at the knee (30,000 vs 10,000 req/s; 3,750 vs 5,000 req/s per vCPU): scaling efficiency 0.75"
+        );
+        // One side not limited by its servers: the figures stay, the verdict goes.
+        let client_bound = |n: &str| (n == "large").then(|| "the client limited it".to_string());
+        let judged = Judged {
+            rps: &rps,
+            withheld: &client_bound,
+        };
+        let l = &scaling(&placements, &judged)[0];
+        assert_eq!(l.efficiency, None);
+        assert!(
+            l.describe("at the knee").ends_with(
+                "3,750 vs 5,000 req/s per vCPU): no scaling verdict: large: the client limited it"
+            ),
+            "{}",
+            l.describe("at the knee")
         );
         let describe = placed("a", "D2", 2.0, Some(1.0), 3).describe();
         assert_eq!(

@@ -582,3 +582,121 @@ fn open_loop_with_slack(slack: &str) -> (serde_json::Value, usize) {
     assert_valid(&doc);
     (doc, ng.stop_and_read_log().len())
 }
+
+#[test]
+fn a_pods_cpu_limit_sets_its_throughput_and_the_scaling_verdict_rests_on_it() {
+    let _alone = alone();
+    use crate::util::kube::{can_run, k8s, ok, options, the_run_dir};
+    if !can_run() {
+        return;
+    }
+    // One node of two cores for both variants: a fifth and two fifths of a core are what the
+    // pods may use, so they (not the client beside them) are what limits each load.
+    let nodes = vec![archbench_cluster::topology::NodeSpec::new(
+        0,
+        "aks-intel-0",
+        "amd64",
+        "intel",
+        "Standard_D2s_v6",
+    )];
+    let c = archbench_cluster::TestCluster::start(&options(Some(nodes)), "limits")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ns = "limits";
+    ok(&k8s(
+        &c,
+        ns,
+        &[
+            "up",
+            "--variant",
+            "fifth:arch=amd64,cpu=200m,workers=1",
+            "--variant",
+            "twofifths:arch=amd64,cpu=400m,workers=1",
+            "--wait-timeout",
+            "90s",
+        ],
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let text = ok(&k8s(
+        &c,
+        ns,
+        &[
+            "load",
+            "fifth",
+            "twofifths",
+            "-d",
+            "8s",
+            "-c",
+            "8",
+            "--out-dir",
+            dir.path().to_str().unwrap(),
+        ],
+    ));
+    let doc = read_json(the_run_dir(dir.path()).join("k8s-load.json"));
+    assert_valid(&doc);
+    let figure = |k: usize, key: &str| -> f64 {
+        let run = &doc["targets"][k]["runs"][0];
+        match key {
+            "rps" => run["totals"]["requests_per_sec"].as_f64().unwrap(),
+            _ => run["servers"][0][key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{key}: {}", run["servers"][0])),
+        }
+    };
+    for (k, limit) in [(0, 0.2), (1, 0.4)] {
+        let run = &doc["targets"][k]["runs"][0];
+        assert_eq!(run["limiter"]["side"], "server", "{}", run["limiter"]);
+        assert!((figure(k, "cpu_limit_cores") - limit).abs() < 1e-9);
+        let cores = figure(k, "cores");
+        assert!(
+            cores <= limit * 1.05,
+            "{cores} cores under a limit of {limit}"
+        );
+    }
+    let (rps, per_cpu) = (
+        figure(0, "rps") / figure(1, "rps"),
+        figure(0, "requests_per_cpu_s") / figure(1, "requests_per_cpu_s"),
+    );
+    eprintln!(
+        "200m vs 400m: {:.0} vs {:.0} req/s (ratio {rps:.3}), {:.0} vs {:.0} req per pod CPU-s (ratio {per_cpu:.3}), cores {:.3} vs {:.3}",
+        figure(0, "rps"),
+        figure(1, "rps"),
+        figure(0, "requests_per_cpu_s"),
+        figure(1, "requests_per_cpu_s"),
+        figure(0, "cores"),
+        figure(1, "cores"),
+    );
+    assert!((0.4..=0.6).contains(&rps), "req/s ratio {rps}");
+    assert!(
+        (per_cpu - 1.0).abs() <= 0.15,
+        "req per CPU-s ratio {per_cpu}"
+    );
+    // The Scaling line from these measured figures: both sides server-bound, so a verdict.
+    let scaling = &doc["scaling"][0];
+    assert!(scaling["withheld"].is_null(), "{scaling}");
+    let want = (1.0 / rps) / 2.0;
+    assert!(
+        (scaling["efficiency"].as_f64().unwrap() - want).abs() < 1e-9,
+        "{scaling}"
+    );
+    assert!(text.contains("scaling efficiency"), "{text}");
+    // The kernel counted the periods the smaller pod ran out of its quota.
+    let pods = c.kubectl_ok(&["-n", ns, "get", "pods", "-o", "name"]);
+    let fifth = pods
+        .lines()
+        .find(|p| p.contains("nginx-fifth-"))
+        .unwrap_or_else(|| panic!("{pods}"));
+    let stat = c.kubectl_ok(&[
+        "-n",
+        ns,
+        "exec",
+        fifth,
+        "--",
+        "cat",
+        "/sys/fs/cgroup/cpu.stat",
+    ]);
+    let throttled: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("nr_throttled ")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stat}"));
+    assert!(throttled > 0, "{stat}");
+}

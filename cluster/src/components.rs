@@ -223,7 +223,7 @@ pub fn scheduler(bin: &Path, dir: &ClusterDir) -> Component {
 }
 
 /// One kube-proxy for the whole namespace: every node's address shares it, so one set of
-/// rules serves them all (`--nodeport-addresses` the node subnet).
+/// rules serves them all (`--nodeport-addresses` the nodes' internal and external subnets).
 pub fn kube_proxy(bin: &Path, dir: &ClusterDir, first_node: &NodeSpec) -> Component {
     Component {
         name: "kube-proxy".into(),
@@ -233,7 +233,14 @@ pub fn kube_proxy(bin: &Path, dir: &ClusterDir, first_node: &NodeSpec) -> Compon
             ("proxy-mode", "nftables".into()),
             ("hostname-override", first_node.name.clone()),
             ("cluster-cidr", topology::CLUSTER_CIDR.into()),
-            ("nodeport-addresses", topology::HOST_SUBNET.into()),
+            (
+                "nodeport-addresses",
+                format!(
+                    "{},{}",
+                    topology::HOST_SUBNET,
+                    topology::NODE_EXTERNAL_SUBNET
+                ),
+            ),
             ("metrics-bind-address", "127.0.0.1:10249".into()),
             ("healthz-bind-address", KUBE_PROXY_HEALTHZ.into()),
             // nf_conntrack_max belongs to the machine, not to our namespace: leave it.

@@ -30,6 +30,9 @@ pub struct State {
     pub netns_path: PathBuf,
     /// Set when the harness made the namespace (then `down` removes it).
     pub netns_name: Option<String>,
+    /// The laptop's namespace (`laptop`): always the harness's own, `down` removes it.
+    #[serde(default)]
+    pub laptop_netns: Option<String>,
     /// The supervisor's pid (`down` signals it).
     pub supervisor_pid: u32,
     pub nodes: Vec<NodeSpec>,
@@ -42,6 +45,9 @@ pub struct State {
     /// Images (as given in the pod spec) that run another nginx program.
     #[serde(default)]
     pub nginx_builds: Vec<(String, PathBuf)>,
+    /// The arm64 root filesystem arm64 nodes run nginx images from (under qemu-user).
+    #[serde(default)]
+    pub arm64_root: Option<PathBuf>,
 }
 
 impl State {

@@ -11,6 +11,7 @@ pub mod aggregation;
 pub mod components;
 pub mod error;
 pub mod faults;
+pub mod laptop;
 pub mod layout;
 pub mod lb;
 pub mod lifecycle;

@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::error::{ClusterError, Result};
+use crate::laptop;
 use crate::layout::{self, ClusterDir, State};
 use crate::netns::Netns;
 use crate::pki::{Issue, Pki};
@@ -34,6 +35,8 @@ pub struct UpOptions {
     pub nginx_binary: PathBuf,
     /// Images that run another nginx program than `nginx_binary` (exact references).
     pub nginx_builds: Vec<(String, PathBuf)>,
+    /// The arm64 root filesystem arm64 nodes run nginx images from.
+    pub arm64_root: Option<PathBuf>,
     /// Prebuilt Kubernetes binaries (else tools/kube/build builds or finds them).
     pub kube_bin: Option<PathBuf>,
 }
@@ -47,9 +50,23 @@ impl Default for UpOptions {
             archbench_binary: sibling("archbench"),
             nginx_binary: PathBuf::from("/usr/sbin/nginx"),
             nginx_builds: Vec::new(),
+            arm64_root: fetched_arm64_root(),
             kube_bin: std::env::var_os("ARCHBENCH_KUBE_BIN").map(PathBuf::from),
         }
     }
+}
+
+/// What tools/arm64/fetch left in this build's target directory (`target/arm64/current`),
+/// resolved: a fetch of newer packages does not change a running cluster's pods.
+pub fn fetched_arm64_root() -> Option<PathBuf> {
+    arm64_root_beside(&std::env::current_exe().ok()?)
+}
+
+/// The fetched arm64 root of the target directory `program` (target/PROFILE/NAME) was built in.
+pub fn arm64_root_beside(program: &Path) -> Option<PathBuf> {
+    let target = program.parent()?.parent()?;
+    let root = target.join("arm64/current").canonicalize().ok()?;
+    root.join("usr/sbin/nginx").is_file().then_some(root)
 }
 
 /// A program beside this one (the same cargo target directory).
@@ -120,6 +137,7 @@ pub fn up(dir: &Path, opts: &UpOptions) -> Result<()> {
     let started = start(&cdir, &ns, opts, kube_bin);
     if started.is_err() {
         let _ = ns.delete();
+        let _ = laptop_of(&layout::netns_name(&cdir.root)).delete();
     }
     started
 }
@@ -127,17 +145,20 @@ pub fn up(dir: &Path, opts: &UpOptions) -> Result<()> {
 /// The cluster's files, network and supervisor, once the namespace exists.
 fn start(cdir: &ClusterDir, ns: &Netns, opts: &UpOptions, kube_bin: PathBuf) -> Result<()> {
     fresh(cdir)?;
-    ns.configure(opts.nodes.iter().map(|n| n.ip).collect())?;
+    ns.configure(&opts.nodes)?;
+    let laptop = laptop::create(&laptop::name_for(&layout::netns_name(&cdir.root)), ns)?;
     credentials(cdir, &opts.nodes)?;
     let mut state = State {
         netns_path: ns.path.clone(),
         netns_name: ns.name.clone(),
+        laptop_netns: laptop.name.clone(),
         supervisor_pid: 0,
         nodes: opts.nodes.clone(),
         kube_bin,
         archbench_binary: opts.archbench_binary.clone(),
         nginx_binary: opts.nginx_binary.clone(),
         nginx_builds: opts.nginx_builds.clone(),
+        arm64_root: opts.arm64_root.clone(),
     };
     cdir.write_state(&state)?;
     let mut child = start_supervisor(cdir, opts.owner)?;
@@ -354,6 +375,9 @@ pub async fn down(dir: &Path) -> Result<()> {
     }
     // A supervisor killed outright leaves the namespace's name behind.
     Netns::recorded(&state.netns_path, state.netns_name.as_deref()).delete()?;
+    if let Some(name) = &state.laptop_netns {
+        laptop_of_name(name).delete()?;
+    }
     std::fs::remove_file(cdir.state_file()).map_err(ClusterError::io(format!(
         "remove {}",
         cdir.state_file().display()
@@ -362,9 +386,27 @@ pub async fn down(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Replaces this process with `command`, inside the cluster's namespace, with KUBECONFIG
-/// (unless set) and the cluster's kubectl first on PATH.
-pub fn exec(dir: &Path, command: &[String]) -> Result<()> {
+/// The laptop namespace of a cluster namespace named `cluster_netns` (to delete).
+fn laptop_of(cluster_netns: &str) -> Netns {
+    laptop_of_name(&laptop::name_for(cluster_netns))
+}
+
+fn laptop_of_name(name: &str) -> Netns {
+    Netns::recorded(&Path::new("/run/netns").join(name), Some(name))
+}
+
+/// Where `exec` runs a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seat {
+    /// Inside the cluster's namespace: every cluster address answers.
+    Cluster,
+    /// The laptop's: the API server, load balancers and node external addresses only.
+    Laptop,
+}
+
+/// Replaces this process with `command`, inside the cluster's namespace (or the laptop's),
+/// with KUBECONFIG (unless set) and the cluster's kubectl first on PATH.
+pub fn exec(dir: &Path, seat: Seat, command: &[String]) -> Result<()> {
     let cdir = ClusterDir::new(dir);
     let state = cdir.read_state()?;
     if !state.supervisor_running() {
@@ -373,7 +415,15 @@ pub fn exec(dir: &Path, command: &[String]) -> Result<()> {
             why: "its supervisor is not running".into(),
         });
     }
-    let ns = Netns::recorded(&state.netns_path, state.netns_name.as_deref());
+    let ns = match (seat, &state.laptop_netns) {
+        (Seat::Cluster, _) => Netns::recorded(&state.netns_path, state.netns_name.as_deref()),
+        (Seat::Laptop, Some(name)) => laptop_of_name(name),
+        (Seat::Laptop, None) => {
+            return Err(ClusterError::Invalid(
+                "this cluster was started without a laptop namespace; start it again".into(),
+            ))
+        }
+    };
     ns.refuse_default_route()?;
     let Some((program, args)) = command.split_first() else {
         return Err(ClusterError::Invalid(

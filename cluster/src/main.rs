@@ -43,6 +43,10 @@ enum Cmd {
         /// build (tests give two images two builds).
         #[arg(long, value_parser = nginx_build)]
         nginx_build: Vec<(String, PathBuf)>,
+        /// The arm64 root filesystem arm64 nodes run nginx images from, under qemu-user
+        /// (default: what tools/arm64/fetch left in this build's target directory).
+        #[arg(long)]
+        arm64_root: Option<PathBuf>,
         /// The nodes, as JSON (a list of NodeSpec; tests use it), instead of the guide's two.
         #[arg(long, hide = true)]
         nodes_json: Option<String>,
@@ -52,6 +56,10 @@ enum Cmd {
     /// Run COMMAND inside the cluster's network namespace (KUBECONFIG set, kubectl on PATH).
     Exec {
         dir: PathBuf,
+        /// `laptop`: from the laptop's namespace instead, which reaches the cluster as a
+        /// laptop reaches AKS (API server, load balancers, node external addresses).
+        #[arg(long = "as", value_parser = ["cluster", "laptop"], default_value = "cluster")]
+        seat: String,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<String>,
     },
@@ -90,6 +98,10 @@ enum Cmd {
     Node { dir: PathBuf, name: String },
     #[command(hide = true)]
     Pause,
+    /// An arm64 node's emulator: a user namespace with qemu-user registered (node agents
+    /// start it).
+    #[command(hide = true)]
+    Emulator { dir: PathBuf, qemu: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -128,6 +140,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             archbench,
             nginx,
             nginx_build,
+            arm64_root,
             nodes_json,
         } => {
             let defaults = lifecycle::UpOptions::default();
@@ -146,12 +159,19 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
                     archbench_binary: archbench.or(defaults.archbench_binary),
                     nginx_binary: nginx,
                     nginx_builds: nginx_build,
+                    arm64_root: arm64_root.or(defaults.arm64_root),
                     kube_bin: defaults.kube_bin,
                 },
             )?;
         }
         Cmd::Down { dir } => runtime()?.block_on(lifecycle::down(&dir))?,
-        Cmd::Exec { dir, command } => lifecycle::exec(&dir, &command)?,
+        Cmd::Exec { dir, seat, command } => {
+            let seat = match seat.as_str() {
+                "laptop" => lifecycle::Seat::Laptop,
+                _ => lifecycle::Seat::Cluster,
+            };
+            lifecycle::exec(&dir, seat, &command)?
+        }
         Cmd::Status { dir } => lifecycle::status(&dir)?,
         Cmd::User {
             dir,
@@ -172,6 +192,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Supervise { dir, owner } => supervisor::main(&dir, owner)?,
         Cmd::Node { dir, name } => node::main(&dir, &name)?,
         Cmd::Pause => node::network::pause(),
+        Cmd::Emulator { dir, qemu } => node::emulation::holder_main(&dir, &qemu)?,
     }
     Ok(())
 }

@@ -146,7 +146,9 @@ impl Netns {
     /// Loopback up, the cluster's interface with the control plane's and nodes' addresses,
     /// routes for the service and load-balancer ranges, forwarding on (pods route through
     /// their node), and nothing leading out.
-    pub fn configure(&self, node_ips: Vec<std::net::Ipv4Addr>) -> Result<()> {
+    pub fn configure(&self, nodes: &[topology::NodeSpec]) -> Result<()> {
+        let node_ips: Vec<std::net::Ipv4Addr> =
+            nodes.iter().flat_map(|n| [n.ip, n.external_ip]).collect();
         self.within(move || {
             run("ip", &["link", "set", "lo", "up"])?;
             run(

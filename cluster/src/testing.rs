@@ -61,24 +61,32 @@ pub fn unavailable() -> Option<String> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("the test cluster needs root (network namespaces, cgroups, nftables)".into());
     }
-    if std::env::var_os("ARCHBENCH_KUBE_BIN").is_some() {
-        return None;
-    }
     let on_path = |p: &str| {
         std::env::var_os("PATH")
             .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
     };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kube/build");
-    let built = Command::new(&script)
-        .arg("--print")
-        .output()
-        .ok()
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-        .is_some_and(|bin| bin.join("kube-apiserver").exists());
-    if built || on_path("go") {
-        return None;
+    let built = std::env::var_os("ARCHBENCH_KUBE_BIN").is_some()
+        || Command::new(&script)
+            .arg("--print")
+            .output()
+            .ok()
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+            .is_some_and(|bin| bin.join("kube-apiserver").exists());
+    if !built && !on_path("go") {
+        return Some("Go is not installed: the test cluster's components are built with it and the Go module proxy (tools/kube/build)".into());
     }
-    Some("Go is not installed: the test cluster's components are built with it and the Go module proxy (tools/kube/build)".into())
+    if !Path::new(crate::node::emulation::QEMU_AARCH64_BINFMT).is_file() {
+        return Some("qemu-aarch64-static is missing: the arm64 node runs Debian's arm64 nginx under it (apt-get install qemu-user-static)".into());
+    }
+    if harness()
+        .ok()
+        .and_then(|h| crate::lifecycle::arm64_root_beside(&h))
+        .is_none()
+    {
+        return Some("Debian's arm64 nginx is not fetched: the arm64 node runs it (tools/arm64/fetch, which tools/test runs)".into());
+    }
+    None
 }
 
 /// Removes the directories of earlier test processes' clusters (their supervisors stopped
@@ -97,6 +105,10 @@ fn sweep_stale(root: &Path) {
             // A supervisor killed outright leaves its namespace's name mounted.
             if let Ok(state) = ClusterDir::new(e.path()).read_state() {
                 let _ = Netns::recorded(&state.netns_path, state.netns_name.as_deref()).delete();
+                if let Some(name) = &state.laptop_netns {
+                    let path = Path::new("/run/netns").join(name);
+                    let _ = Netns::recorded(&path, Some(name)).delete();
+                }
             }
             let _ = std::fs::remove_dir_all(e.path());
         }
@@ -189,13 +201,33 @@ impl TestCluster {
     /// the cluster's kubectl first on PATH. Panics (a test's set-up failed) if the namespace
     /// has a default route.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let ns = Netns::recorded(&self.state.netns_path, None);
+        self.command_in(Netns::recorded(&self.state.netns_path, None), program)
+    }
+
+    /// The same from the laptop's namespace (see `laptop`): the cluster as a laptop reaches
+    /// AKS — the API server, load balancers and node external addresses only.
+    pub fn laptop_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        self.command_in(self.laptop(), program)
+    }
+
+    /// The laptop's namespace.
+    fn laptop(&self) -> Netns {
+        let Some(name) = &self.state.laptop_netns else {
+            panic!(
+                "the cluster in {} has no laptop namespace",
+                self.dir.root.display()
+            );
+        };
+        Netns::recorded(&Path::new("/run/netns").join(name), None)
+    }
+
+    fn command_in(&self, ns: Netns, program: impl AsRef<std::ffi::OsStr>) -> Command {
         if let Err(e) = ns.refuse_default_route() {
             panic!("{e}");
         }
         let file = match File::open(&ns.path) {
             Ok(f) => f,
-            Err(e) => panic!("the cluster's network namespace {}: {e}", ns.path.display()),
+            Err(e) => panic!("the network namespace {}: {e}", ns.path.display()),
         };
         let mut cmd = Command::new(program);
         let path = std::env::var_os("PATH").unwrap_or_default();
@@ -222,23 +254,23 @@ impl TestCluster {
     /// The words that run a command inside the cluster's network namespace from a shell
     /// (a tmux pane's script): `nsenter --net=PATH --`. Panics if it has a default route.
     pub fn shell_prefix(&self) -> String {
-        if let Err(e) = Netns::recorded(&self.state.netns_path, None).refuse_default_route() {
-            panic!("{e}");
-        }
-        format!("nsenter --net={} --", self.state.netns_path.display())
+        shell_prefix_of(&Netns::recorded(&self.state.netns_path, None))
+    }
+
+    /// The same for the laptop's namespace.
+    pub fn laptop_shell_prefix(&self) -> String {
+        shell_prefix_of(&self.laptop())
     }
 
     /// Runs `f` on a thread of its own inside the cluster's network namespace (a scrape of an
     /// endpoint that listens there). Panics if the namespace has a default route.
     pub fn within<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let ns = Netns::recorded(&self.state.netns_path, None);
-        if let Err(e) = ns.refuse_default_route() {
-            panic!("{e}");
-        }
-        match ns.within(move || Ok(f())) {
-            Ok(v) => v,
-            Err(e) => panic!("{e}"),
-        }
+        within(Netns::recorded(&self.state.netns_path, None), f)
+    }
+
+    /// The same in the laptop's namespace (an endpoint a command run there listens on).
+    pub fn laptop_within<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        within(self.laptop(), f)
     }
 
     /// The cluster's kubectl with these arguments, run to completion (within 2 minutes).
@@ -387,5 +419,23 @@ pub fn output_within(mut cmd: Command, deadline: std::time::Duration) -> Output 
             crate::process::signal(pid, libc::SIGKILL);
             panic!("{what} did not finish within {deadline:?}");
         }
+    }
+}
+
+fn shell_prefix_of(ns: &Netns) -> String {
+    if let Err(e) = ns.refuse_default_route() {
+        panic!("{e}");
+    }
+    format!("nsenter --net={} --", ns.path.display())
+}
+
+/// Runs `f` on a thread of its own in `ns`; panics if it has a default route.
+fn within<T: Send + 'static>(ns: Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    if let Err(e) = ns.refuse_default_route() {
+        panic!("{e}");
+    }
+    match ns.within(move || Ok(f())) {
+        Ok(v) => v,
+        Err(e) => panic!("{e}"),
     }
 }

@@ -46,6 +46,16 @@ pub const NODE_CIDR_MASK: u8 = 24;
 pub const LOAD_BALANCER_CIDR: &str = "10.250.0.0/24";
 pub const LOAD_BALANCER_FIRST: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 10);
 pub const LOAD_BALANCER_LAST: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 250);
+/// Nodes' external addresses (`ExternalIP`, as AKS nodes with public IPs have): .10, .11, …
+/// The laptop reaches these (NodePorts answer on them), not the nodes' InternalIPs.
+pub const NODE_EXTERNAL_SUBNET: &str = "10.241.0.0/24";
+/// The laptop's link to the cluster: the cluster's end, the laptop's end, their prefix.
+pub const LAPTOP_GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 242, 0, 1);
+pub const LAPTOP_IP: Ipv4Addr = Ipv4Addr::new(10, 242, 0, 2);
+pub const LAPTOP_PREFIX: u8 = 30;
+/// What the laptop reaches, as a laptop reaches an AKS cluster from the internet: the
+/// load-balancer range and the nodes' external addresses (and the API server, see `laptop`).
+pub const LAPTOP_ROUTES: [&str; 2] = [LOAD_BALANCER_CIDR, NODE_EXTERNAL_SUBNET];
 /// Every pod's gateway: the node side of each pod's veth carries it (as Calico does), so a
 /// pod routes 10.0.0.0/8 through its node and nothing else.
 pub const POD_GATEWAY: Ipv4Addr = Ipv4Addr::new(169, 254, 1, 1);
@@ -74,6 +84,8 @@ pub struct NodeSpec {
     pub memory_bytes: u64,
     /// Its InternalIP (the kubelet API listens there; NodePorts answer there).
     pub ip: Ipv4Addr,
+    /// Its ExternalIP (NodePorts answer there too; the laptop reaches it).
+    pub external_ip: Ipv4Addr,
 }
 
 impl NodeSpec {
@@ -88,6 +100,7 @@ impl NodeSpec {
             cpus: 2,
             memory_bytes: 8 << 30,
             ip: Ipv4Addr::new(10, 240, 0, FIRST_NODE_HOST + index),
+            external_ip: Ipv4Addr::new(10, 241, 0, FIRST_NODE_HOST + index),
         }
     }
 
@@ -139,7 +152,7 @@ pub fn load_balancer_ip(n: u32) -> Option<Ipv4Addr> {
 /// balancers): what a harness may hand out, and only inside its namespace.
 pub fn is_cluster_address(ip: Ipv4Addr) -> bool {
     let o = ip.octets();
-    o[0] == 10 && matches!(o[1], 240 | 244 | 96 | 250)
+    o[0] == 10 && matches!(o[1], 240 | 241 | 242 | 244 | 96 | 250)
 }
 
 #[cfg(test)]

@@ -315,12 +315,14 @@ fn a_default_route_in_any_table_is_refused_by_every_entry() {
     cdir.write_state(&archbench_cluster::layout::State {
         netns_path: path.clone().into(),
         netns_name: None,
+        laptop_netns: None,
         supervisor_pid: 0,
         nodes: archbench_cluster::topology::default_nodes(),
         kube_bin: "/nonexistent".into(),
         archbench_binary: None,
         nginx_binary: "/usr/sbin/nginx".into(),
         nginx_builds: Vec::new(),
+        arm64_root: None,
     })
     .unwrap();
     // The supervisor enters it, checks, and tells `up` on its stdout.
@@ -569,13 +571,22 @@ fn pods_get_their_network_volumes_token_and_services() {
     assert_eq!(lines[4], "token", "{inside}");
     assert_eq!(lines[5], "1", "{inside}");
     assert_eq!(lines[6], "10.96.0.1:443", "{inside}");
+    // The arm64 node runs arm64 code: Debian's arm64 nginx and busybox under qemu-user.
+    let arch = c.kubectl_ok(&["-n", ns, "exec", name, "--", "uname", "-m"]);
+    assert_eq!(arch.trim(), "aarch64");
     // The projected token is one the API server accepts: the pod reaches it by the
-    // `kubernetes` Service (kube-proxy) and is told who it is.
+    // `kubernetes` Service (kube-proxy) and is told who it is (from the amd64 pod, whose
+    // image has curl).
+    let intel = ps
+        .iter()
+        .find(|p| p["spec"]["nodeName"] == "aks-intel-0")
+        .unwrap();
+    let intel = intel["metadata"]["name"].as_str().unwrap();
     let whoami = c.kubectl_ok(&[
         "-n",
         ns,
         "exec",
-        name,
+        intel,
         "--",
         "sh",
         "-c",
@@ -745,6 +756,362 @@ spec:
     c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
 }
 
+/// The laptop's namespace reaches the cluster as a laptop reaches AKS: kubectl through the
+/// kubeconfig's address, a LoadBalancer address and a NodePort on the nodes' external
+/// addresses answer; the nodes' InternalIPs, ClusterIPs and pod IPs have no route there.
+#[test]
+fn the_laptop_reaches_only_what_a_laptop_reaches_on_aks() {
+    let Some(c) = shared() else { return };
+    let ns = "t-laptop";
+    namespace(c, ns);
+    apply(
+        c,
+        ns,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: laptop-web}}
+spec:
+  nodeSelector: {kubernetes.io/arch: amd64}
+  containers: [{name: nginx, image: nginx, ports: [{containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: lb}
+spec: {type: LoadBalancer, selector: {app: laptop-web}, ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: np}
+spec: {type: NodePort, selector: {app: laptop-web}, ports: [{port: 80}]}
+"#,
+    );
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "wait",
+        "pod/web",
+        "--for=condition=Ready",
+        "--timeout=90s",
+    ]);
+    let from_laptop = |url: &str| {
+        let mut cmd = c.laptop_command("curl");
+        cmd.args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-m",
+            "5",
+            "-w",
+            "%{http_code}",
+            url,
+        ]);
+        stdout(&output_within(cmd, PROMPTLY))
+    };
+    // The API server, by the same kubeconfig.
+    let mut kubectl = c.laptop_command("kubectl");
+    kubectl.args(["-n", ns, "get", "pod", "web", "-o", "name"]);
+    assert_eq!(stdout(&output_within(kubectl, PROMPTLY)).trim(), "pod/web");
+    let lb = wait_for("the load balancer's address", PROMPTLY, || {
+        let svc = c.get_json(&["-n", ns, "service", "lb"]);
+        svc["status"]["loadBalancer"]["ingress"][0]["ip"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let np = c.get_json(&["-n", ns, "service", "np"]);
+    let node_port = np["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    let clusterip = np["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let pod_ip = c.get_json(&["-n", ns, "pod", "web"])["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // kube-proxy programs a new Service's rules within a sync or two.
+    wait_for("the load balancer from the laptop", PROMPTLY, || {
+        (from_laptop(&format!("http://{lb}/")) == "200").then_some(())
+    });
+    let nodes = c.get_json(&["nodes"]);
+    for n in nodes["items"].as_array().unwrap() {
+        let address = |kind: &str| {
+            n["status"]["addresses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["type"] == kind)
+                .and_then(|a| a["address"].as_str())
+                .unwrap()
+                .to_string()
+        };
+        let (internal, external) = (address("InternalIP"), address("ExternalIP"));
+        assert_eq!(
+            from_laptop(&format!("http://{external}:{node_port}/")),
+            "200"
+        );
+        unreachable_from_laptop(c, &internal);
+    }
+    for ip in [clusterip, pod_ip, "10.240.0.1".to_string()] {
+        unreachable_from_laptop(c, &ip);
+    }
+    c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// No route from the laptop: the kernel says so at once (and sends nothing).
+fn unreachable_from_laptop(c: &TestCluster, ip: &str) {
+    let mut cmd = c.laptop_command("ip");
+    cmd.args(["route", "get", ip]);
+    let o = output_within(cmd, PROMPTLY);
+    assert!(!o.status.success(), "{ip}: {}", stdout(&o));
+    assert!(stderr(&o).contains("unreachable"), "{ip}: {}", stderr(&o));
+}
+
+/// A container's condition in the pod's status: (ready, started, restartCount).
+fn container_flags(c: &TestCluster, ns: &str, pod: &str) -> (bool, bool, u64) {
+    let p = c.get_json(&["-n", ns, "pod", pod]);
+    let cs = &p["status"]["containerStatuses"][0];
+    (
+        cs["ready"] == true,
+        cs["started"] == true,
+        cs["restartCount"].as_u64().unwrap_or(0),
+    )
+}
+
+fn exec_in(c: &TestCluster, ns: &str, pod: &str, container: &str, script: &str) {
+    c.kubectl_ok(&[
+        "-n", ns, "exec", pod, "-c", container, "--", "sh", "-c", script,
+    ]);
+}
+
+/// Init containers one after another to completion; readiness, liveness and startup probes
+/// (httpGet, tcpSocket, exec) by the kubelet's rules; a field the agent does not model
+/// refused with its name.
+#[test]
+fn probes_and_init_containers_follow_the_kubelets_rules() {
+    let Some(c) = shared() else { return };
+    let ns = "t-probes";
+    namespace(c, ns);
+    apply(
+        c,
+        ns,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: init}
+spec:
+  nodeSelector: {kubernetes.io/arch: amd64}
+  volumes: [{name: work, emptyDir: {}}]
+  initContainers:
+  - {name: first, image: nginx, volumeMounts: [{name: work, mountPath: /run/work}],
+     command: [sh, -c, "echo one > /run/work/order; until [ -e /run/work/go ]; do sleep 0.1; done"]}
+  - {name: second, image: nginx, volumeMounts: [{name: work, mountPath: /run/work}],
+     command: [sh, -c, "echo two >> /run/work/order"]}
+  containers:
+  - {name: app, image: nginx, volumeMounts: [{name: work, mountPath: /run/work}],
+     command: [sh, -c, "cat /run/work/order; exec sleep 600"]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: init-fails}
+spec:
+  restartPolicy: Never
+  initContainers: [{name: setup, image: nginx, command: [sh, -c, "exit 4"]}]
+  containers: [{name: app, image: nginx, command: [sleep, "600"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: probed}
+spec:
+  nodeSelector: {kubernetes.io/arch: amd64}
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: state, emptyDir: {}}]
+  containers:
+  - name: app
+    image: nginx
+    volumeMounts: [{name: state, mountPath: /run/state}]
+    command: [sh, -c, "touch /run/state/alive; exec sleep 600"]
+    startupProbe: {exec: {command: [cat, /run/state/started]}, periodSeconds: 1, failureThreshold: 600}
+    readinessProbe: {exec: {command: [cat, /run/state/ready]}, periodSeconds: 1, failureThreshold: 2}
+    livenessProbe: {exec: {command: [cat, /run/state/alive]}, periodSeconds: 1, failureThreshold: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: http}
+spec:
+  nodeSelector: {kubernetes.io/arch: amd64}
+  containers:
+  - name: nginx
+    image: nginx
+    ports: [{name: web, containerPort: 80}]
+    readinessProbe:
+      httpGet: {path: /, port: web, httpHeaders: [{name: User-Agent, value: probe-test}]}
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: http-missing}
+spec:
+  nodeSelector: {kubernetes.io/arch: amd64}
+  containers:
+  - name: nginx
+    image: nginx
+    readinessProbe: {httpGet: {path: /no-such-page, port: 80}, periodSeconds: 1}
+    livenessProbe: {tcpSocket: {port: 80}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: hooked}
+spec:
+  containers:
+  - {name: app, image: nginx, lifecycle: {preStop: {exec: {command: [sleep, "1"]}}}}
+"#,
+    );
+    // While the first init container runs: Pending, not Initialized, the app not started.
+    wait_for("the first init container running", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "init"]);
+        (p["status"]["initContainerStatuses"][0]["state"]["running"].is_object()).then_some(())
+    });
+    let p = c.get_json(&["-n", ns, "pod", "init"]);
+    assert_eq!(p["status"]["phase"], "Pending", "{p}");
+    let initialized = &p["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Initialized")
+        .cloned()
+        .unwrap();
+    assert_eq!(initialized["status"], "False", "{initialized}");
+    assert_eq!(initialized["reason"], "ContainersNotInitialized");
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "PodInitializing"
+    );
+    exec_in(c, ns, "init", "first", "touch /run/work/go");
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "wait",
+        "pod/init",
+        "--for=condition=Ready",
+        "--timeout=90s",
+    ]);
+    assert_eq!(
+        c.kubectl_ok(&["-n", ns, "logs", "init", "-c", "app"]),
+        "one\ntwo\n"
+    );
+    let p = c.get_json(&["-n", ns, "pod", "init"]);
+    for s in p["status"]["initContainerStatuses"].as_array().unwrap() {
+        assert_eq!(s["state"]["terminated"]["reason"], "Completed", "{s}");
+    }
+    // An init container that fails under restartPolicy Never fails the pod; its app never runs.
+    wait_for("the failed pod", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "init-fails"]);
+        (p["status"]["phase"] == "Failed").then_some(())
+    });
+    let p = c.get_json(&["-n", ns, "pod", "init-fails"]);
+    assert_eq!(
+        p["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"],
+        4
+    );
+    assert!(
+        p["status"]["containerStatuses"][0]["state"]["waiting"].is_object(),
+        "{p}"
+    );
+    // The startup probe holds readiness and liveness back: not started, not ready.
+    wait_for("probed running", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "probed"]);
+        p["status"]["containerStatuses"][0]["state"]["running"]
+            .is_object()
+            .then_some(())
+    });
+    assert_eq!(container_flags(c, ns, "probed"), (false, false, 0));
+    exec_in(c, ns, "probed", "app", "touch /run/state/started");
+    wait_for("probed started", PROMPTLY, || {
+        (container_flags(c, ns, "probed") == (false, true, 0)).then_some(())
+    });
+    // Readiness follows its exec probe both ways (two failures in a row to go unready).
+    exec_in(c, ns, "probed", "app", "touch /run/state/ready");
+    wait_for("probed ready", PROMPTLY, || {
+        (container_flags(c, ns, "probed") == (true, true, 0)).then_some(())
+    });
+    exec_in(c, ns, "probed", "app", "rm /run/state/ready");
+    wait_for("probed unready again", PROMPTLY, || {
+        (container_flags(c, ns, "probed") == (false, true, 0)).then_some(())
+    });
+    // A failed liveness probe restarts the container (and its startup probe starts over).
+    exec_in(c, ns, "probed", "app", "rm /run/state/alive");
+    wait_for("probed restarted", PROMPTLY, || {
+        let (_, _, restarts) = container_flags(c, ns, "probed");
+        (restarts == 1).then_some(())
+    });
+    let events = c.kubectl_ok(&["-n", ns, "events", "--for", "pod/probed"]);
+    for want in [
+        "Readiness probe failed",
+        "Liveness probe failed",
+        "Container app failed liveness probe, will be restarted",
+    ] {
+        assert!(events.contains(want), "{want} in {events}");
+    }
+    // httpGet: a named port and the probe's own headers; a 404 is a failure, a port that
+    // answers is alive.
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "wait",
+        "pod/http",
+        "--for=condition=Ready",
+        "--timeout=90s",
+    ]);
+    let log = c.kubectl_ok(&["-n", ns, "logs", "http"]);
+    assert!(
+        log.contains("\"probe-test\""),
+        "the probe's User-Agent: {log}"
+    );
+    let events = wait_for("the 404's event", PROMPTLY, || {
+        let e = c.kubectl_ok(&["-n", ns, "events", "--for", "pod/http-missing"]);
+        e.contains("Readiness probe failed: HTTP probe failed with statuscode: 404")
+            .then_some(e)
+    });
+    assert!(events.contains("Unhealthy"), "{events}");
+    // Unready, yet alive: its liveness probe holds (no restart).
+    assert_eq!(container_flags(c, ns, "http-missing"), (false, true, 0));
+    // A repeated failure is one Event with a count, as the kubelet's correlator makes it.
+    let repeated = wait_for("the 404 counted again", PROMPTLY, || {
+        let listed = c.get_json(&[
+            "-n",
+            ns,
+            "events",
+            "--field-selector",
+            "involvedObject.name=http-missing,reason=Unhealthy",
+        ]);
+        let same: Vec<serde_json::Value> = listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                e["message"] == "Readiness probe failed: HTTP probe failed with statuscode: 404"
+            })
+            .cloned()
+            .collect();
+        let counted = same.len() == 1 && same[0]["count"].as_u64() >= Some(2);
+        (same.len() > 1 || counted).then_some(same)
+    });
+    assert_eq!(repeated.len(), 1, "{repeated:?}");
+    // What the agent does not model: refused, named, never started.
+    let waiting = wait_for("the refusal", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "hooked"]);
+        let w = p["status"]["containerStatuses"][0]["state"]["waiting"].clone();
+        (w["reason"] == "CreateContainerConfigError").then_some(w)
+    });
+    assert!(
+        waiting["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("spec.containers[0].lifecycle is not modelled"),
+        "{waiting}"
+    );
+    let events = c.kubectl_ok(&["-n", ns, "events", "--for", "pod/hooked"]);
+    assert!(events.contains("lifecycle is not modelled"), "{events}");
+    c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
 #[test]
 fn an_indexed_job_runs_through_the_job_controller() {
     let Some(c) = shared() else { return };
@@ -805,8 +1172,10 @@ apiVersion: v1
 kind: Pod
 metadata: {name: busy}
 spec:
+  nodeSelector: {kubernetes.io/arch: amd64}
   containers:
   - {name: app, image: nginx, command: [sh, -c, "while :; do :; done"]}
+  - {name: idle, image: nginx, command: [sleep, "600"]}
 "#,
     );
     c.kubectl_ok(&[
@@ -817,6 +1186,19 @@ spec:
         "--for=condition=Ready",
         "--timeout=90s",
     ]);
+    // The kubelet's own figures: each container's from its own cgroup, and no error.
+    let raw = c.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/api/v1/nodes/aks-intel-0/proxy/metrics/resource",
+    ]);
+    for container in ["app", "idle"] {
+        let row = format!(
+            "container_cpu_usage_seconds_total{{container=\"{container}\",namespace=\"{ns}\",pod=\"busy\"}}"
+        );
+        assert!(raw.contains(&row), "{row} in {raw}");
+    }
+    assert!(raw.contains("resource_scrape_error 0"), "{raw}");
     // metrics-server needs two scrapes 10 s apart before it reports a pod.
     let line = wait_for("busy in kubectl top", PROMPTLY, || {
         let o = c.kubectl(&["-n", ns, "top", "pod", "busy", "--no-headers"]);
@@ -830,8 +1212,161 @@ spec:
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{line}"));
     assert!(cpu >= 200, "{line}");
+    // Per container: the spinning one has the pod's CPU, the sleeping one next to none.
+    let per = c.kubectl_ok(&[
+        "-n",
+        ns,
+        "top",
+        "pod",
+        "busy",
+        "--containers",
+        "--no-headers",
+    ]);
+    let millicores = |container: &str| -> u64 {
+        per.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(container))
+            .and_then(|l| l.split_whitespace().nth(2)?.strip_suffix('m')?.parse().ok())
+            .unwrap_or_else(|| panic!("{container} in {per}"))
+    };
+    assert!(millicores("app") >= 200, "{per}");
+    assert!(millicores("idle") < 20, "{per}");
     let nodes = c.kubectl_ok(&["top", "node", "--no-headers"]);
     assert_eq!(nodes.lines().count(), 2, "{nodes}");
+    c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// A `cpu.stat` field of the pod's /sys/fs/cgroup, read through exec.
+fn cgroup_stat(c: &TestCluster, ns: &str, pod: &str) -> (u64, u64, u64) {
+    let text = c.kubectl_ok(&[
+        "-n",
+        ns,
+        "exec",
+        pod,
+        "--",
+        "cat",
+        "/sys/fs/cgroup/cpu.stat",
+    ]);
+    let field = |k: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in {text}"))
+    };
+    (
+        field("usage_usec "),
+        field("nr_throttled "),
+        field("throttled_usec "),
+    )
+}
+
+#[test]
+fn cpu_and_memory_limits_are_enforced_and_an_oom_kill_reported() {
+    let Some(c) = shared() else { return };
+    let ns = "t-limits";
+    namespace(c, ns);
+    apply(
+        c,
+        ns,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: capped}
+spec:
+  containers:
+  - name: app
+    image: nginx
+    command: [sh, -c, "while :; do :; done"]
+    resources: {limits: {cpu: 200m, memory: 64Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: hungry}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: nginx
+    # tail keeps the last line whole: /dev/zero has no newline, so 256 MiB of it.
+    command: [sh, -c, "head -c 268435456 /dev/zero | tail -n 1 > /dev/null"]
+    resources: {limits: {memory: 32Mi}}
+"#,
+    );
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "wait",
+        "pod/capped",
+        "--for=condition=Ready",
+        "--timeout=90s",
+    ]);
+    // What the pod sees is its own limit.
+    let cpu_max = c.kubectl_ok(&[
+        "-n",
+        ns,
+        "exec",
+        "capped",
+        "--",
+        "cat",
+        "/sys/fs/cgroup/cpu.max",
+    ]);
+    assert_eq!(cpu_max, "20000 100000\n");
+    let memory_max = c.kubectl_ok(&[
+        "-n",
+        ns,
+        "exec",
+        "capped",
+        "--",
+        "cat",
+        "/sys/fs/cgroup/memory.max",
+    ]);
+    assert_eq!(memory_max, format!("{}\n", 64 << 20));
+    // A spinning shell wants a whole core; the quota gives it a fifth, and the kernel counts
+    // the periods it ran out of.
+    let (used0, throttled0, waited0) = cgroup_stat(c, ns, "capped");
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(3));
+    let (used1, throttled1, waited1) = cgroup_stat(c, ns, "capped");
+    let cores = (used1 - used0) as f64 / t0.elapsed().as_micros() as f64;
+    eprintln!(
+        "capped at 200m: {cores:.3} cores over {:?}, {} periods throttled, {} µs waited",
+        t0.elapsed(),
+        throttled1 - throttled0,
+        waited1 - waited0
+    );
+    assert!(cores <= 0.21, "{cores:.3} cores under a 200m limit");
+    assert!(
+        cores >= 0.1,
+        "{cores:.3} cores: the spinning shell barely ran"
+    );
+    assert!(
+        throttled1 - throttled0 >= 10,
+        "{throttled0} -> {throttled1} throttled periods"
+    );
+    assert!(
+        waited1 > waited0,
+        "throttled time {waited0} -> {waited1} µs"
+    );
+    // Past its memory limit: killed by the kernel, reported as a kubelet does.
+    let terminated = wait_for("hungry's OOM kill", PROMPTLY, || {
+        let p = c.get_json(&["-n", ns, "pod", "hungry"]);
+        let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
+        (!t.is_null()).then(|| t.clone())
+    });
+    assert_eq!(terminated["reason"], "OOMKilled", "{terminated}");
+    assert_eq!(terminated["exitCode"], 137, "{terminated}");
+    let events = c.kubectl_ok(&[
+        "-n",
+        ns,
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=hungry,reason=OOMKilled",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(
+        events.contains(&format!("limit ({} bytes)", 32 << 20)),
+        "{events}"
+    );
     c.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
 }
 

@@ -2,6 +2,8 @@
 //! one-line message and an exit status (0 ok, 1 failure, 2 usage, 130/143 interrupted).
 
 mod args;
+pub(crate) mod argv;
+mod climb;
 mod cmd;
 mod execute;
 mod exit;

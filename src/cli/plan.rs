@@ -754,84 +754,83 @@ pub(super) fn duration_arg(d: Duration) -> String {
 /// shaped it, credentials redacted. A body that is not short text is left out, and the line
 /// says so.
 pub fn reproduce<A>(plan: &Plan<A>) -> String {
-    let mut w: Vec<String> = vec![
-        "archbench".into(),
-        "run".into(),
-        shell_word(&plan.target.redacted_url),
-        "-c".into(),
-        plan.connections.to_string(),
-        "-t".into(),
-        plan.threads.to_string(),
-    ];
+    let mut w = super::argv::Argv::new("run", &["archbench", "run"]);
+    w.word(shell_word(&plan.target.redacted_url))
+        .short("connections", plan.connections.to_string())
+        .short("threads", plan.threads.to_string());
     if let Some(d) = plan.stop.duration {
-        w.extend(["-d".into(), duration_arg(d)]);
+        w.short("duration", duration_arg(d));
     }
     if let Some(n) = plan.stop.requests {
-        w.extend(["-n".into(), n.to_string()]);
+        w.short("requests", n.to_string());
     }
     let tls = &plan.tls;
     if plan.target.scheme == crate::http::Scheme::Https && !tls.resume {
-        w.extend(["--tls-resume".into(), "off".into()]);
+        w.value("tls_resume", "off");
     }
     if !tls.ciphers.is_empty() {
-        w.extend(["--tls-ciphers".into(), tls.ciphers.join(",")]);
+        w.value("tls_ciphers", tls.ciphers.join(","));
     }
     if !tls.groups.is_empty() {
-        w.extend(["--tls-groups".into(), tls.groups.join(",")]);
+        w.value("tls_groups", tls.groups.join(","));
     }
     if let Some(v) = tls.version {
-        w.extend(["--tls-version".into(), v.number().into()]);
+        w.value("tls_version", v.number());
     }
     if let Some(p) = &tls.pinned {
-        w.extend(["--pinned-cert".into(), p.path.clone()]);
+        w.value("pinned_cert", p.path.clone());
     }
     if let Pacing::Open { rate, slack } = plan.pacing {
-        w.extend(["--rate".into(), rate.to_string()]);
-        w.extend(["--pacing-slack".into(), duration_arg(slack)]);
+        w.value("rate", rate.to_string());
+        w.value("pacing_slack", duration_arg(slack));
     }
-    w.extend(["--timeout".into(), duration_arg(plan.timeout)]);
+    w.value("timeout", duration_arg(plan.timeout));
     if plan.request.method != "GET" {
-        w.extend(["-m".into(), plan.request.method.clone()]);
+        w.short("method", plan.request.method.clone());
     }
     for (n, v) in plan.summary().headers {
-        w.extend(["-H".into(), shell_word(&format!("{n}: {v}"))]);
+        w.short("headers", shell_word(&format!("{n}: {v}")));
     }
     if plan.request.version == HttpVersion::Http10 {
-        w.push("--http1.0".into());
+        w.switch("http10");
     }
     if let Some(h2) = plan.http2 {
-        w.push("--http2".into());
+        w.switch("http2");
         if h2.streams != 1 {
-            w.extend(["--streams".into(), h2.streams.to_string()]);
+            w.value("streams", h2.streams.to_string());
         }
         if h2.offer_http11 {
-            w.extend(["--alpn".into(), "h2,http/1.1".into()]);
+            w.value("alpn", "h2,http/1.1");
         }
     }
     if !plan.request.keepalive {
-        w.push("--no-keepalive".into());
+        w.switch("no_keepalive");
     }
     if plan.insecure {
-        w.push("--insecure".into());
+        w.switch("insecure");
     }
     if plan.part != Part::WHOLE {
-        w.extend([
-            "--part".into(),
-            format!("{}/{}", plan.part.index, plan.part.count),
-        ]);
+        w.value("part", format!("{}/{}", plan.part.index, plan.part.count));
     }
     if let Some(h) = &plan.hooks {
-        w.extend(h.flags().iter().map(|f| shell_word(f)));
+        for (id, value) in h.flags() {
+            w.value(id, shell_word(&value));
+        }
     }
+    let mut line = w.into_words().join(" ");
     match std::str::from_utf8(&plan.request.body) {
         Ok("") => {}
-        Ok(text) if text.len() <= 1024 => w.extend(["--body".into(), shell_word(text)]),
-        _ => w.push(format!(
-            "# plus the {}-byte body (--body-file)",
+        Ok(text) if text.len() <= 1024 => {
+            let mut body = super::argv::Argv::new("run", &[]);
+            body.value("body", shell_word(text));
+            line = format!("{line} {}", body.into_words().join(" "));
+        }
+        _ => line.push_str(&format!(
+            " # plus the {}-byte body (--body-file)",
             plan.request.body.len()
         )),
     }
-    w.join(" ")
+    line
 }
 
 /// Attaches `--perf` events to every watch spec; they need something to watch.

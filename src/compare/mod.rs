@@ -225,6 +225,46 @@ impl ComparisonResult {
         })
     }
 
+    /// Why `name`'s figures describe something other than its servers' capacity, so that no
+    /// verdict per vCPU may rest on them: servers run under emulation, a judged run its
+    /// servers did not limit (the client, or nothing, did), or pods that used more CPU than
+    /// their limit gives.
+    pub fn not_the_servers_capacity(
+        &self,
+        name: &str,
+        placements: &[crate::placement::Placement],
+    ) -> Option<String> {
+        let t = self.targets.iter().find(|t| t.name == name)?;
+        if let Some(e) = t
+            .judged()
+            .flat_map(|r| &r.servers)
+            .find_map(|s| s.fingerprint.emulator.as_deref())
+        {
+            return Some(format!(
+                "its pods run under emulation ({e}), not on the CPU"
+            ));
+        }
+        if let Some(r) = t
+            .judged()
+            .find(|r| r.limiter.side != crate::stats::LimiterSide::Server)
+        {
+            return Some(format!(
+                "its servers did not limit it ({})",
+                r.limiter.reason
+            ));
+        }
+        let p = placements.iter().find(|p| p.name == name)?;
+        let limit = p.cpu_limit? * f64::from(p.replicas.max(1));
+        let cores = t
+            .judged()
+            .map(|r| r.servers.iter().map(|s| s.cores).sum::<f64>())
+            .fold(0.0, f64::max);
+        // 5%: what one 250 ms sample's rounding and the CFS period's edges allow.
+        (cores > limit * 1.05).then(|| {
+            format!("its pods used {cores:.2} cores, above their CPU limit of {limit} (+5%)")
+        })
+    }
+
     /// Each target's objectives, judged on the medians of its judged runs.
     pub fn judge_slo(&self, slo: &crate::slo::Slo) -> Vec<TargetSlo> {
         self.targets

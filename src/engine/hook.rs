@@ -74,9 +74,10 @@ pub trait Hooks: Send + Sync + fmt::Debug {
     fn reports(&self) -> bool {
         false
     }
-    /// The command-line words that chose these hooks (`--script FILE --script-arg A…` or
-    /// `--mix FILE`): for the stored plan and the reproduce line.
-    fn flags(&self) -> Vec<String>;
+    /// What chose these hooks, as (argument id, value) pairs in order (`script` FILE then each
+    /// `script_args` A, or `mix` FILE): for the stored plan and the reproduce line, which
+    /// spells each id as the parser does.
+    fn flags(&self) -> Vec<(&'static str, String)>;
     /// A request mix's figures per entry, of the last run (for the result).
     fn entries(&self) -> Vec<crate::stats::EntryResult> {
         Vec::new()

@@ -12,6 +12,7 @@ pub mod hook;
 pub mod live;
 pub mod wake;
 mod worker;
+mod worker_base;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -331,10 +332,10 @@ pub fn run_from(
     raise_file_limit(plan.local_connections(), threads)?;
     let progress: Vec<WorkerProgress> = (0..threads).map(|_| WorkerProgress::default()).collect();
     let (mut collector, shippers) = live::channels(threads, start);
-    let specs = worker_specs(plan, start, shippers)?;
+    let (specs, http2) = worker_specs(plan, start, shippers)?;
     let mut busy = WorkerBusy::new(threads);
     let results = std::thread::scope(|scope| {
-        let (handles, done) = spawn_workers(scope, specs, stop, &progress);
+        let (handles, done) = spawn_workers(scope, specs, http2.as_ref(), stop, &progress);
         let spawned = handles.iter().filter(|h| h.is_ok()).count();
         let mut watch = Watch {
             start,
@@ -376,7 +377,7 @@ pub fn run_from(
 /// HTTP/1.1 — also when ALPN was offered both and the server chose http/1.1: one handshake
 /// before the run says which, so each worker speaks one protocol (a server chooses the same
 /// on every connection).
-fn h2_spec(plan: &Plan, tls: Option<&worker::TlsSetup>) -> Option<h2::H2Spec> {
+fn h2_spec(plan: &Plan, tls: Option<&worker_base::TlsSetup>) -> Option<h2::H2Spec> {
     let h = plan.http2?;
     if let (Some(t), true) = (tls, h.offer_http11) {
         let chosen = tls::probe_alpn(
@@ -408,7 +409,7 @@ fn worker_specs(
     plan: &Plan,
     start: Instant,
     shippers: Vec<live::IntervalShipper>,
-) -> Result<Vec<worker::WorkerSpec>, EngineError> {
+) -> Result<(Vec<worker_base::WorkerSpec>, Option<h2::H2Spec>), EngineError> {
     let threads = shippers.len();
     let local_connections = plan.local_connections();
     let request: Arc<[u8]> = plan
@@ -416,7 +417,7 @@ fn worker_specs(
         .encode(&plan.target, plan.basic_auth.clone())
         .into();
     let tls = match plan.target.scheme {
-        Scheme::Https => Some(worker::TlsSetup {
+        Scheme::Https => Some(worker_base::TlsSetup {
             config: tls::client_config(plan.insecure, &plan.tls, alpn_offer(plan.http2))?,
             name: tls::server_name(&plan.target.host)?,
         }),
@@ -434,11 +435,11 @@ fn worker_specs(
         let script = scripts.get_mut(w).and_then(Option::take);
         let conns = share(local_connections as u64, threads, w) as usize;
         // Local connection j is global connection index + count * j.
-        let schedule = worker::SchedulePosition {
+        let schedule = worker_base::SchedulePosition {
             first: part.index as usize + part.count as usize * first_conn,
             stride: part.count as usize,
         };
-        specs.push(worker::WorkerSpec {
+        specs.push(worker_base::WorkerSpec {
             addr: script
                 .as_ref()
                 .and_then(|s| s.addr)
@@ -471,22 +472,23 @@ fn worker_specs(
             expected: plan.stop.duration,
             live,
             script,
-            h2: http2.clone(),
         });
         first_conn += conns;
     }
-    Ok(specs)
+    Ok((specs, http2))
 }
 
 type WorkerHandle<'scope> = Result<
-    std::thread::ScopedJoinHandle<'scope, Result<worker::WorkerOutcome, EngineError>>,
+    std::thread::ScopedJoinHandle<'scope, Result<worker_base::WorkerOutcome, EngineError>>,
     EngineError,
 >;
 
-/// Starts one thread per spec; each says on the returned channel when it has ended.
+/// Starts one thread per spec, each on the worker of the run's protocol (HTTP/2 when `http2`
+/// says what it sends); each says on the returned channel when it has ended.
 fn spawn_workers<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
-    specs: Vec<worker::WorkerSpec>,
+    specs: Vec<worker_base::WorkerSpec>,
+    http2: Option<&h2::H2Spec>,
     stop: &'env AtomicBool,
     progress: &'env [WorkerProgress],
 ) -> (Vec<WorkerHandle<'scope>>, mpsc::Receiver<()>) {
@@ -497,11 +499,12 @@ fn spawn_workers<'scope, 'env>(
         .enumerate()
         .map(|(w, (spec, prog))| {
             let done = done_tx.clone();
+            let http2 = http2.cloned();
             std::thread::Builder::new()
                 .name(format!("archbench-worker-{w}"))
                 .spawn_scoped(scope, move || {
                     // HTTP/2 has a worker of its own; the HTTP/1.1 one is untouched by it.
-                    let r = match spec.h2.clone() {
+                    let r = match http2 {
                         Some(h2) => h2::H2Worker::new(spec, h2, stop, prog).and_then(|w| w.run()),
                         None => worker::Worker::new(spec, stop, prog).and_then(|w| w.run()),
                     };
@@ -515,7 +518,7 @@ fn spawn_workers<'scope, 'env>(
 }
 
 /// Each worker's outcome, or why it has none.
-fn join(handles: Vec<WorkerHandle<'_>>) -> Vec<Result<worker::WorkerOutcome, EngineError>> {
+fn join(handles: Vec<WorkerHandle<'_>>) -> Vec<Result<worker_base::WorkerOutcome, EngineError>> {
     handles
         .into_iter()
         .map(|h| match h {
@@ -590,7 +593,7 @@ impl Merged {
         }
     }
 
-    fn add(&mut self, w: worker::WorkerOutcome) -> Result<(), EngineError> {
+    fn add(&mut self, w: worker_base::WorkerOutcome) -> Result<(), EngineError> {
         self.worker_cpu_s.push(w.cpu_s);
         self.worker_demand_s.push(w.demand_s);
         self.interrupted |= w.interrupted;
@@ -743,16 +746,15 @@ impl<A> Plan<A> {
                 Pacing::Closed => None,
                 Pacing::Open { slack, .. } => Some(slack.as_micros() as u64),
             },
-            script: self.hook_flag("--script"),
-            mix: self.hook_flag("--mix"),
+            script: self.hook_flag("script"),
+            mix: self.hook_flag("mix"),
         }
     }
 
-    /// The value of `flag` among the hooks' flags (the script's or the mix's file).
-    fn hook_flag(&self, flag: &str) -> Option<String> {
+    /// The value of argument `id` among the hooks' flags (the script's or the mix's file).
+    fn hook_flag(&self, id: &str) -> Option<String> {
         let flags = self.hooks.as_ref()?.flags();
-        let at = flags.iter().position(|f| f == flag)?;
-        flags.get(at + 1).cloned()
+        flags.into_iter().find(|(i, _)| *i == id).map(|(_, v)| v)
     }
 }
 

@@ -8,93 +8,28 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
-use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::live::IntervalShipper;
-
 use mio::net::TcpStream;
-use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use rustls::pki_types::ServerName;
-use rustls::ClientConfig;
 
 use super::conn::{Conn, Phase, Transport};
-use super::hook::{Scripted, WorkerScript};
+use super::hook::Scripted;
+use super::worker_base::{
+    micros, tls_failure, wait_for_start, SendTimer, WorkerOutcome, WorkerSpec, MAX_POLL_WAIT,
+    RATE_SAMPLE, READ_BUFFER, TIMER,
+};
 use super::{EngineError, Pacing, WorkerProgress};
 use crate::http::tls::{tls_error, TlsStream};
 use crate::http::{Feed, ProtocolError};
-use crate::stats::{ErrorKind, Recorder, TlsFailure};
+use crate::stats::{ErrorKind, Recorder};
 
-const READ_BUFFER: usize = 64 * 1024;
-/// Longest sleep in epoll_wait, so a stop signal is seen promptly.
-const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
-/// wrk samples each thread's request rate this often.
-const RATE_SAMPLE: Duration = Duration::from_millis(100);
-/// The poll token of the open-loop send timer; connections use their index.
-pub(super) const TIMER: Token = Token(usize::MAX);
 /// Open loop over plain TCP: when the next send is at most this far off, the worker sleeps on
 /// the send timer alone and reads the responses that arrived meanwhile when it wakes, timed
 /// by the kernel's receive timestamps. One wake-up then serves a send and the responses
 /// before it, where reacting to each response would cost a second one.
 const DEFER_READS_UP_TO: Duration = Duration::from_millis(5);
-
-#[derive(Clone)]
-pub struct TlsSetup {
-    pub config: Arc<ClientConfig>,
-    pub name: ServerName<'static>,
-}
-
-pub struct WorkerSpec {
-    pub addr: SocketAddr,
-    pub request: Arc<[u8]>,
-    pub head_request: bool,
-    pub keepalive: bool,
-    pub tls: Option<TlsSetup>,
-    pub connections: usize,
-    /// Where this worker's connections stand in the global open-loop schedule: its
-    /// connection i is global connection `first + stride * i` of `total_connections` (all
-    /// workers of all processes taking part).
-    pub schedule: SchedulePosition,
-    pub total_connections: usize,
-    /// Requests this worker may send, when the run is bounded by count.
-    pub tickets: Option<u64>,
-    pub deadline: Option<Instant>,
-    pub pacing: Pacing,
-    pub timeout: Duration,
-    pub start: Instant,
-    pub expected: Option<Duration>,
-    /// Hands each quarter second's latencies to the calling thread.
-    pub live: IntervalShipper,
-    /// A script's hooks; None: every request is `request`.
-    pub script: Option<WorkerScript>,
-    /// HTTP/2: the engine runs this spec on [`super::h2::H2Worker`] instead.
-    pub h2: Option<super::h2::H2Spec>,
-}
-
-/// See [`WorkerSpec::schedule`].
-#[derive(Debug, Clone, Copy)]
-pub struct SchedulePosition {
-    pub first: usize,
-    pub stride: usize,
-}
-
-pub struct WorkerOutcome {
-    pub recording: Recorder,
-    /// When this worker sent its first request, if it sent one.
-    pub first_send: Option<Instant>,
-    /// A signal (the stop flag) ended the loop.
-    pub interrupted: bool,
-    /// When the loop ended, before sockets were closed.
-    pub stopped_at: Instant,
-    /// This worker thread's own CPU: (user, system) seconds.
-    pub cpu_s: (f64, f64),
-    /// Seconds this thread ran or waited to run (schedstat), if the kernel reports it.
-    pub demand_s: Option<f64>,
-}
 
 pub struct Worker<'a> {
     spec: WorkerSpec,
@@ -182,67 +117,6 @@ impl DeferredReads {
             Some(i) if i <= fallback && (-ahead) < 1_000_000_000 => i,
             _ => fallback,
         }
-    }
-}
-
-/// A timerfd in the worker's poll: epoll_wait alone counts whole milliseconds, so waiting for
-/// a send time with it means either sleeping past it or polling without sleeping through
-/// the last millisecond (a whole core at any rate, with enough connections).
-pub(super) struct SendTimer {
-    fd: OwnedFd,
-    /// The instant it is set to fire at (or fired at).
-    armed: Option<Instant>,
-}
-
-impl SendTimer {
-    pub(super) fn new(polls: &[&Poll]) -> io::Result<SendTimer> {
-        // SAFETY: timerfd_create returns a new descriptor we own, or -1.
-        let raw = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a valid descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        for poll in polls {
-            poll.registry()
-                .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
-        }
-        Ok(SendTimer { fd, armed: None })
-    }
-
-    /// Makes the timer fire at `at`. Setting it also clears an earlier expiry, so a fired
-    /// timer is never read: one syscall per send time, none when `at` is already set.
-    pub(super) fn arm(&mut self, at: Instant, now: Instant) -> io::Result<()> {
-        if self.armed == Some(at) {
-            return Ok(());
-        }
-        // An all-zero value would disarm it: at least one nanosecond.
-        let d = at
-            .saturating_duration_since(now)
-            .max(Duration::from_nanos(1));
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-                tv_nsec: d.subsec_nanos() as libc::c_long,
-            },
-        };
-        // SAFETY: a valid timerfd and a fully initialised itimerspec; no old value wanted.
-        let rc =
-            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        self.armed = Some(at);
-        Ok(())
     }
 }
 
@@ -1021,55 +895,6 @@ impl<'a> Worker<'a> {
                 self.fail(i, ErrorKind::Timeout, now);
             }
         }
-    }
-}
-
-/// Sleeps until `start` (a run's common start instant), waking to check the stop flag;
-/// false when the flag stopped it first.
-pub(super) fn wait_for_start(start: Instant, stop: &AtomicBool) -> bool {
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let left = start.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return true;
-        }
-        std::thread::sleep(left.min(MAX_POLL_WAIT));
-    }
-}
-
-pub(super) fn micros(d: Duration) -> u64 {
-    d.as_micros() as u64
-}
-
-/// Why TLS refused, by what the user can do about it.
-pub(super) fn tls_failure(e: &rustls::Error) -> TlsFailure {
-    use rustls::{CertificateError as C, Error as E};
-    match e {
-        E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
-            TlsFailure::UntrustedCertificate
-        }
-        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
-            TlsFailure::NameMismatch
-        }
-        E::InvalidCertificate(
-            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
-        ) => TlsFailure::CertificateDates,
-        E::InvalidCertificate(C::ApplicationVerificationFailure) => TlsFailure::NotPinned,
-        E::InvalidCertificate(_) | E::NoCertificatesPresented => TlsFailure::BadCertificate,
-        // The alerts a server sends when nothing offered is acceptable to it.
-        E::AlertReceived(
-            rustls::AlertDescription::ProtocolVersion
-            | rustls::AlertDescription::HandshakeFailure
-            | rustls::AlertDescription::InsufficientSecurity,
-        ) => TlsFailure::NothingInCommon,
-        E::AlertReceived(rustls::AlertDescription::NoApplicationProtocol) => {
-            TlsFailure::AlpnRefused
-        }
-        E::AlertReceived(_) => TlsFailure::ServerAlert,
-        E::PeerIncompatible(_) => TlsFailure::NothingInCommon,
-        _ => TlsFailure::Other,
     }
 }
 

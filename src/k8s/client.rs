@@ -27,7 +27,7 @@ pub struct Cluster {
     /// What `inspect::fingerprint` read of each pod (by UID), so one process execs
     /// `nginx -V` and reads /proc/cpuinfo once per pod, however many runs, watches and
     /// placements ask (each exec is a round trip through the API server to the kubelet).
-    pub(super) inspected: super::inspect::Inspected,
+    pub(super) inspected: super::pod_build::Inspected,
 }
 
 impl Cluster {

@@ -100,10 +100,12 @@ pub enum K8sError {
         reason: String,
         message: String,
     },
-    #[error("nginx in {pod} keeps crashing ({reason}); its last log lines: {log}")]
+    #[error("nginx in {pod} keeps crashing ({reason}{}); its last log lines: {log}", crash_advice(.last.as_deref()))]
     Crashing {
         pod: String,
         reason: String,
+        /// How its last run ended (`OOMKilled`, `Error`).
+        last: Option<String>,
         log: String,
     },
     #[error("waited {seconds} s for {what}; {advice}")]
@@ -143,6 +145,15 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
         cause = next;
     }
     cause.to_string()
+}
+
+/// What `Crashing` adds of the last run: the kernel's OOM kill is the pod's memory limit.
+fn crash_advice(last: Option<&str>) -> String {
+    match last {
+        Some("OOMKilled") => ", last killed as OOMKilled: its memory limit is below what nginx needs; raise the variant's memory= (or make its configuration need less: worker_connections, shared zones)".into(),
+        Some(r) => format!(", last ended: {r}"),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]

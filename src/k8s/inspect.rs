@@ -1,40 +1,22 @@
-//! `k8s fingerprint`: per architecture, the node's architecture and CPU, LSE atomics, and the
-//! pod's `nginx -V`, with the outline-atomics warning where it applies (the regression the
-//! multi-arch test plan hunted: 167k vs 499k req/s).
+//! `k8s fingerprint`: per architecture, the node's architecture and CPU, LSE atomics, the
+//! pod's nginx executable as its bytes say it was built, and its `nginx -V`, with the
+//! outline-atomics warning where it applies (the regression the multi-arch test plan hunted:
+//! 167k vs 499k req/s).
 
-use std::collections::HashMap;
 use std::io::{self, Write};
-use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, ResourceExt};
 
 use super::client::api_error;
+use super::pod_build::ArchFingerprint;
 use super::pods::{exec, pick};
 use super::{Cluster, K8sError};
+use crate::monitor::fingerprint;
 use crate::stats::ServerFingerprint;
 
-/// What one variant's pod runs on and runs.
-#[derive(Debug, Clone)]
-pub struct ArchFingerprint {
-    /// The variant's name.
-    pub variant: String,
-    pub pod: String,
-    pub node: String,
-    /// The node's `status.nodeInfo.architecture` (amd64, arm64).
-    pub node_arch: String,
-    pub instance_type: String,
-    pub kernel: String,
-    /// From the pod's /proc/cpuinfo.
-    pub cpu_model: String,
-    /// aarch64 only: whether the CPU has LSE atomics.
-    pub lse_atomics: Option<bool>,
-    pub nginx: ServerFingerprint,
-}
-
-/// Fingerprints already read, by pod UID (a pod's build and CPU do not change while it lives;
-/// a new pod has a new UID). Shared by a cluster's clones.
-pub type Inspected = Arc<Mutex<HashMap<String, ArchFingerprint>>>;
+/// Prints the nginx executable on the pod's PATH (the one `nginx -V` runs), bytes as they are.
+const READ_NGINX: &str = r#"exe=$(command -v nginx) && exec cat "$exe""#;
 
 /// `uname -m`'s spelling of a Kubernetes architecture.
 fn machine(kube_arch: &str) -> &str {
@@ -61,8 +43,8 @@ pub async fn fingerprint(cluster: &Cluster, variant: &str) -> Result<ArchFingerp
     Ok(f)
 }
 
-/// The pod's fingerprint, and whether every part of it was read (the node found, both
-/// commands exited 0).
+/// The pod's fingerprint, and whether every part of it was read (the node found, every
+/// command exited 0).
 async fn read_fingerprint(
     cluster: &Cluster,
     variant: &str,
@@ -87,19 +69,38 @@ async fn read_fingerprint(
         .unwrap_or_else(|| "unknown".into());
     let cpuinfo = exec(cluster, &name, &["cat", "/proc/cpuinfo"], None).await?;
     let v = exec(cluster, &name, &["sh", "-c", "nginx -V 2>&1"], None).await?;
-    let whole = node.is_some() && cpuinfo.exit_code == 0 && v.exit_code == 0;
+    // The executable `nginx -V` ran, as the pod has it: what runs, whatever -V says.
+    let exe = exec(cluster, &name, &["sh", "-c", READ_NGINX], None).await?;
+    // What the kernel runs as the pod's PID 1 (nginx): qemu-user when it is emulated. Not
+    // every image has readlink: without it, nothing is said.
+    let runner = exec(cluster, &name, &["readlink", "/proc/1/exe"], None).await?;
+    let whole = node.is_some() && cpuinfo.exit_code == 0 && v.exit_code == 0 && exe.exit_code == 0;
     let cpuinfo = cpuinfo.stdout_text();
     let lse_atomics =
         (machine(&node_arch) == "aarch64").then(|| crate::os::lse_in_cpuinfo(&cpuinfo));
-    let nginx = crate::monitor::fingerprint::from_nginx_v(
-        ServerFingerprint {
-            executable: Some("nginx (in the pod)".into()),
-            ..ServerFingerprint::default()
-        },
-        &v.stdout_text(),
+    let exe_bytes = match exe.exit_code {
+        0 => Ok(exe.stdout),
+        code => Err(format!(
+            "reading it in the pod exited {code}: {}",
+            String::from_utf8_lossy(&exe.stderr).trim()
+        )),
+    };
+    let nginx = fingerprint::complete(
+        fingerprint::with_executable(
+            ServerFingerprint {
+                executable: Some("nginx (in the pod)".into()),
+                ..ServerFingerprint::default()
+            },
+            exe_bytes,
+        ),
+        Some(&v.stdout_text()),
         machine(&node_arch),
         lse_atomics,
     );
+    let nginx = match runner.exit_code {
+        0 => fingerprint::with_runner(nginx, &runner.stdout_text()),
+        _ => nginx,
+    };
     let f = ArchFingerprint {
         variant: variant.to_string(),
         pod: name,
@@ -147,6 +148,9 @@ pub fn write_fingerprints(prints: &[ArchFingerprint], out: &mut dyn Write) -> io
         )?;
         if let Some(args) = &f.nginx.configure_arguments {
             writeln!(out, "  built    {args}")?;
+        }
+        if let Some(line) = f.nginx.binary_line() {
+            writeln!(out, "  binary   {line}")?;
         }
         for w in &f.nginx.warnings {
             writeln!(out, "  WARNING: {w}")?;

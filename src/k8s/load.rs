@@ -209,7 +209,7 @@ impl FoundServices<'_> {
                 let address = port_address(svc, service_port, &self.nodes).ok_or_else(|| {
                     K8sError::Failed {
                         what: format!("address of {service}"),
-                        message: "its LoadBalancer address is still pending; wait, or use --service-type NodePort with `archbench k8s up`".into(),
+                        message: "its LoadBalancer address is still pending; wait, load --in-cluster, or use --service-type NodePort with `archbench k8s up` (reached from outside through the nodes' external addresses: nodes with public IPs)".into(),
                     }
                 })?;
                 (format!("{scheme}://{address}/"), None)

@@ -9,9 +9,9 @@ use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, Namespace, PodSpec,
-    PodTemplateSpec, ResourceRequirements, Secret, SecretVolumeSource, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, HTTPGetAction, Namespace, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, Secret, SecretVolumeSource, Service, ServicePort,
+    ServiceSpec, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -216,7 +216,7 @@ pub fn deployment(setup: &Setup, variant: &Variant) -> Deployment {
                 spec: Some(PodSpec {
                     node_selector: (!variant.node_selector.is_empty())
                         .then(|| variant.node_selector.clone()),
-                    containers: vec![container(setup, variant, config.is_some(), tls.is_some())],
+                    containers: vec![container(setup, variant, config.as_deref(), tls.is_some())],
                     volumes: volumes(config.is_some().then_some(config_map), tls.is_some()),
                     ..PodSpec::default()
                 }),
@@ -269,7 +269,7 @@ fn sized_rollout(variant: &Variant) -> Option<DeploymentStrategy> {
 /// The nginx container of a variant: its image, nginx.conf mounted when it has one, and its
 /// CPU and memory as requests = limits (a Guaranteed pod: sizes compare fairly); with `tls`,
 /// port 443 and the certificate.
-fn container(setup: &Setup, variant: &Variant, mounted: bool, tls: bool) -> Container {
+fn container(setup: &Setup, variant: &Variant, config: Option<&str>, tls: bool) -> Container {
     let sizes: BTreeMap<String, Quantity> = [("cpu", &variant.cpu), ("memory", &variant.memory)]
         .into_iter()
         .filter_map(|(k, v)| Some((k.to_string(), Quantity(v.as_ref()?.0.clone()))))
@@ -291,9 +291,56 @@ fn container(setup: &Setup, variant: &Variant, mounted: bool, tls: bool) -> Cont
             requests: Some(sizes),
             ..ResourceRequirements::default()
         }),
-        volume_mounts: mounts(mounted, tls),
+        volume_mounts: mounts(config.is_some(), tls),
+        readiness_probe: Some(readiness(config)),
         ..Container::default()
     }
+}
+
+/// Ready once nginx answers a GET on its http port, as nginx deployments declare it, so `up`'s
+/// and `config`'s waits mean the same on AKS as here: nginx serving, not a process started.
+/// Every second, so a new pod is Ready about a second after it listens (the kubelet's default
+/// period is 10 s). The probes' requests are nginx's like any other: a configuration that
+/// counts requests in its access log can leave out `User-Agent: kube-probe/…`. A configuration
+/// that speaks only HTTP/2 on that port (h2c) cannot answer the kubelet's HTTP/1.1 GET: its
+/// pods are ready once the port accepts connections.
+fn readiness(config: Option<&str>) -> Probe {
+    let port = IntOrString::String("http".into());
+    let (http_get, tcp_socket) = if config.is_some_and(speaks_h2c_on_port_80) {
+        (None, Some(TCPSocketAction { port, host: None }))
+    } else {
+        let get = HTTPGetAction {
+            path: Some("/".into()),
+            port,
+            ..HTTPGetAction::default()
+        };
+        (Some(get), None)
+    };
+    Probe {
+        http_get,
+        tcp_socket,
+        period_seconds: Some(1),
+        ..Probe::default()
+    }
+}
+
+/// Whether an nginx.conf's plain-text listener on port 80 is HTTP/2 only: `listen 80 … http2`
+/// without `ssl`, or `listen 80` beside `http2 on;` (nginx 1.25's spelling).
+fn speaks_h2c_on_port_80(config: &str) -> bool {
+    let directives: Vec<Vec<&str>> = config
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .flat_map(|l| l.split([';', '{', '}']))
+        .map(|d| d.split_whitespace().collect())
+        .collect();
+    let plain_80: Vec<&Vec<&str>> = directives
+        .iter()
+        .filter(|d| d.first() == Some(&"listen"))
+        .filter(|d| d.get(1).is_some_and(|a| *a == "80" || a.ends_with(":80")))
+        .filter(|d| !d.contains(&"ssl"))
+        .collect();
+    let http2_on = directives.iter().any(|d| d.as_slice() == ["http2", "on"]);
+    plain_80.iter().any(|d| d.contains(&"http2")) || (http2_on && !plain_80.is_empty())
 }
 
 /// http, and https with `tls`: (name, port) of the containers and the Services alike.
@@ -775,5 +822,24 @@ mod tests {
         let names: Vec<String> = manifests(&s).iter().map(Manifest::describe).collect();
         assert!(names.contains(&"ConfigMap nginx-b-config".to_string()));
         assert!(!names.contains(&"ConfigMap nginx-config".to_string()));
+    }
+
+    #[test]
+    fn an_h2c_only_listener_is_probed_by_its_port() {
+        assert!(!speaks_h2c_on_port_80(crate::k8s::TUNED_NGINX_CONF));
+        assert!(speaks_h2c_on_port_80("server { listen 80 http2; }"));
+        assert!(speaks_h2c_on_port_80(
+            "server { listen [::]:80 reuseport http2; }"
+        ));
+        assert!(speaks_h2c_on_port_80("server { listen 80; http2 on; }"));
+        assert!(!speaks_h2c_on_port_80(
+            "server { listen 443 ssl http2; listen 80; }"
+        ));
+        assert!(!speaks_h2c_on_port_80(
+            "# listen 80 http2;\nserver { listen 80; }"
+        ));
+        let probe = readiness(Some("server { listen 80 http2; }"));
+        assert!(probe.http_get.is_none() && probe.tcp_socket.is_some());
+        assert!(readiness(None).http_get.is_some());
     }
 }

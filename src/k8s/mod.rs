@@ -19,6 +19,7 @@ mod load;
 mod login;
 mod manifests;
 mod placed;
+mod pod_build;
 mod pods;
 mod reconfigure;
 mod routes;
@@ -34,13 +35,16 @@ use std::time::Duration;
 
 pub use client::{Cluster, ClusterOptions};
 pub use curl::{fetch, split, Fetched};
-pub use distributed::{Distributed, InCluster, WholeLoad, JOB_LABEL, MAX_WORKERS};
+pub use distributed::{
+    AgentOrders, Distributed, InCluster, SpellAgent, WholeLoad, JOB_LABEL, MAX_WORKERS,
+};
 pub use error::K8sError;
-pub use inspect::{fingerprint, write_fingerprints, ArchFingerprint};
+pub use inspect::{fingerprint, write_fingerprints};
 pub use load::{targets, LoadSelection, LoadTarget, Port, Vantage};
 pub use login::login;
 pub use manifests::{manifests, write_yaml, Manifest, TUNED_NGINX_CONF};
 pub use placed::placements;
+pub use pod_build::ArchFingerprint;
 pub use pods::{exec, pods_of, ExecOutput};
 pub use reconfigure::{current_setup, reconfigure, Reconfigured};
 pub use setup::{down, status, write_status, PodRow, UpReport};

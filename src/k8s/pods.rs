@@ -16,8 +16,17 @@ pub enum PodTrouble {
     Unschedulable { message: String },
     /// Its image cannot be pulled (or is no image name at all).
     ImagePull { reason: String, message: String },
-    /// It starts and dies, over and over.
-    Crashing { reason: String },
+    /// It starts and dies, over and over; `last` is how its last run ended, when the status
+    /// says (`OOMKilled`, `Error`).
+    Crashing {
+        reason: String,
+        last: Option<String>,
+    },
+}
+
+/// How a container's last run ended, when its status says: "OOMKilled", "Error".
+pub fn last_termination(c: &k8s_openapi::api::core::v1::ContainerStatus) -> Option<String> {
+    c.last_state.as_ref()?.terminated.as_ref()?.reason.clone()
 }
 
 /// The first plain trouble in a pod's status: unschedulable, an image that will not pull, a
@@ -43,7 +52,10 @@ pub fn trouble(pod: &Pod) -> Option<PodTrouble> {
                     message: waiting.message.clone().unwrap_or_default(),
                 })
             }
-            "CrashLoopBackOff" => Some(PodTrouble::Crashing { reason }),
+            "CrashLoopBackOff" => Some(PodTrouble::Crashing {
+                reason,
+                last: last_termination(cs),
+            }),
             _ => None,
         }
     })
@@ -259,7 +271,19 @@ mod tests {
         assert_eq!(
             trouble(&waiting("CrashLoopBackOff")),
             Some(PodTrouble::Crashing {
-                reason: "CrashLoopBackOff".into()
+                reason: "CrashLoopBackOff".into(),
+                last: None
+            })
+        );
+        let oom = pod(serde_json::json!({"containerStatuses": [{
+            "name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 3,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]}));
+        assert_eq!(
+            trouble(&oom),
+            Some(PodTrouble::Crashing {
+                reason: "CrashLoopBackOff".into(),
+                last: Some("OOMKilled".into())
             })
         );
         // Still creating, or scheduled: nothing to say yet.

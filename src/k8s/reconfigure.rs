@@ -15,7 +15,7 @@ use super::client::api_error;
 use super::manifests::CONFIG_MAP;
 use super::pods::{exec, pods_of};
 use super::routes::wait_routed;
-use super::setup::{apply_all, wait_ready, wait_rollout, PodRow};
+use super::setup::{apply_all, wait_rollout, PodRow};
 use super::tls;
 use super::variant::{config_map_of, SPEC_ANNOTATION};
 use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup, Variant};
@@ -239,6 +239,10 @@ pub async fn reconfigure(
         },
         None => "stock: the image's own configuration".into(),
     };
+    // The rollout the apply starts releases the old pods' room, maybe before the wait below
+    // sees one terminating: a new pod the scheduler tried before it was free is not yet
+    // refused for good.
+    let released = tokio::time::Instant::now();
     apply_all(cluster, &new).await?;
     if new.config.text().is_none() {
         // Back to the image's own: the ConfigMap is no longer mounted.
@@ -246,7 +250,7 @@ pub async fn reconfigure(
             .delete(CONFIG_MAP, &Default::default())
             .await;
     }
-    match wait_ready(cluster, &new, progress, stop).await {
+    match wait_rollout(cluster, &new, Some(released), progress, stop).await {
         Ok(()) => {
             // Its own --wait-timeout, as the rollout had (see `up`).
             let deadline = tokio::time::Instant::now() + wait_timeout;

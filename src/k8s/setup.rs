@@ -400,15 +400,20 @@ pub fn port_address(
         }
         Some("NodePort") => {
             let node_port = port.node_port?;
-            let ip = nodes.iter().find_map(|n| {
-                n.status
-                    .as_ref()?
-                    .addresses
-                    .as_ref()?
-                    .iter()
-                    .find(|a| a.type_ == "InternalIP")
-                    .map(|a| a.address.clone())
-            })?;
+            // A node's ExternalIP where nodes have one (AKS nodes with public IPs: what a
+            // laptop reaches), else its InternalIP (from inside the cluster's network).
+            let address = |kind: &str| {
+                nodes.iter().find_map(|n| {
+                    n.status
+                        .as_ref()?
+                        .addresses
+                        .as_ref()?
+                        .iter()
+                        .find(|a| a.type_ == kind)
+                        .map(|a| a.address.clone())
+                })
+            };
+            let ip = address("ExternalIP").or_else(|| address("InternalIP"))?;
             Some(format!("{ip}:{node_port}"))
         }
         _ => spec
@@ -454,10 +459,11 @@ async fn pod_problem(cluster: &Cluster, setup: &Setup, pod: &Pod) -> Option<K8sE
             reason,
             message,
         },
-        PodTrouble::Crashing { reason } => K8sError::Crashing {
+        PodTrouble::Crashing { reason, last } => K8sError::Crashing {
             log: last_log_lines(cluster, &setup.namespace, &name, 5).await,
             pod: name,
             reason,
+            last,
         },
     })
 }
@@ -799,7 +805,7 @@ impl Readiness {
             seconds: setup.wait_timeout.as_secs(),
             what,
             advice: if pending_lb {
-                "the LoadBalancer addresses never came: try --service-type NodePort, or check the cloud's load balancer quota".into()
+                "the LoadBalancer addresses never came: try --service-type NodePort (loaded from outside through the nodes' external addresses: nodes with public IPs), or check the cloud's load balancer quota".into()
             } else {
                 "see `archbench k8s status` and `kubectl describe pods -n NAMESPACE`; raise --wait-timeout for slow pulls".into()
             },
@@ -889,10 +895,15 @@ fn pod_row(p: &Pod, nodes: &[Node], nodes_hidden: bool, services: &[Service]) ->
     let node = nodes.iter().find(|n| n.name_any() == node_name);
     let status = p.status.as_ref();
     let containers = status.and_then(|s| s.container_statuses.as_ref());
-    let waiting = containers
-        .into_iter()
-        .flatten()
-        .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+    // A waiting reason with how the last run ended: "CrashLoopBackOff(OOMKilled)", one word
+    // for scripts that split on whitespace.
+    let waiting = containers.into_iter().flatten().find_map(|c| {
+        let reason = c.state.as_ref()?.waiting.as_ref()?.reason.clone()?;
+        Some(match super::pods::last_termination(c) {
+            Some(last) if reason == "CrashLoopBackOff" => format!("{reason}({last})"),
+            _ => reason,
+        })
+    });
     let service = services
         .iter()
         .find(|s| s.name_any() == format!("nginx-{variant}-svc"));

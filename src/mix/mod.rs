@@ -161,8 +161,8 @@ impl Hooks for Mix {
         None
     }
 
-    fn flags(&self) -> Vec<String> {
-        vec!["--mix".to_string(), self.path.clone()]
+    fn flags(&self) -> Vec<(&'static str, String)> {
+        vec![("mix", self.path.clone())]
     }
 
     fn done(&self, _result: &RunResult) -> Result<(), HookError> {

@@ -5,6 +5,7 @@
 //!
 //! Must stay cheap (well under 1% of a core): a sample reads a handful of small files.
 
+pub mod binary;
 mod cgroup;
 pub mod fingerprint;
 pub mod perf;
@@ -190,6 +191,13 @@ fn root_pid(target: &WatchTarget) -> Option<u32> {
 pub fn saturated(s: &ServerUsage) -> bool {
     s.busiest_thread_demand.is_some_and(|c| c >= SATURATED)
         || s.machine_percent >= SATURATED * 100.0
+        || at_cpu_limit(s).is_some()
+}
+
+/// The share of its CPU limit a limited server used, when that is at saturation.
+fn at_cpu_limit(s: &ServerUsage) -> Option<f64> {
+    let share = s.cores / s.cpu_limit_cores.filter(|&l| l > 0.0)?;
+    (share >= SATURATED).then_some(share)
 }
 
 /// Something a run can watch. Each run opens it afresh; opening checks the target exists, so a
@@ -561,6 +569,7 @@ impl Sampling {
                 u + s
             },
             busiest_thread_demand: last.busiest_thread_demand_s.map(per_second),
+            cpu_limit_cores: last.cpu_limit_cores,
             sampling_stopped: tally.stopped,
             events: self.sampler.events(),
         }
@@ -661,10 +670,18 @@ fn server_reason(s: &ServerUsage) -> String {
             s.label,
             c * 100.0
         ),
-        _ => format!(
-            "server {}: {:.0}% of the machine's CPU",
-            s.label, s.machine_percent
-        ),
+        _ => match (at_cpu_limit(s), s.cpu_limit_cores) {
+            (Some(share), Some(limit)) => format!(
+                "server {}: {:.2} cores of its CPU limit of {limit} ({:.0}%)",
+                s.label,
+                s.cores,
+                share * 100.0
+            ),
+            _ => format!(
+                "server {}: {:.0}% of the machine's CPU",
+                s.label, s.machine_percent
+            ),
+        },
     }
 }
 
@@ -719,6 +736,29 @@ mod tests {
             busiest_thread_demand: Some(thread_cores),
             ..ServerUsage::empty("web".into(), "pid:1".into())
         }
+    }
+
+    #[test]
+    fn a_server_at_its_cgroups_cpu_limit_limits_the_run() {
+        // A 200m pod using 0.19 cores: under 10% of the machine, but all its limit gives.
+        let pod = |cores: f64| ServerUsage {
+            sampled_s: 10.0,
+            samples: 40,
+            cores,
+            machine_percent: cores * 50.0,
+            cpu_limit_cores: Some(0.2),
+            ..ServerUsage::empty("fifth".into(), "pod:nginx/fifth".into())
+        };
+        let l = limiter(&run(30.0, &[pod(0.19)]));
+        assert_eq!(l.side, LimiterSide::Server, "{}", l.reason);
+        assert!(
+            l.reason
+                .contains("0.19 cores of its CPU limit of 0.2 (95%)"),
+            "{}",
+            l.reason
+        );
+        // Half its limit: not saturated.
+        assert_eq!(limiter(&run(30.0, &[pod(0.1)])).side, LimiterSide::Neither);
     }
 
     #[test]

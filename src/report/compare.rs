@@ -171,8 +171,8 @@ fn write_target_notes(t: &TargetRuns, out: &mut dyn Write) -> io::Result<()> {
     }
     for s in &run.servers {
         let f = &s.fingerprint;
-        if let Some(d) = f.describe() {
-            writeln!(out, "  Server {}: {d}", t.name)?;
+        for line in f.lines() {
+            writeln!(out, "  Server {}: {line}", t.name)?;
         }
         for w in &f.warnings {
             writeln!(out, "  WARNING ({}): {w}", t.name)?;

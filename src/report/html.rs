@@ -437,8 +437,12 @@ fn about_run(name: &str, r: &RunResult) -> String {
         esc(&e.archbench_version),
     );
     for srv in &r.servers {
-        if let Some(d) = srv.fingerprint.describe() {
-            s.push_str(&format!("<dd>server {}: {}</dd>", esc(&srv.label), esc(&d)));
+        for line in srv.fingerprint.lines() {
+            s.push_str(&format!(
+                "<dd>server {}: {}</dd>",
+                esc(&srv.label),
+                esc(&line)
+            ));
         }
         for w in &srv.fingerprint.warnings {
             s.push_str(&format!("<dd class=\"fail\">{}</dd>", esc(w)));
@@ -570,7 +574,7 @@ fn placement_paragraphs(
     for s in scaling {
         html.push_str(&format!(
             "<p class=\"scaling\" data-value=\"{}\">Scaling {}</p>\n",
-            s.efficiency,
+            s.efficiency.map_or("null".into(), |e| e.to_string()),
             esc(&s.describe(at))
         ));
     }

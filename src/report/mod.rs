@@ -10,6 +10,8 @@ mod charts;
 mod compare;
 mod h2load;
 mod html;
+#[cfg(feature = "k8s")]
+pub mod k8s_load;
 mod markdown;
 mod sweep;
 mod text;

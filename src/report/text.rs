@@ -109,8 +109,8 @@ fn write_server(
         )?;
     }
     let f = &s.fingerprint;
-    if let Some(d) = f.describe() {
-        writeln!(out, "             {d}")?;
+    for line in f.lines() {
+        writeln!(out, "             {line}")?;
     }
     for w in &f.warnings {
         writeln!(out, "             WARNING: {w}")?;

@@ -369,11 +369,9 @@ impl Hooks for Session {
         self.error()
     }
 
-    fn flags(&self) -> Vec<String> {
-        let mut f = vec!["--script".to_string(), self.src.name.clone()];
-        for a in &self.src.args {
-            f.extend(["--script-arg".to_string(), a.clone()]);
-        }
+    fn flags(&self) -> Vec<(&'static str, String)> {
+        let mut f = vec![("script", self.src.name.clone())];
+        f.extend(self.src.args.iter().map(|a| ("script_args", a.clone())));
         f
     }
 

@@ -34,7 +34,8 @@ pub use result::{
     RESULT_KIND, RESULT_SCHEMA_VERSION,
 };
 pub use server::{
-    requests_per_cpu_s, servers_run_cpu_s, servers_sum, CounterValue, Figure, SamplingStopped,
-    ServerFingerprint, ServerNow, ServerUsage, Unmeasured, WatchedPod, MEASURABLE_CPU_S,
+    requests_per_cpu_s, servers_run_cpu_s, servers_sum, AtomicInstructions, BinaryBuild,
+    CounterValue, Figure, SamplingStopped, ServerFingerprint, ServerNow, ServerUsage, Unmeasured,
+    WatchedPod, MEASURABLE_CPU_S,
 };
 pub use tls::{TlsFailure, TlsFailureCount, TlsFigures, CIPHER_SUITES, KX_GROUPS};

@@ -76,6 +76,10 @@ pub struct ServerUsage {
     /// from schedstat, so a thread starved by other load still counts as wanting the core):
     /// an event-loop server like an nginx worker is at its limit when this nears 1.
     pub busiest_thread_demand: Option<f64>,
+    /// The CPU its cgroup (a pod's, a container's) may use, in cores, as the last sample
+    /// read it (`cpu.max`, `cpu.cfs_quota_us`); null without a limit, or for a process.
+    #[serde(default)]
+    pub cpu_limit_cores: Option<f64>,
     /// Set when sampling ended before the run did; the figures above cover `sampled_s` only.
     #[serde(default)]
     pub sampling_stopped: Option<SamplingStopped>,
@@ -108,6 +112,7 @@ impl ServerUsage {
             fingerprint: ServerFingerprint::default(),
             counters: Vec::new(),
             busiest_thread_demand: None,
+            cpu_limit_cores: None,
             sampling_stopped: None,
             events: Vec::new(),
         }
@@ -269,6 +274,68 @@ pub struct ServerFingerprint {
     pub configure_arguments: Option<String>,
     /// Things a reader must know before trusting a comparison.
     pub warnings: Vec<String>,
+    /// What its executable was built as, read from the executable itself.
+    #[serde(default)]
+    pub binary: Option<BinaryBuild>,
+    /// Why `binary` is absent: the executable could not be read.
+    #[serde(default)]
+    pub binary_unread: Option<String>,
+    /// The emulator that runs the server's code when it is not the machine's own (qemu-user,
+    /// seen as the pod's PID 1 executable): its figures are the emulator's, not the CPU's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<String>,
+}
+
+/// What an executable was built as, read from its bytes (ELF headers and code).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BinaryBuild {
+    /// The ELF machine in `uname -m`'s spelling (x86_64, aarch64).
+    pub machine: String,
+    /// The GNU build id, in hex, when the linker wrote one.
+    pub build_id: Option<String>,
+    /// aarch64 only: the atomic instructions in its code.
+    pub atomics: Option<AtomicInstructions>,
+}
+
+/// Counts of aarch64 atomic instructions in an executable's code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct AtomicInstructions {
+    /// ARMv8.1 LSE atomics: CAS*, LDADD and its kin, SWP*.
+    pub lse: u64,
+    /// LL/SC exclusives: LDXR, LDAXR, STXR, STLXR.
+    pub exclusive: u64,
+}
+
+impl AtomicInstructions {
+    /// How its atomics run on a CPU with LSE.
+    pub fn describe(&self) -> String {
+        match (self.lse > 0, self.exclusive > 0) {
+            (true, true) => format!(
+                "LSE ({}) and LL/SC ({}) paths: outline atomics, LSE used where the CPU has it",
+                self.lse, self.exclusive
+            ),
+            (true, false) => format!("LSE only ({}): built for ARMv8.1 or later", self.lse),
+            (false, true) => format!(
+                "LL/SC only ({} exclusives, no LSE instruction): slow under contention on CPUs with LSE",
+                self.exclusive
+            ),
+            (false, false) => "no atomic instructions".into(),
+        }
+    }
+}
+
+impl BinaryBuild {
+    /// "aarch64 executable, build id 1a2b…; atomics: …".
+    pub fn describe(&self) -> String {
+        let mut text = format!("{} executable", self.machine);
+        if let Some(id) = &self.build_id {
+            text += &format!(", build id {id}");
+        }
+        if let Some(a) = &self.atomics {
+            text += &format!("; atomics: {}", a.describe());
+        }
+        text
+    }
 }
 
 impl ServerFingerprint {
@@ -279,6 +346,25 @@ impl ServerFingerprint {
             Some(b) => format!("{version}, {b}"),
             None => version.clone(),
         })
+    }
+
+    /// What its executable is, or why that could not be read.
+    pub fn binary_line(&self) -> Option<String> {
+        match (&self.binary, &self.binary_unread) {
+            (Some(b), _) => Some(b.describe()),
+            (None, Some(why)) => Some(format!("executable not read: {why}")),
+            (None, None) => None,
+        }
+    }
+
+    /// What a report prints of it, one line each: the version and compiler, then what its
+    /// executable is.
+    pub fn lines(&self) -> Vec<String> {
+        self.describe()
+            .into_iter()
+            .chain(self.binary_line())
+            .chain(self.emulator.as_ref().map(|e| format!("emulated by {e}")))
+            .collect()
     }
 }
 

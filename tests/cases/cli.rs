@@ -638,7 +638,8 @@ fn the_embedded_demo_watches_its_servers() {
 }
 
 /// Without --variant, `k8s manifests` (and so `k8s up`) is the guide's setup byte for byte as
-/// it was before variants existed: the files are that build's output.
+/// it was before variants existed: the files are that build's output, with one change made
+/// on purpose since (each nginx container's httpGet readiness probe).
 #[cfg(feature = "k8s")]
 #[test]
 fn the_arch_presets_manifests_are_byte_identical_to_before_variants() {

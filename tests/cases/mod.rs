@@ -1,4 +1,5 @@
 mod absurd;
+mod builds;
 mod cli;
 mod compare;
 mod embedded;

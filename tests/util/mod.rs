@@ -4,6 +4,7 @@
 
 pub mod faulty;
 pub mod faulty_h2;
+pub mod kube;
 pub mod nginx;
 pub mod noise;
 pub mod prometheus;

@@ -15,7 +15,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::channel::{self, Rx, SessionResult, Streams, Tx};
-use super::server::{error, Query, Resp};
+use super::reply::{error, Query, Resp};
 use super::stdio::{self, Attached, RunIo, STDERR, STDOUT};
 use super::upgrade::{self, Ws};
 use super::Agent;

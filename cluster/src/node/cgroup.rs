@@ -1,5 +1,5 @@
-//! Per-pod cgroups, for `k8s top` (through exec) and the resource metrics metrics-server
-//! scrapes.
+//! Per-pod cgroups: the pod's resource limits enforced as a kubelet's are (see `resources`),
+//! and its usage for `k8s top` (through exec) and the resource metrics metrics-server scrapes.
 //!
 //! Each pod's processes join a cgroup of the pod's own, nested under the node agent's
 //! cgroups (so limits that apply to the test still apply). What the pod sees at
@@ -7,17 +7,31 @@
 //! - on a cgroup v2 host, its real cgroup directory (exactly what a container sees);
 //! - on a cgroup v1 host (this VM), a directory of v2-named files that the agent rewrites
 //!   from the real v1 counters once a second and right before every exec: `cpu.stat`
-//!   (`usage_usec` = cpuacct.usage / 1000, `user_usec`/`system_usec` from cpuacct.stat ticks),
-//!   `memory.current` (memory.usage_in_bytes), `memory.max`, `cpu.max`, `memory.stat`.
+//!   (`usage_usec` = cpuacct.usage / 1000, `user_usec`/`system_usec` from cpuacct.stat ticks,
+//!   the throttling counters from the cpu controller's cpu.stat), `memory.current`
+//!   (memory.usage_in_bytes), `memory.max` and `cpu.max` (the limits it enforces),
+//!   `cpu.weight`, `memory.stat`.
+//!
+//! Everything it makes is under the agent's own cgroups, and removed by it; nothing else of
+//! the machine's is changed.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::resources::{PodLimits, CFS_PERIOD_US};
+
 /// Where this cluster's pod cgroups live.
 #[derive(Debug, Clone)]
 pub enum CgroupRoot {
-    V1 { cpuacct: PathBuf, memory: PathBuf },
-    V2 { base: PathBuf },
+    /// `cpu` may be `cpuacct` (a host that mounts them together).
+    V1 {
+        cpuacct: PathBuf,
+        memory: PathBuf,
+        cpu: PathBuf,
+    },
+    V2 {
+        base: PathBuf,
+    },
 }
 
 /// Readings of one pod's cgroup.
@@ -29,6 +43,11 @@ pub struct Usage {
     pub memory_bytes: u64,
     /// memory minus inactive file pages (what `kubectl top` calls memory).
     pub working_set_bytes: u64,
+    /// CFS periods with the quota in force, those that ran out of it, and the time its
+    /// processes waited for the next period.
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_usec: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -36,6 +55,9 @@ pub struct PodCgroup {
     root: CgroupRoot,
     /// v1: (cpuacct dir, memory dir); v2: (dir, dir).
     dirs: (PathBuf, PathBuf),
+    /// v1: the cpu controller's dir; v2: the dir.
+    cpu: PathBuf,
+    limits: PodLimits,
 }
 
 /// Mount points of cgroup hierarchies: (fstype, super options, mount point).
@@ -99,70 +121,135 @@ impl CgroupRoot {
                 .find(|(t, o, _)| t == "cgroup" && o.split(',').any(|x| x == c))
                 .map(|(_, _, mp)| join(mp, &own_path(c)).join(name))
         };
-        let (cpuacct, memory) = (find("cpuacct")?, find("memory")?);
-        std::fs::create_dir_all(&cpuacct).ok()?;
-        if std::fs::create_dir_all(&memory).is_err() {
-            let _ = std::fs::remove_dir(&cpuacct);
+        let (cpuacct, memory, cpu) = (find("cpuacct")?, find("memory")?, find("cpu")?);
+        let root = CgroupRoot::V1 {
+            cpuacct,
+            memory,
+            cpu,
+        };
+        if root
+            .dirs()
+            .iter()
+            .any(|d| std::fs::create_dir_all(d).is_err())
+        {
+            root.remove();
             return None;
         }
-        Some(CgroupRoot::V1 { cpuacct, memory })
+        Some(root)
+    }
+
+    /// Its directories, each once.
+    fn dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = match self {
+            CgroupRoot::V1 {
+                cpuacct,
+                memory,
+                cpu,
+            } => vec![cpuacct.clone(), memory.clone(), cpu.clone()],
+            CgroupRoot::V2 { base } => vec![base.clone()],
+        };
+        dirs.sort();
+        dirs.dedup();
+        dirs
     }
 
     pub fn is_v2(&self) -> bool {
         matches!(self, CgroupRoot::V2 { .. })
     }
 
-    pub fn pod(&self, id: &str) -> io::Result<PodCgroup> {
-        let dirs = match self {
-            CgroupRoot::V1 { cpuacct, memory } => (cpuacct.join(id), memory.join(id)),
-            CgroupRoot::V2 { base } => (base.join(id), base.join(id)),
-        };
-        std::fs::create_dir_all(&dirs.0)?;
-        std::fs::create_dir_all(&dirs.1)?;
-        Ok(PodCgroup {
-            root: self.clone(),
-            dirs,
-        })
+    /// Makes pod `id`'s cgroup with `limits` in force; an error names the file that could not
+    /// be written (the pod must not run unlimited while its spec says otherwise).
+    pub fn pod(&self, id: &str, limits: PodLimits) -> io::Result<PodCgroup> {
+        let pod = self.pod_at(id, limits);
+        for d in pod.all_dirs() {
+            std::fs::create_dir_all(&d)?;
+        }
+        pod.enforce().inspect_err(|_| pod.remove())?;
+        Ok(pod)
     }
 
-    /// Readings of the node's cgroup: all its pods, the ended ones included (a cumulative
-    /// CPU counter that never goes back).
-    pub fn usage(&self) -> Usage {
-        let dirs = match self {
-            CgroupRoot::V1 { cpuacct, memory } => (cpuacct.clone(), memory.clone()),
-            CgroupRoot::V2 { base } => (base.clone(), base.clone()),
+    fn pod_at(&self, id: &str, limits: PodLimits) -> PodCgroup {
+        let (dirs, cpu) = match self {
+            CgroupRoot::V1 {
+                cpuacct,
+                memory,
+                cpu,
+            } => ((cpuacct.join(id), memory.join(id)), cpu.join(id)),
+            CgroupRoot::V2 { base } => ((base.join(id), base.join(id)), base.join(id)),
         };
         PodCgroup {
             root: self.clone(),
             dirs,
+            cpu,
+            limits,
         }
-        .usage()
     }
 
-    /// Removes the cluster's cgroup directories (pods' first).
+    /// Readings of the node's cgroup: all its pods, the ended ones included (a cumulative
+    /// CPU counter that never goes back).
+    pub fn usage(&self) -> io::Result<Usage> {
+        self.pod_at("", PodLimits::default()).usage()
+    }
+
+    /// Removes the cluster's cgroup directories (containers' first, then pods').
     pub fn remove(&self) {
-        let dirs: Vec<&PathBuf> = match self {
-            CgroupRoot::V1 { cpuacct, memory } => vec![cpuacct, memory],
-            CgroupRoot::V2 { base } => vec![base],
-        };
-        for d in dirs {
-            if let Ok(rd) = std::fs::read_dir(d) {
-                for e in rd.flatten() {
-                    if e.path().is_dir() {
-                        let _ = std::fs::remove_dir(e.path());
-                    }
-                }
-            }
-            let _ = std::fs::remove_dir(d);
+        for d in self.dirs() {
+            remove_tree(&d);
         }
     }
 }
 
-fn read_u64(p: &Path) -> u64 {
-    std::fs::read_to_string(p)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
+/// Removes a cgroup directory and the ones below it, deepest first (a cgroup directory goes
+/// with rmdir, its files with it, once it has no processes).
+fn remove_tree(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Writes `text` to a cgroup file, the error naming it.
+fn write(dir: &Path, file: &str, text: &str) -> io::Result<()> {
+    let path = dir.join(file);
+    std::fs::write(&path, text).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("writing {text:?} to {}: {e}", path.display()),
+        )
+    })
+}
+
+/// A counter the reading cannot do without: its absence is an error, never a zero.
+fn required_u64(p: &Path) -> io::Result<u64> {
+    let text = std::fs::read_to_string(p)
+        .map_err(|e| io::Error::new(e.kind(), format!("reading {}: {e}", p.display())))?;
+    text.trim().parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} holds no number", p.display()),
+        )
+    })
+}
+
+/// A `key value` field a reading cannot do without.
+fn required_field(p: &Path, key: &str) -> io::Result<u64> {
+    let text = std::fs::read_to_string(p)
+        .map_err(|e| io::Error::new(e.kind(), format!("reading {}: {e}", p.display())))?;
+    text.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse().ok())?
+        })
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} has no {key}", p.display()),
+            )
+        })
 }
 
 fn stat_field(p: &Path, key: &str) -> u64 {
@@ -174,6 +261,45 @@ fn stat_field(p: &Path, key: &str) -> u64 {
             (k == key).then(|| v.trim().parse().ok())?
         })
         .unwrap_or(0)
+}
+
+/// The readings of a cgroup: v1 (cpuacct, memory, cpu controller directories) or v2 (one
+/// directory three times). The CPU and memory counters are required; throttling is read
+/// where the cpu controller keeps it.
+fn read_usage(root: &CgroupRoot, acct: &Path, mem: &Path, cpu: &Path) -> io::Result<Usage> {
+    match root {
+        CgroupRoot::V2 { .. } => {
+            let stat = acct.join("cpu.stat");
+            let memory = required_u64(&mem.join("memory.current"))?;
+            let inactive = stat_field(&mem.join("memory.stat"), "inactive_file");
+            Ok(Usage {
+                usage_usec: required_field(&stat, "usage_usec")?,
+                user_usec: stat_field(&stat, "user_usec"),
+                system_usec: stat_field(&stat, "system_usec"),
+                memory_bytes: memory,
+                working_set_bytes: memory.saturating_sub(inactive),
+                nr_periods: stat_field(&stat, "nr_periods"),
+                nr_throttled: stat_field(&stat, "nr_throttled"),
+                throttled_usec: stat_field(&stat, "throttled_usec"),
+            })
+        }
+        CgroupRoot::V1 { .. } => {
+            let tick_usec = 1_000_000 / user_hz();
+            let memory = required_u64(&mem.join("memory.usage_in_bytes"))?;
+            let inactive = stat_field(&mem.join("memory.stat"), "total_inactive_file");
+            let throttling = cpu.join("cpu.stat");
+            Ok(Usage {
+                usage_usec: required_u64(&acct.join("cpuacct.usage"))? / 1000,
+                user_usec: stat_field(&acct.join("cpuacct.stat"), "user") * tick_usec,
+                system_usec: stat_field(&acct.join("cpuacct.stat"), "system") * tick_usec,
+                memory_bytes: memory,
+                working_set_bytes: memory.saturating_sub(inactive),
+                nr_periods: stat_field(&throttling, "nr_periods"),
+                nr_throttled: stat_field(&throttling, "nr_throttled"),
+                throttled_usec: stat_field(&throttling, "throttled_time") / 1000,
+            })
+        }
+    }
 }
 
 /// Clock ticks per second for cpuacct.stat (USER_HZ).
@@ -188,16 +314,72 @@ fn user_hz() -> u64 {
 }
 
 impl PodCgroup {
-    /// The `cgroup.procs` files a process joins.
-    pub fn procs_files(&self) -> Vec<PathBuf> {
-        if self.dirs.0 == self.dirs.1 {
-            vec![self.dirs.0.join("cgroup.procs")]
-        } else {
-            vec![
-                self.dirs.0.join("cgroup.procs"),
-                self.dirs.1.join("cgroup.procs"),
-            ]
+    /// Its directories, each once.
+    fn all_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.dirs.0.clone(), self.dirs.1.clone(), self.cpu.clone()];
+        dirs.sort();
+        dirs.dedup();
+        dirs
+    }
+
+    /// Puts its limits in force: the CFS quota and shares (v2: cpu.max, cpu.weight), the
+    /// memory limit. What the spec leaves unlimited is left as the kernel made it.
+    fn enforce(&self) -> io::Result<()> {
+        let l = &self.limits;
+        match &self.root {
+            CgroupRoot::V1 { .. } => {
+                if let Some(q) = l.cpu_quota_us {
+                    write(&self.cpu, "cpu.cfs_period_us", &CFS_PERIOD_US.to_string())?;
+                    write(&self.cpu, "cpu.cfs_quota_us", &q.to_string())?;
+                }
+                write(&self.cpu, "cpu.shares", &l.cpu_shares.to_string())?;
+                if let Some(b) = l.memory_bytes {
+                    write(&self.dirs.1, "memory.limit_in_bytes", &b.to_string())?;
+                }
+            }
+            CgroupRoot::V2 { .. } => {
+                if l.cpu_quota_us.is_some() {
+                    write(&self.cpu, "cpu.max", &l.cpu_max())?;
+                }
+                if l.cpu_shares > 2 {
+                    write(&self.cpu, "cpu.weight", &l.cpu_weight().to_string())?;
+                }
+                if l.memory_bytes.is_some() {
+                    write(&self.dirs.1, "memory.max", &l.memory_max())?;
+                    // One OOM kill ends the whole container, as the kubelet sets it.
+                    write(&self.dirs.1, "memory.oom.group", "1")?;
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// How many of its processes the kernel's OOM killer has killed. On v1 a kill is
+    /// counted in the killed process's own cgroup only (a container's), so the pod's and
+    /// its containers' counts are added; v2's memory.events counts the subtree.
+    pub fn oom_kills(&self) -> u64 {
+        match &self.root {
+            CgroupRoot::V1 { .. } => std::iter::once(self.dirs.1.clone())
+                .chain(subdirs(&self.dirs.1))
+                .map(|d| stat_field(&d.join("memory.oom_control"), "oom_kill"))
+                .sum(),
+            CgroupRoot::V2 { .. } => stat_field(&self.dirs.1.join("memory.events"), "oom_kill"),
+        }
+    }
+
+    /// Container `name`'s cgroup in this pod (not made here: see `ContainerCgroup::create`).
+    pub fn container(&self, name: &str) -> ContainerCgroup {
+        ContainerCgroup {
+            root: self.root.clone(),
+            acct: self.dirs.0.join(name),
+            memory: self.dirs.1.join(name),
+            cpu: self.cpu.join(name),
+        }
+    }
+
+    /// Its memory limit, in bytes, when it has one.
+    pub fn memory_limit(&self) -> Option<u64> {
+        self.limits.memory_bytes
     }
 
     /// The real v2 directory, on a v2 host (bind-mounted as the pod's /sys/fs/cgroup).
@@ -205,60 +387,42 @@ impl PodCgroup {
         self.root.is_v2().then_some(self.dirs.0.as_path())
     }
 
+    /// Every process in the pod's cgroup and its containers'.
     pub fn pids(&self) -> Vec<i32> {
-        std::fs::read_to_string(self.dirs.0.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
+        std::iter::once(self.dirs.0.clone())
+            .chain(subdirs(&self.dirs.0))
+            .flat_map(|d| {
+                std::fs::read_to_string(d.join("cgroup.procs"))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect::<Vec<i32>>()
+            })
             .collect()
     }
 
-    pub fn usage(&self) -> Usage {
-        match &self.root {
-            CgroupRoot::V2 { .. } => {
-                let d = &self.dirs.0;
-                let cpu = d.join("cpu.stat");
-                let mem = read_u64(&d.join("memory.current"));
-                let inactive = stat_field(&d.join("memory.stat"), "inactive_file");
-                Usage {
-                    usage_usec: stat_field(&cpu, "usage_usec"),
-                    user_usec: stat_field(&cpu, "user_usec"),
-                    system_usec: stat_field(&cpu, "system_usec"),
-                    memory_bytes: mem,
-                    working_set_bytes: mem.saturating_sub(inactive),
-                }
-            }
-            CgroupRoot::V1 { .. } => {
-                let (cpu, mem) = (&self.dirs.0, &self.dirs.1);
-                let tick_usec = 1_000_000 / user_hz();
-                let memory = read_u64(&mem.join("memory.usage_in_bytes"));
-                let inactive = stat_field(&mem.join("memory.stat"), "total_inactive_file");
-                Usage {
-                    usage_usec: read_u64(&cpu.join("cpuacct.usage")) / 1000,
-                    user_usec: stat_field(&cpu.join("cpuacct.stat"), "user") * tick_usec,
-                    system_usec: stat_field(&cpu.join("cpuacct.stat"), "system") * tick_usec,
-                    memory_bytes: memory,
-                    working_set_bytes: memory.saturating_sub(inactive),
-                }
-            }
-        }
+    /// Its readings (every container's, added up by the kernel); an error when a counter
+    /// cannot be read (the cgroup is gone, or was never made whole).
+    pub fn usage(&self) -> io::Result<Usage> {
+        read_usage(&self.root, &self.dirs.0, &self.dirs.1, &self.cpu)
     }
 
     /// Rewrites the files the pod sees (v1 hosts), atomically per file.
     pub fn write_view(&self, view: &Path) -> io::Result<Usage> {
-        let u = self.usage();
+        let u = self.usage()?;
         let page_cache = u.memory_bytes - u.working_set_bytes;
         let files: Vec<(PathBuf, String)> = vec![
             (
                 view.join("cpu.stat"),
                 format!(
-                    "usage_usec {}\nuser_usec {}\nsystem_usec {}\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\nnr_bursts 0\nburst_usec 0\n",
-                    u.usage_usec, u.user_usec, u.system_usec
+                    "usage_usec {}\nuser_usec {}\nsystem_usec {}\nnr_periods {}\nnr_throttled {}\nthrottled_usec {}\nnr_bursts 0\nburst_usec 0\n",
+                    u.usage_usec, u.user_usec, u.system_usec, u.nr_periods, u.nr_throttled, u.throttled_usec
                 ),
             ),
             (view.join("memory.current"), format!("{}\n", u.memory_bytes)),
-            (view.join("memory.max"), "max\n".into()),
-            (view.join("cpu.max"), "max 100000\n".into()),
+            (view.join("memory.max"), format!("{}\n", self.limits.memory_max())),
+            (view.join("cpu.max"), format!("{}\n", self.limits.cpu_max())),
+            (view.join("cpu.weight"), format!("{}\n", self.limits.cpu_weight())),
             (
                 view.join("memory.stat"),
                 format!(
@@ -282,11 +446,68 @@ impl PodCgroup {
         Ok(u)
     }
 
-    /// Removes the pod's cgroup directories (possible once its processes are gone).
+    /// Removes the pod's cgroup directories and its containers' (possible once its
+    /// processes are gone).
     pub fn remove(&self) {
-        let _ = std::fs::remove_dir(&self.dirs.0);
-        if self.dirs.1 != self.dirs.0 {
-            let _ = std::fs::remove_dir(&self.dirs.1);
+        for d in self.all_dirs() {
+            remove_tree(&d);
         }
+    }
+}
+
+/// The directories right below `dir` (a pod's containers).
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One container's cgroup inside its pod's, as the kubelet makes one: its processes (and
+/// what is exec'd in it) join it, so its CPU and memory are its own; the pod's limits, one
+/// level up, hold it with its siblings.
+#[derive(Debug, Clone)]
+pub struct ContainerCgroup {
+    root: CgroupRoot,
+    acct: PathBuf,
+    memory: PathBuf,
+    cpu: PathBuf,
+}
+
+impl ContainerCgroup {
+    fn dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.acct.clone(), self.memory.clone(), self.cpu.clone()];
+        dirs.sort();
+        dirs.dedup();
+        dirs
+    }
+
+    /// Makes it (a v2 pod first hands its controllers down).
+    pub fn create(&self) -> io::Result<()> {
+        if let (CgroupRoot::V2 { .. }, Some(pod)) = (&self.root, self.acct.parent()) {
+            write(pod, "cgroup.subtree_control", "+cpu +memory")?;
+        }
+        for d in self.dirs() {
+            std::fs::create_dir_all(&d)
+                .map_err(|e| io::Error::new(e.kind(), format!("making {}: {e}", d.display())))?;
+        }
+        Ok(())
+    }
+
+    /// The `cgroup.procs` files a process joins.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs()
+            .into_iter()
+            .map(|d| d.join("cgroup.procs"))
+            .collect()
+    }
+
+    /// Its CPU and memory (throttling is the pod's: the quota is set there).
+    pub fn usage(&self) -> io::Result<Usage> {
+        read_usage(&self.root, &self.acct, &self.memory, &self.cpu)
     }
 }

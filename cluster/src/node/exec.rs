@@ -22,12 +22,22 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::channel::{self, Rx, SessionResult, Tx};
-use super::pod::ExecTarget;
-use super::server::{error, Query, Resp};
+use super::reply::{error, Query, Resp};
 use super::upgrade::{self, Ws};
 use super::Agent;
 
 const NSENTER: &str = "/usr/bin/nsenter";
+
+/// What exec needs to run a command inside a container.
+#[derive(Debug, Clone)]
+pub struct ExecTarget {
+    pub init_pid: Option<u32>,
+    pub env: Vec<(String, String)>,
+    pub workdir: String,
+    /// The container runs in a user namespace of its own (an emulated image's): joined too.
+    pub user_ns: bool,
+    pub cgroup_procs: Vec<PathBuf>,
+}
 
 /// What the client asked for.
 struct ExecRequest {
@@ -91,8 +101,12 @@ fn argv(t: &ExecTarget, command: &[String], tty: bool) -> Vec<String> {
                 "-p".into(),
                 "-n".into(),
                 format!("--wd={}", t.workdir),
-                "--".into(),
             ];
+            if t.user_ns {
+                // its binfmt_misc registration (the emulator) is that namespace's
+                a.push("-U".into());
+            }
+            a.push("--".into());
             if tty {
                 a.extend(["setsid".to_string(), "-c".into(), "--".into()]);
             }
@@ -201,6 +215,63 @@ fn spawn(
     let child = cmd.spawn();
     drop(files);
     child
+}
+
+/// Runs `command` in the container with no input, its stdout and stderr read together (a
+/// probe's output), within `limit`: Ok((None, _)) when the limit ended it (its process group
+/// is killed).
+pub async fn run_captured(
+    t: &ExecTarget,
+    command: &[String],
+    limit: std::time::Duration,
+) -> io::Result<(Option<i32>, Vec<u8>)> {
+    let er = ExecRequest {
+        command: command.to_vec(),
+        streams: channel::Streams {
+            stdin: false,
+            stdout: true,
+            stderr: true,
+            tty: false,
+            v5: false,
+        },
+    };
+    let mut child = spawn(t, &er, None)?;
+    let pid = child.id();
+    let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
+    let read_all = async {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (ra, rb) = tokio::join!(
+            async {
+                match out.as_mut() {
+                    Some(o) => o.read_to_end(&mut a).await.map(|_| ()),
+                    None => Ok(()),
+                }
+            },
+            async {
+                match err.as_mut() {
+                    Some(e) => e.read_to_end(&mut b).await.map(|_| ()),
+                    None => Ok(()),
+                }
+            }
+        );
+        ra?;
+        rb?;
+        a.extend_from_slice(&b);
+        let code = exit_code(child.wait().await);
+        Ok::<_, io::Error>((code, a))
+    };
+    match tokio::time::timeout(limit, read_all).await {
+        Ok(r) => r,
+        Err(_) => {
+            if let Some(p) = pid.and_then(|p| i32::try_from(p).ok()) {
+                // SAFETY: kill(2) on our own child's process group (spawn made it a leader).
+                unsafe {
+                    libc::kill(-p, libc::SIGKILL);
+                }
+            }
+            Ok((None, Vec::new()))
+        }
+    }
 }
 
 fn exit_code(st: io::Result<std::process::ExitStatus>) -> Option<i32> {

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::clock;
 use super::logfile::{self, Read};
-use super::server::{error, text, Query, Resp};
+use super::reply::{error, text, Query, Resp};
 use super::Agent;
 
 pub fn handle(agent: &Agent, ns: &str, name: &str, container: &str, q: &Query) -> Resp {
@@ -38,6 +38,26 @@ fn streaming() -> (mpsc::Sender<Bytes>, Resp) {
     (tx, r)
 }
 
+/// What the query asks of the log (`sinceSeconds`/`sinceTime`, `tailLines`, `limitBytes`,
+/// `timestamps`); Err is the 400 message.
+fn read_options(q: &Query) -> Result<Read, String> {
+    let since = match (q.int("sinceSeconds")?, q.get("sinceTime")) {
+        (Some(s), _) => Some(
+            SystemTime::now()
+                .checked_sub(Duration::from_secs(s.max(0) as u64))
+                .unwrap_or(std::time::UNIX_EPOCH),
+        ),
+        (None, Some(t)) => Some(clock::parse(t).ok_or_else(|| format!("invalid sinceTime {t:?}"))?),
+        (None, None) => None,
+    };
+    Ok(Read {
+        tail_lines: q.int("tailLines")?.map(|n| n.max(0) as usize),
+        limit_bytes: q.int("limitBytes")?.map(|n| n.max(0) as usize),
+        since,
+        timestamps: q.flag("timestamps"),
+    })
+}
+
 fn answer(
     agent: &Agent,
     ns: &str,
@@ -46,23 +66,7 @@ fn answer(
     q: &Query,
 ) -> Result<Resp, (StatusCode, String)> {
     let bad = |m: String| (StatusCode::BAD_REQUEST, m);
-    let since = match (q.int("sinceSeconds").map_err(bad)?, q.get("sinceTime")) {
-        (Some(s), _) => Some(
-            SystemTime::now()
-                .checked_sub(Duration::from_secs(s.max(0) as u64))
-                .unwrap_or(std::time::UNIX_EPOCH),
-        ),
-        (None, Some(t)) => {
-            Some(clock::parse(t).ok_or_else(|| bad(format!("invalid sinceTime {t:?}")))?)
-        }
-        (None, None) => None,
-    };
-    let opts = Read {
-        tail_lines: q.int("tailLines").map_err(bad)?.map(|n| n.max(0) as usize),
-        limit_bytes: q.int("limitBytes").map_err(bad)?.map(|n| n.max(0) as usize),
-        since,
-        timestamps: q.flag("timestamps"),
-    };
+    let opts = read_options(q).map_err(bad)?;
     let previous = q.flag("previous");
     let rt = agent.find(ns, name).ok_or_else(|| {
         bad(format!(

@@ -34,20 +34,28 @@ mod attach;
 pub mod cgroup;
 mod channel;
 pub mod clock;
+mod container;
+pub mod emulation;
 mod events;
 mod exec;
+mod ids;
 pub mod logfile;
 mod logs;
 mod metrics;
 pub mod network;
 mod pod;
+mod pod_lifecycle;
 mod portforward;
+mod probes;
 mod registration;
+mod reply;
+mod resources;
 mod sandbox;
 mod server;
 pub mod spdy;
 mod status;
 mod stdio;
+mod unmodelled;
 mod upgrade;
 mod volumes;
 
@@ -65,6 +73,11 @@ pub struct Agent {
     pub ips: Mutex<network::IpPool>,
     pods: Mutex<HashMap<String, Arc<PodRuntime>>>,
     pub shutdown: watch::Sender<bool>,
+    /// Events recorded, so a repeat raises a count.
+    pub events: events::Recorded,
+    /// An arm64 node's emulator (None on an amd64 node; Err: why it could not start, which
+    /// its arm64 containers then say).
+    pub emulator: std::result::Result<Option<emulation::Emulator>, String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -111,15 +124,39 @@ pub fn main(dir: &Path, name: &str) -> Result<()> {
             cdir.state_file().display()
         )));
     };
+    let emulator = emulator(&cdir, &spec);
+    if let Err(why) = &emulator {
+        eprintln!("node agent {name}: {why}");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(ClusterError::io("start the node agent's runtime"))?;
-    rt.block_on(run(cdir, state, spec))
+    rt.block_on(run(cdir, state, spec, emulator))
 }
 
-async fn run(dir: ClusterDir, state: State, spec: NodeSpec) -> Result<()> {
+/// An arm64 node's emulator, started before the agent has threads of its own.
+fn emulator(
+    dir: &ClusterDir,
+    spec: &NodeSpec,
+) -> std::result::Result<Option<emulation::Emulator>, String> {
+    if spec.arch != "arm64" {
+        return Ok(None);
+    }
+    let program = std::env::current_exe().map_err(|e| format!("the agent's own program: {e}"))?;
+    let binfmt = dir.node_dir(&spec.name).join("binfmt");
+    emulation::Emulator::start(&program, &binfmt, Path::new(emulation::QEMU_AARCH64_BINFMT))
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+async fn run(
+    dir: ClusterDir,
+    state: State,
+    spec: NodeSpec,
+    emulator: std::result::Result<Option<emulation::Emulator>, String>,
+) -> Result<()> {
     let client = crate::probe::client(&dir.config(&format!("node-{}", spec.name))).await?;
     let pod_cidr = registration::register(&client, &spec).await?;
     // Per cluster and node: clusters started side by side (tests) have nodes of one name.
@@ -142,6 +179,8 @@ async fn run(dir: ClusterDir, state: State, spec: NodeSpec) -> Result<()> {
         cgroups,
         pods: Mutex::new(HashMap::new()),
         shutdown: watch::channel(false).0,
+        events: events::Recorded::default(),
+        emulator,
     });
     tokio::spawn(registration::heartbeat(agent.clone()));
     let listener = server::bind(&agent).await?;
@@ -227,13 +266,13 @@ fn observe(agent: &Arc<Agent>, p: Pod) {
     }
     if p.metadata.deletion_timestamp.is_some() {
         // Never started here: nothing to stop; the object can go.
-        tokio::spawn(pod::finalize_unstarted(agent.clone(), value));
+        tokio::spawn(pod_lifecycle::finalize_unstarted(agent.clone(), value));
         return;
     }
     match PodRuntime::new(agent, &value) {
         Ok(rt) => {
             lock(&agent.pods).insert(uid, rt.clone());
-            tokio::spawn(pod::run(agent.clone(), rt, value));
+            tokio::spawn(pod_lifecycle::run(agent.clone(), rt, value));
         }
         Err(e) => eprintln!("node agent: cannot start pod {uid}: {e}"),
     }

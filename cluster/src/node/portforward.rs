@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use super::server::{error, Resp};
+use super::reply::{error, Resp};
 use super::spdy::frame::Headers;
 use super::spdy::session::{self, Acceptor, Stream, StreamReader, StreamWriter, MAX_DATA};
 use super::spdy::tunnel;

@@ -71,6 +71,7 @@ pub fn node_status(spec: &NodeSpec, kubelet_version: &str, ready_since: &str) ->
         "allocatable": resources,
         "addresses": [
             {"type": "InternalIP", "address": spec.ip.to_string()},
+            {"type": "ExternalIP", "address": spec.external_ip.to_string()},
             {"type": "Hostname", "address": spec.name},
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}},

@@ -47,6 +47,22 @@ pub struct Isolation {
     /// The pod's network namespace (its pause process's), joined before the others are made.
     pub netns: Option<PathBuf>,
     pub workdir: PathBuf,
+    /// An image of another architecture: its own root filesystem, run by the emulator.
+    pub emulated: Option<EmulatedRoot>,
+}
+
+/// A container whose root is an image's root filesystem of another architecture, its
+/// executables handed to qemu-user by the binfmt_misc registration of the user namespace it
+/// joins (see `emulation`). Its root is an overlay: the image read-only below, a tmpfs of
+/// its own above (a container's writes are its own and go with it, as a runtime's writable
+/// layer does); the mounts are made inside it, then it becomes the root (pivot_root).
+#[derive(Debug, Clone)]
+pub struct EmulatedRoot {
+    pub image: PathBuf,
+    /// An empty directory of the pod's: the writable layer's tmpfs is mounted on it.
+    pub scratch: PathBuf,
+    /// The emulator's user namespace (`/proc/PID/ns/user`).
+    pub user_ns: PathBuf,
 }
 
 fn cstr(p: &Path) -> io::Result<CString> {
@@ -68,6 +84,108 @@ enum Op {
     Symlink(CString, CString),
     /// Each prefix of the path, shortest first.
     Dir(Vec<CString>),
+    /// A mount point made where an image's root has none: its directories (each prefix,
+    /// shortest first), and an empty file last when what is mounted there is a file.
+    MountPoint(Vec<CString>, Option<CString>),
+}
+
+/// Each prefix of `p` below `/`, shortest first.
+fn prefixes(p: &Path) -> io::Result<Vec<CString>> {
+    p.ancestors()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .filter(|p| p.parent().is_some())
+        .map(cstr)
+        .collect()
+}
+
+/// `dst` (a path in the container) under `root`.
+fn under(root: &Path, dst: &Path) -> PathBuf {
+    root.join(dst.strip_prefix("/").unwrap_or(dst))
+}
+
+/// The ops of `mounts` inside an image's root mounted at `root`: every path moved under it,
+/// and a mount point made before each mount.
+fn rooted_ops(root: &Path, mounts: &[Mount]) -> io::Result<Vec<Op>> {
+    let mut ops = Vec::new();
+    for m in mounts {
+        let moved = match m {
+            Mount::Bind {
+                src,
+                dst,
+                read_only,
+            } => {
+                let dst = under(root, dst);
+                let file = !src.is_dir();
+                let dirs = if file {
+                    dst.parent().map(prefixes).transpose()?.unwrap_or_default()
+                } else {
+                    prefixes(&dst)?
+                };
+                ops.push(Op::MountPoint(dirs, file.then(|| cstr(&dst)).transpose()?));
+                Mount::Bind {
+                    src: src.clone(),
+                    dst,
+                    read_only: *read_only,
+                }
+            }
+            Mount::Tmpfs { dst } => {
+                let dst = under(root, dst);
+                ops.push(Op::MountPoint(prefixes(&dst)?, None));
+                Mount::Tmpfs { dst }
+            }
+            Mount::Symlink { target, link } => Mount::Symlink {
+                target: target.clone(),
+                link: under(root, link),
+            },
+            Mount::Dir { dst } => Mount::Dir {
+                dst: under(root, dst),
+            },
+        };
+        ops.push(Op::of(&moved)?);
+    }
+    Ok(ops)
+}
+
+/// What PID 1 makes of an image's root before the other mounts, and how it becomes the root.
+struct RootOps {
+    scratch: CString,
+    upper: CString,
+    work: CString,
+    merged: CString,
+    overlay_options: CString,
+    proc_dir: CString,
+    dev: CString,
+    host_dev: CString,
+    old_root: CString,
+    old_root_inside: CString,
+    overlay: CString,
+}
+
+impl RootOps {
+    fn new(e: &EmulatedRoot) -> io::Result<RootOps> {
+        let merged = e.scratch.join("root");
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            e.image.display(),
+            e.scratch.join("upper").display(),
+            e.scratch.join("work").display()
+        );
+        Ok(RootOps {
+            scratch: cstr(&e.scratch)?,
+            upper: cstr(&e.scratch.join("upper"))?,
+            work: cstr(&e.scratch.join("work"))?,
+            merged: cstr(&merged)?,
+            overlay_options: literal(&options)?,
+            proc_dir: cstr(&merged.join("proc"))?,
+            dev: cstr(&merged.join("dev"))?,
+            host_dev: literal("/dev")?,
+            old_root: cstr(&merged.join(".oldroot"))?,
+            old_root_inside: literal("/.oldroot")?,
+            overlay: literal("overlay")?,
+        })
+    }
 }
 
 impl Op {
@@ -80,15 +198,7 @@ impl Op {
             } => Op::Bind(cstr(src)?, cstr(dst)?, *read_only),
             Mount::Tmpfs { dst } => Op::Tmpfs(cstr(dst)?),
             Mount::Symlink { target, link } => Op::Symlink(cstr(target)?, cstr(link)?),
-            Mount::Dir { dst } => Op::Dir(
-                dst.ancestors()
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .filter(|p| p.parent().is_some())
-                    .map(cstr)
-                    .collect::<io::Result<Vec<_>>>()?,
-            ),
+            Mount::Dir { dst } => Op::Dir(prefixes(dst)?),
         })
     }
 }
@@ -98,6 +208,12 @@ impl Op {
 struct Child {
     cgroup_fds: Vec<i32>,
     net_fd: Option<i32>,
+    /// The emulator's user namespace, joined after the network.
+    user_fd: Option<i32>,
+    /// `net.ipv4.ip_unprivileged_port_start` of the pod's network: set to 0 for a container
+    /// in a user namespace, which has no capability in the network's own (as Docker does).
+    ports_sysctl: CString,
+    rooted: Option<RootOps>,
     ops: Vec<Op>,
     hostname: Vec<u8>,
     workdir: CString,
@@ -125,6 +241,17 @@ impl Child {
         }
         if let Some(fd) = self.net_fd {
             if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return last_error();
+            }
+        }
+        if let Some(fd) = self.user_fd {
+            // /proc/sys/net is the opener's network's: the pod's, joined above.
+            let f = libc::open(self.ports_sysctl.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if f < 0 || libc::write(f, b"0".as_ptr().cast(), 1) != 1 {
+                return last_error();
+            }
+            libc::close(f);
+            if libc::setns(fd, libc::CLONE_NEWUSER) != 0 {
                 return last_error();
             }
         }
@@ -187,15 +314,84 @@ impl Child {
         {
             return last_error();
         }
+        if let Some(r) = &self.rooted {
+            self.image_root(r)?;
+        }
         let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
         let proc_fs = self.proc_fs.as_ptr();
-        if libc::mount(proc_fs, self.proc_dir.as_ptr(), proc_fs, flags, null.cast()) != 0 {
+        let proc_dir = self.rooted.as_ref().map_or(&self.proc_dir, |r| &r.proc_dir);
+        if libc::mount(proc_fs, proc_dir.as_ptr(), proc_fs, flags, null.cast()) != 0 {
             return last_error();
         }
         for op in &self.ops {
             if self.apply(op) != 0 {
                 return last_error();
             }
+        }
+        if let Some(r) = &self.rooted {
+            Child::become_root(r)?;
+        }
+        Ok(())
+    }
+
+    /// An image's root: the overlay of the image under a tmpfs of the container's own, with
+    /// /proc and the machine's /dev as mount points in it.
+    unsafe fn image_root(&self, r: &RootOps) -> io::Result<()> {
+        let null = std::ptr::null();
+        let tmpfs = self.tmpfs.as_ptr();
+        if libc::mount(
+            tmpfs,
+            r.scratch.as_ptr(),
+            tmpfs,
+            0,
+            self.tmpfs_opts.as_ptr().cast(),
+        ) != 0
+        {
+            return last_error();
+        }
+        for d in [&r.upper, &r.work, &r.merged] {
+            if libc::mkdir(d.as_ptr(), 0o755) != 0 {
+                return last_error();
+            }
+        }
+        let overlay = r.overlay.as_ptr();
+        let options = r.overlay_options.as_ptr().cast();
+        if libc::mount(overlay, r.merged.as_ptr(), overlay, 0, options) != 0 {
+            return last_error();
+        }
+        for d in [&r.proc_dir, &r.dev] {
+            if libc::mkdir(d.as_ptr(), 0o755) != 0 && *libc::__errno_location() != libc::EEXIST {
+                return last_error();
+            }
+        }
+        let rbind = libc::MS_BIND | libc::MS_REC;
+        if libc::mount(
+            r.host_dev.as_ptr(),
+            r.dev.as_ptr(),
+            null,
+            rbind,
+            null.cast(),
+        ) != 0
+        {
+            return last_error();
+        }
+        Ok(())
+    }
+
+    /// The image's root becomes the container's: pivot_root, the old root detached.
+    unsafe fn become_root(r: &RootOps) -> io::Result<()> {
+        if libc::mkdir(r.old_root.as_ptr(), 0o700) != 0 {
+            return last_error();
+        }
+        if libc::syscall(libc::SYS_pivot_root, r.merged.as_ptr(), r.old_root.as_ptr()) != 0 {
+            return last_error();
+        }
+        let root = b"/\0";
+        if libc::chdir(root.as_ptr().cast()) != 0
+            || libc::umount2(r.old_root_inside.as_ptr(), libc::MNT_DETACH) != 0
+            || libc::rmdir(r.old_root_inside.as_ptr()) != 0
+        {
+            return last_error();
         }
         Ok(())
     }
@@ -225,6 +421,20 @@ impl Child {
                         && *libc::__errno_location() != libc::EEXIST
                     {
                         return -1;
+                    }
+                }
+                0
+            }
+            Op::MountPoint(dirs, file) => {
+                // what exists already is the mount point; a failure shows at the mount
+                for d in dirs {
+                    libc::mkdir(d.as_ptr(), 0o755);
+                }
+                if let Some(f) = file {
+                    let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC;
+                    let fd = libc::open(f.as_ptr(), flags, 0o644);
+                    if fd >= 0 {
+                        libc::close(fd);
                     }
                 }
                 0
@@ -261,10 +471,37 @@ pub fn prepare(
         }
         None => None,
     };
+    let user_fd = match &iso.emulated {
+        Some(e) => {
+            let f = std::fs::File::open(&e.user_ns).map_err(|err| {
+                io::Error::new(err.kind(), format!("the emulator's user namespace: {err}"))
+            })?;
+            let fd = f.as_raw_fd();
+            held.push(f);
+            Some(fd)
+        }
+        None => None,
+    };
+    let (ops, rooted) = match &iso.emulated {
+        Some(e) => {
+            std::fs::create_dir_all(&e.scratch)?;
+            (
+                rooted_ops(&e.scratch.join("root"), &iso.mounts)?,
+                Some(RootOps::new(e)?),
+            )
+        }
+        None => (
+            iso.mounts.iter().map(Op::of).collect::<io::Result<_>>()?,
+            None,
+        ),
+    };
     let child = Child {
         cgroup_fds,
         net_fd,
-        ops: iso.mounts.iter().map(Op::of).collect::<io::Result<_>>()?,
+        user_fd,
+        ports_sysctl: literal("/proc/sys/net/ipv4/ip_unprivileged_port_start")?,
+        rooted,
+        ops,
         hostname: iso.hostname.clone().into_bytes(),
         workdir: cstr(&iso.workdir)?,
         root: literal("/")?,

@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::WebSocketStream;
 
-use super::server::Resp;
+use super::reply::Resp;
 
 pub type Ws = WebSocketStream<TokioIo<Upgraded>>;
 

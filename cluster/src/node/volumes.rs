@@ -18,11 +18,19 @@ use super::Agent;
 use crate::layout::State;
 use crate::topology;
 
-/// An image mapped to a local program.
+/// An image mapped to what runs it here.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Image {
+    /// A program of this machine's, with the machine's files around it (amd64 nodes' nginx).
     Nginx(PathBuf),
+    /// This build's archbench, native on every node (the load workers are not emulated).
     Archbench(PathBuf),
+    /// An arm64 root filesystem with Debian's arm64 nginx (tools/arm64/fetch), run under
+    /// qemu-user on an arm64 node; `build`, an arm64 program, stands in for its nginx.
+    Arm64Nginx {
+        root: PathBuf,
+        build: Option<PathBuf>,
+    },
 }
 
 /// `nginx:latest` → `docker.io/library/nginx:latest`, as container statuses show images.
@@ -49,8 +57,9 @@ pub fn normalize(image: &str) -> String {
     }
 }
 
-/// The local program of an image; the error is the pull failure a runtime would report.
-pub fn resolve(state: &State, image: &str) -> Result<Image, String> {
+/// What runs an image on a node of `arch`; the error is the pull failure a runtime would
+/// report.
+pub fn resolve(state: &State, arch: &str, image: &str) -> Result<Image, String> {
     let full = normalize(image);
     let repo = full
         .rsplit_once([':', '@'])
@@ -65,16 +74,33 @@ pub fn resolve(state: &State, image: &str) -> Result<Image, String> {
             )),
         };
     }
-    if let Some((_, program)) = state.nginx_builds.iter().find(|(i, _)| i == image) {
-        return Ok(Image::Nginx(program.clone()));
+    let build = state
+        .nginx_builds
+        .iter()
+        .find(|(i, _)| i == image)
+        .map(|(_, program)| program.clone());
+    if build.is_none() && !last.contains("nginx") {
+        return Err(format!(
+            "rpc error: code = NotFound desc = failed to pull and unpack image \"{full}\": failed to \
+             resolve reference \"{full}\": {full}: not found"
+        ));
     }
-    if last.contains("nginx") {
-        return Ok(Image::Nginx(state.nginx_binary.clone()));
+    if arch != "arm64" {
+        return Ok(Image::Nginx(
+            build.unwrap_or_else(|| state.nginx_binary.clone()),
+        ));
     }
-    Err(format!(
-        "rpc error: code = NotFound desc = failed to pull and unpack image \"{full}\": failed to \
-         resolve reference \"{full}\": {full}: not found"
-    ))
+    match &state.arm64_root {
+        Some(root) => Ok(Image::Arm64Nginx {
+            root: root.clone(),
+            build,
+        }),
+        None => Err(format!(
+            "rpc error: code = NotFound desc = failed to pull and unpack image \"{full}\": no \
+             match for platform linux/arm64 here: this cluster was started without an arm64 root \
+             filesystem (tools/arm64/fetch makes one; tools/cluster up --arm64-root)"
+        )),
+    }
 }
 
 /// A ConfigMap's or Secret's keys and values.
@@ -510,6 +536,30 @@ pub async fn environment(
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("default");
+    let mut env = service_environment(agent, pod, ns, hostname);
+    env_from(agent, ns, container, &mut env).await?;
+    for e in container
+        .get("env")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = e["name"].as_str().unwrap_or_default().to_string();
+        let value = env_value(agent, pod, ns, e, &env).await?;
+        env.retain(|(k, _)| *k != name);
+        env.push((name, value));
+    }
+    Ok(env)
+}
+
+/// What every container gets: PATH, HOSTNAME, the API server's Service variables, and (with
+/// `enableServiceLinks`, the default) each Service of the namespace's host and port.
+fn service_environment(
+    agent: &Agent,
+    pod: &Value,
+    ns: &str,
+    hostname: &str,
+) -> Vec<(String, String)> {
     let api = format!("{}", topology::KUBERNETES_SERVICE_IP);
     let mut env: Vec<(String, String)> = vec![
         (
@@ -538,6 +588,16 @@ pub async fn environment(
             }
         }
     }
+    env
+}
+
+/// `envFrom`: every key of a ConfigMap or Secret, with its prefix.
+async fn env_from(
+    agent: &Agent,
+    ns: &str,
+    container: &Value,
+    env: &mut Vec<(String, String)>,
+) -> Result<(), String> {
     for from in container
         .get("envFrom")
         .and_then(Value::as_array)
@@ -567,45 +627,42 @@ pub async fn environment(
             ));
         }
     }
-    for e in container
-        .get("env")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let name = e["name"].as_str().unwrap_or_default().to_string();
-        let key_ref = |r: &Value| {
-            (
-                r["name"].as_str().unwrap_or_default().to_string(),
-                r.get("optional").and_then(Value::as_bool) == Some(true),
-                r["key"].as_str().unwrap_or_default().to_string(),
-            )
-        };
-        let value = if let Some(v) = e.get("value").and_then(Value::as_str) {
-            expand(v, &env)
-        } else if let Some(f) = e
-            .pointer("/valueFrom/fieldRef/fieldPath")
-            .and_then(Value::as_str)
-        {
-            field_ref(pod, f)
-        } else if let Some((secret, r)) = e
-            .pointer("/valueFrom/configMapKeyRef")
-            .map(|r| (false, r))
-            .or_else(|| e.pointer("/valueFrom/secretKeyRef").map(|r| (true, r)))
-        {
-            let (obj, optional, key) = key_ref(r);
-            lookup(agent, ns, secret, &obj, optional)
-                .await?
-                .and_then(|kv| kv.into_iter().find(|(k, _)| *k == key))
-                .map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
-                .unwrap_or_default()
-        } else {
-            String::new()
-        };
-        env.retain(|(k, _)| *k != name);
-        env.push((name, value));
+    Ok(())
+}
+
+/// One `env` entry's value: literal (with `$(VAR)` expanded against `env` so far), a field
+/// of the pod, or a key of a ConfigMap or Secret.
+async fn env_value(
+    agent: &Agent,
+    pod: &Value,
+    ns: &str,
+    e: &Value,
+    env: &[(String, String)],
+) -> Result<String, String> {
+    if let Some(v) = e.get("value").and_then(Value::as_str) {
+        return Ok(expand(v, env));
     }
-    Ok(env)
+    if let Some(f) = e
+        .pointer("/valueFrom/fieldRef/fieldPath")
+        .and_then(Value::as_str)
+    {
+        return Ok(field_ref(pod, f));
+    }
+    let Some((secret, r)) = e
+        .pointer("/valueFrom/configMapKeyRef")
+        .map(|r| (false, r))
+        .or_else(|| e.pointer("/valueFrom/secretKeyRef").map(|r| (true, r)))
+    else {
+        return Ok(String::new());
+    };
+    let obj = r["name"].as_str().unwrap_or_default();
+    let optional = r.get("optional").and_then(Value::as_bool) == Some(true);
+    let key = r["key"].as_str().unwrap_or_default();
+    Ok(lookup(agent, ns, secret, obj, optional)
+        .await?
+        .and_then(|kv| kv.into_iter().find(|(k, _)| k == key))
+        .map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
+        .unwrap_or_default())
 }
 
 /// /etc/hosts of a pod: itself, then every Service's cluster DNS names (no DNS server runs:

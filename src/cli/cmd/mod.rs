@@ -9,14 +9,6 @@ pub mod h2load;
 #[cfg(feature = "k8s")]
 pub mod k8s;
 pub mod k8s_executable;
-#[cfg(feature = "k8s")]
-mod k8s_incluster;
-#[cfg(feature = "k8s")]
-mod k8s_placed;
-#[cfg(feature = "k8s")]
-mod k8s_sweep;
-#[cfg(feature = "k8s")]
-mod k8s_tls;
 pub mod merge;
 pub mod report;
 pub mod run;

@@ -1,4 +1,4 @@
-//! The HTTP/2 worker: the same contract as [`super::worker::Worker`] (a spec in, a
+//! The HTTP/2 worker: the same contract as the HTTP/1.1 worker (a spec in, a
 //! recording out), over connections that each carry several concurrent streams.
 //!
 //! Closed loop: every connection has `--streams` slots; each slot sends its next request when
@@ -26,7 +26,10 @@ use mio::{Events, Interest, Poll, Token};
 
 use self::conn::{Broken, ConnState, Ended};
 use super::conn::Transport;
-use super::worker::{micros, wait_for_start, SendTimer, WorkerOutcome, WorkerSpec, TIMER};
+use super::worker_base::{
+    micros, tls_failure, wait_for_start, SendTimer, WorkerOutcome, WorkerSpec, MAX_POLL_WAIT,
+    RATE_SAMPLE, READ_BUFFER, TIMER,
+};
 use super::{EngineError, Pacing, WorkerProgress};
 use crate::http::h2::frame::{FrameDecoder, FrameError};
 use crate::http::h2::hpack::RequestBlocks;
@@ -34,11 +37,6 @@ use crate::http::h2::ErrorCode;
 use crate::http::tls::{tls_error, TlsStream};
 use crate::stats::TlsFailure;
 use crate::stats::{ErrorKind, Recorder};
-
-const READ_BUFFER: usize = 64 * 1024;
-const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
-/// wrk samples each thread's request rate this often (as the HTTP/1.1 worker does).
-const RATE_SAMPLE: Duration = Duration::from_millis(100);
 
 /// What an HTTP/2 run sends, encoded once for all its connections.
 #[derive(Debug, Clone)]
@@ -437,7 +435,7 @@ impl<'a> H2Worker<'a> {
     fn failed_io(&mut self, i: usize, e: &io::Error, doing: Broken) {
         let how = match tls_error(e) {
             Some(t) => {
-                let reason = super::worker::tls_failure(t);
+                let reason = tls_failure(t);
                 self.rec.tls().failed(reason, || t.to_string());
                 Broken::Tls
             }

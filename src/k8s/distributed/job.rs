@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::ResourceExt;
 
-use super::{InCluster, WholeLoad, JOB_LABEL};
+use super::{AgentOrders, InCluster, WholeLoad, JOB_LABEL};
 use crate::agent_protocol::{CONTROL_PORT, TOKEN_ENV};
 use crate::k8s::load::LoadTarget;
 use crate::k8s::tls;
@@ -115,7 +115,7 @@ pub fn job(
 
 /// The worker's command line: its part of the whole load, its control endpoint, and a start
 /// wait that outlives the wait for every worker.
-fn agent_args(target: &LoadTarget, how: &InCluster, load: &WholeLoad) -> Vec<String> {
+fn agent_orders(target: &LoadTarget, how: &InCluster, load: &WholeLoad) -> AgentOrders {
     // The ClusterIP itself, with the service's name as Host: the static image has no
     // resolver libraries, and nothing depends on the cluster's DNS mid-run.
     let scheme = if load.tls { "https" } else { "http" };
@@ -128,48 +128,27 @@ fn agent_args(target: &LoadTarget, how: &InCluster, load: &WholeLoad) -> Vec<Str
         ),
         None => (target.url.clone(), None),
     };
-    let mut args: Vec<String> = vec![
-        "agent".into(),
+    AgentOrders {
         url,
-        "-c".into(),
-        load.connections.to_string(),
-        "-t".into(),
-        load.threads.to_string(),
-        "-d".into(),
-        format!("{}ms", load.duration.as_millis()),
-        "--timeout".into(),
-        format!("{}ms", load.timeout.as_millis()),
+        connections: load.connections,
+        threads: load.threads,
+        duration: load.duration,
+        timeout: load.timeout,
         // Kubernetes expands $(VAR) in args from the container's environment.
-        "--part".into(),
-        format!("$(JOB_COMPLETION_INDEX)/{}", how.workers),
-        // The pod's own address: pods that share a network (hostNetwork)
-        // cannot all bind 0.0.0.0 at one port.
-        "--control".into(),
-        format!("$(POD_IP):{CONTROL_PORT}"),
+        part: format!("$(JOB_COMPLETION_INDEX)/{}", how.workers),
+        // The pod's own address: pods that share a network (hostNetwork) cannot all bind
+        // 0.0.0.0 at one port.
+        control: format!("$(POD_IP):{CONTROL_PORT}"),
         // Outlives the wait for every worker, so an early one is still there at the start.
-        "--start-timeout".into(),
-        format!(
-            "{}s",
-            (how.ready_timeout + start_ahead(how.workers)).as_secs() + 60
+        start_timeout: Duration::from_secs(
+            (how.ready_timeout + start_ahead(how.workers)).as_secs() + 60,
         ),
-    ];
-    if let Some(r) = load.rate {
-        args.extend(["--rate".into(), r.to_string()]);
-    }
-    if let Some(streams) = load.http2_streams {
-        args.extend(["--http2".into(), "--streams".into(), streams.to_string()]);
-    }
-    if let Some(h) = host {
-        args.extend(["-H".into(), format!("Host: {h}")]);
-    }
-    if load.tls {
+        rate: load.rate,
+        http2_streams: load.http2_streams,
+        host,
         // The Secret's certificate, mounted: the one nginx serves, and no other.
-        args.extend([
-            "--pinned-cert".into(),
-            format!("{}/tls.crt", tls::WORKER_MOUNT),
-        ]);
+        pinned_cert: load.tls.then(|| format!("{}/tls.crt", tls::WORKER_MOUNT)),
     }
-    args
 }
 
 /// Where the workers may run: the user's node selector, or else anywhere but a node that
@@ -223,7 +202,7 @@ fn worker_container(
     Container {
         name: "archbench".into(),
         image: Some(how.image.clone()),
-        args: Some(agent_args(target, how, load)),
+        args: Some((how.spell)(&agent_orders(target, how, load))),
         env: Some(vec![pod_ip, token]),
         volume_mounts: load.tls.then(|| {
             vec![VolumeMount {
@@ -347,6 +326,7 @@ mod tests {
             image: "registry.example/archbench:1".into(),
             node_selector,
             ready_timeout: Duration::from_secs(60),
+            spell: crate::cli::argv::agent_args,
         }
     }
 

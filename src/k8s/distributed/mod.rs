@@ -46,7 +46,34 @@ pub struct InCluster {
     pub node_selector: Option<(String, String)>,
     /// How long to wait for the workers to be scheduled and ready.
     pub ready_timeout: Duration,
+    /// Spells a worker's orders as the agent's command line: the command line's own layer
+    /// does it, from the definitions its parser reads them with.
+    pub spell: SpellAgent,
 }
+
+/// What one worker is told to do, before it is spelled as `archbench agent …`'s arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentOrders {
+    pub url: String,
+    pub connections: u64,
+    pub threads: u64,
+    pub duration: Duration,
+    pub timeout: Duration,
+    /// `I/N`, its index from the pod's environment (`$(JOB_COMPLETION_INDEX)`).
+    pub part: String,
+    /// Where its control endpoint listens (`$(POD_IP):PORT`).
+    pub control: String,
+    pub start_timeout: Duration,
+    pub rate: Option<f64>,
+    pub http2_streams: Option<u64>,
+    /// The Host header (the service's name, the URL being its ClusterIP).
+    pub host: Option<String>,
+    /// The certificate it pins (the Secret's, mounted).
+    pub pinned_cert: Option<String>,
+}
+
+/// `archbench agent …`'s arguments for a worker's orders.
+pub type SpellAgent = fn(&AgentOrders) -> Vec<String>;
 
 /// The load each target gets: connections, rate and duration of all workers together;
 /// threads per worker.

@@ -99,7 +99,10 @@ pub(super) fn blocked(p: &Pod) -> Option<String> {
         PodTrouble::ImagePull { message, .. } => format!(
             "its image cannot be pulled ({message}); build and push one (see the README) and pass --image"
         ),
-        PodTrouble::Crashing { reason } => format!("it keeps crashing ({reason})"),
+        PodTrouble::Crashing { reason, last } => match last {
+            Some(last) => format!("it keeps crashing ({reason}, last {last})"),
+            None => format!("it keeps crashing ({reason})"),
+        },
     })
 }
 

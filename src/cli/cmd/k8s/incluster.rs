@@ -33,6 +33,7 @@ pub fn in_cluster(
         image: l.image.clone(),
         node_selector: l.node_selector.clone(),
         ready_timeout: l.wait_timeout,
+        spell: crate::cli::argv::agent_args,
     }))
 }
 

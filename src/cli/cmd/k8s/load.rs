@@ -1,0 +1,455 @@
+//! `archbench k8s load`: the variants' services loaded side by side, from here or from an
+//! Indexed Job of in-cluster workers, each variant's pods watched; the comparison saved in a
+//! run directory of its own, with cost and scaling verdicts where they may rest on it.
+
+use super::context::{Asked, LoadContext, LoadShape};
+use super::incluster::in_cluster;
+use super::placed::{pairs, with_basis};
+use crate::cli::argv::Argv;
+use crate::cli::k8s_args::{K8sLayout, K8sLoadArgs};
+use crate::cli::output::{slo_failed, write_html, write_markdown, write_stdout};
+use crate::cli::session::{RunOne, Session};
+use crate::cli::{live, plan, StopSignals, EXIT_FAILURE};
+use crate::compare::{ComparePlan, ComparisonResult, Contender, Schedule};
+use crate::k8s::{self, Cluster};
+use crate::report::k8s_load::{write_workers, ScriptReport};
+use crate::report::{HtmlDoc, JsonReport, MarkdownReport, Report, TextReport};
+
+/// `k8s load`: the set-up (`LoadContext`), the plan, the session, the comparison, then its
+/// verdicts (SLO, cost, scaling), files and report.
+pub fn load(
+    runtime: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    l: &K8sLoadArgs,
+    signals: &StopSignals,
+) -> anyhow::Result<i32> {
+    let runs = plan::runs(l.runs)?;
+    let how = in_cluster(&l.inside, &l.live, l.connections)?;
+    let asked = Asked {
+        targets: &l.targets,
+        prices: l.prices.as_deref(),
+        cost: &l.cost,
+        out_dir: &l.out_dir,
+        shape: LoadShape::of(&l.http, l.threads, l.duration, l.timeout),
+        command: "k8s load",
+    };
+    let ctx = LoadContext::new(runtime, cluster, how, &asked)?;
+    let files = LoadFiles::in_dir(&ctx.dir, l);
+    let whole = ctx.whole(l.connections, l.rate);
+    let (plan, commands) = load_plan(&ctx, &whole, l, runs)?;
+    if l.layout == K8sLayout::Wrk {
+        announce_wrk(&ctx.targets, &commands);
+    }
+    let say = |line: &str| {
+        if l.layout == K8sLayout::Text {
+            eprintln!("  {line}");
+        }
+    };
+    let in_cluster = ctx.how.is_some();
+    let mut session = load_session(l, &plan, in_cluster, &ctx.names(), signals)?;
+    let workers = |c: &Contender| ctx.in_cluster(&c.name, &whole, &say, &signals.stop);
+    let mut save = |c: &ComparisonResult| files.save_json(c);
+    let run_one: Option<RunOne> = in_cluster.then_some(&workers as RunOne);
+    let result = session.compare(&plan, commands, None, run_one, &mut save);
+    session.close();
+    let mut result = result?;
+    verdicts(&mut result, &ctx, l);
+    save(&result)?;
+    files.write_reports(&result, l)?;
+    write_load_report(&result, &plan, l, in_cluster)?;
+    files.say_written(in_cluster);
+    session.linger(result.interrupted);
+    Ok(load_exit(&result, signals))
+}
+
+/// What the comparison adds to its figures: the SLO judged, each target's cost, and the
+/// scaling verdicts where the figures are the servers' capacity.
+fn verdicts(result: &mut ComparisonResult, ctx: &LoadContext<'_>, l: &K8sLoadArgs) {
+    if let Some(slo) = &l.slo {
+        result.slo = result.judge_slo(slo);
+    }
+    result.cost = result.costs(&pairs(&ctx.charged));
+    with_basis(&mut result.cost, &ctx.charged);
+    let placements = &ctx.placements;
+    result.scaling = crate::placement::scaling(
+        placements,
+        &crate::placement::Judged {
+            rps: &|name: &str| result.median_rps(name),
+            withheld: &|name: &str| result.not_the_servers_capacity(name, placements),
+        },
+    );
+    result.placements = placements.clone();
+}
+
+/// A load's exit status: the signal's when interrupted, 1 when a target answered nothing or
+/// missed the SLO.
+fn load_exit(result: &ComparisonResult, signals: &StopSignals) -> i32 {
+    let outcomes: Vec<(&str, Option<&crate::stats::SloOutcome>)> = result
+        .slo
+        .iter()
+        .map(|t| (t.name.as_str(), Some(&t.outcome)))
+        .collect();
+    if result.interrupted {
+        signals.exit_code()
+    } else {
+        // Both said, whichever fails.
+        let nothing = crate::cli::output::say_answered_nothing(result);
+        if slo_failed(&outcomes) || nothing {
+            EXIT_FAILURE
+        } else {
+            0
+        }
+    }
+}
+
+/// The files of one `k8s load`: a fresh directory under `--out-dir`, named by the time.
+struct LoadFiles {
+    dir: std::path::PathBuf,
+    json: std::path::PathBuf,
+    md: std::path::PathBuf,
+    /// `--json FILE`: the comparison there too.
+    also: Option<std::path::PathBuf>,
+}
+
+impl LoadFiles {
+    /// In the run's directory (the context made it).
+    fn in_dir(dir: &std::path::Path, l: &K8sLoadArgs) -> LoadFiles {
+        LoadFiles {
+            dir: dir.to_path_buf(),
+            json: dir.join("k8s-load.json"),
+            md: dir.join("k8s-load.md"),
+            also: l.json.clone(),
+        }
+    }
+
+    fn save_json(&self, c: &ComparisonResult) -> anyhow::Result<()> {
+        for path in std::iter::once(&self.json).chain(&self.also) {
+            crate::cli::output::save(c, Some(path))?;
+        }
+        Ok(())
+    }
+
+    /// The Markdown of the run directory, and the files `--markdown` and `--html` name.
+    fn write_reports(&self, result: &ComparisonResult, l: &K8sLoadArgs) -> anyhow::Result<()> {
+        write_markdown(result, &self.md)?;
+        if let Some(md) = &l.markdown {
+            write_markdown(result, md)?;
+        }
+        if l.html.is_some() {
+            write_html(
+                &[HtmlDoc::Comparison(Box::new(result.clone()))],
+                l.html.as_deref(),
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Where the results went, on stderr.
+    fn say_written(&self, in_cluster: bool) {
+        eprintln!(
+            "archbench k8s load: wrote {} and {}",
+            self.json.display(),
+            self.md.display()
+        );
+        if let Some(also) = &self.also {
+            eprintln!("archbench k8s load: and {}", also.display());
+        }
+        if in_cluster {
+            eprintln!(
+                "archbench k8s load: each worker's own result is in {}",
+                self.dir.join("workers").display()
+            );
+        }
+    }
+}
+
+/// `--layout wrk`: each target's run announced as the guide's script does, before any load.
+fn announce_wrk(targets: &[k8s::LoadTarget], commands: &[String]) {
+    for (t, cmd) in targets.iter().zip(commands) {
+        eprintln!(
+            "Running wrk test for {} on {}...",
+            t.name.to_uppercase(),
+            t.url
+        );
+        eprintln!("{cmd}");
+    }
+}
+
+/// The live session of a `k8s load`. Load from outside the cluster is measured here, live;
+/// in-cluster workers report only when they end, so they get no dashboard.
+fn load_session<'s>(
+    l: &K8sLoadArgs,
+    plan: &ComparePlan,
+    in_cluster: bool,
+    names: &[String],
+    signals: &'s StopSignals,
+) -> anyhow::Result<Session<'s>> {
+    let tui = !in_cluster
+        && live::want_tui(&l.live, l.layout != K8sLayout::Text, true, Some(l.duration))?;
+    let title = format!("k8s load {}", names.join(" vs "));
+    let say_runs = l.layout == K8sLayout::Text;
+    Session::begin(&l.live, &plan.contenders, tui, title, say_runs, signals)
+}
+
+/// The result on stdout in the chosen layout, with the workers' part of in-cluster runs.
+fn write_load_report(
+    result: &ComparisonResult,
+    plan: &ComparePlan,
+    l: &K8sLoadArgs,
+    in_cluster: bool,
+) -> anyhow::Result<()> {
+    write_stdout(|out| match l.layout {
+        K8sLayout::Text => {
+            TextReport.write(result, out)?;
+            if in_cluster {
+                write_workers(result, l.inside.per_worker, out)?;
+            }
+            Ok(())
+        }
+        K8sLayout::Wrk => {
+            ScriptReport { plan }.write(result, out)?;
+            if in_cluster {
+                write_workers(result, l.inside.per_worker, out)?;
+            }
+            ScriptReport::done(result, out)
+        }
+        K8sLayout::Json => JsonReport.write(result, out),
+        K8sLayout::Markdown => MarkdownReport.write(result, out),
+    })
+}
+
+/// The comparison `k8s load` runs, and how to reproduce each target's run.
+fn load_plan(
+    ctx: &LoadContext<'_>,
+    whole: &k8s::WholeLoad,
+    l: &K8sLoadArgs,
+    runs: usize,
+) -> anyhow::Result<(ComparePlan, Vec<String>)> {
+    let contenders = ctx
+        .targets
+        .iter()
+        .map(|t| ctx.contender(t, whole))
+        .collect::<Result<Vec<_>, _>>()?;
+    let commands: Vec<String> = contenders
+        .iter()
+        .map(|c| match l.layout {
+            _ if ctx.how.is_some() => in_cluster_command(l, &ctx.cluster.namespace, &c.name),
+            K8sLayout::Wrk => format!(
+                "wrk -t{} -c{} -d{} {}",
+                c.plan.threads,
+                c.plan.connections,
+                l.duration.as_secs(),
+                c.plan.target.redacted_url
+            ),
+            _ => plan::reproduce(&c.plan),
+        })
+        .collect();
+    let plan = ComparePlan {
+        contenders,
+        runs,
+        warmup: l.warmup,
+        schedule: Schedule::Parallel,
+    };
+    Ok((plan, commands))
+}
+
+/// The command line that repeats an in-cluster load of one target, spelled as the
+/// Kubernetes commands' parser defines each flag.
+fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String {
+    let lead = ["archbench", "k8s", "-n", namespace, "load", target];
+    let mut w = Argv::of(k8s_command_of("load"), &lead);
+    w.switch("in_cluster")
+        .value("workers", l.inside.workers.unwrap_or(1).to_string())
+        .short("connections", l.connections.to_string())
+        .short("threads", l.threads.to_string())
+        .short("duration", format!("{}ms", l.duration.as_millis()))
+        .value("timeout", format!("{}ms", l.timeout.as_millis()))
+        .value("image", l.inside.image.clone());
+    if let Some(streams) = l.http.streams() {
+        w.switch("http2").value("streams", streams.to_string());
+    }
+    if l.http.tls {
+        w.switch("tls");
+    }
+    if let Some(r) = l.rate {
+        w.value("rate", r.to_string());
+    }
+    if let Some((k, v)) = &l.inside.node_selector {
+        w.value("node_selector", format!("{k}={v}"));
+    }
+    if l.runs > 1 {
+        w.value("runs", l.runs.to_string());
+    }
+    if l.warmup {
+        w.switch("warmup");
+    }
+    w.into_words().join(" ")
+}
+
+/// The Kubernetes commands' parser's definition of `archbench k8s SUB`.
+fn k8s_command_of(sub: &str) -> clap::Command {
+    use clap::CommandFactory;
+    let mut k8s = crate::cli::k8s_args::K8sCli::command();
+    k8s.build();
+    k8s.find_subcommand(sub).cloned().unwrap_or(k8s)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser as _;
+
+    use crate::k8s::{self, InCluster, LoadTarget, WholeLoad};
+
+    /// The worker container's command line parsed as archbench parses it, its variables
+    /// expanded as the kubelet would for worker 3 at 10.0.0.7.
+    fn agent_of(container: &k8s_openapi::api::core::v1::Container) -> crate::cli::args::AgentArgs {
+        let words = std::iter::once("archbench".to_string()).chain(
+            container.args.iter().flatten().map(|a| {
+                a.replace("$(JOB_COMPLETION_INDEX)", "3")
+                    .replace("$(POD_IP)", "10.0.0.7")
+            }),
+        );
+        let cli = crate::cli::Cli::try_parse_from(words).unwrap();
+        let crate::cli::Command::Agent(agent) = cli.command else {
+            panic!("not the agent: {cli:?}");
+        };
+        agent
+    }
+
+    #[test]
+    fn a_load_jobs_arguments_are_the_agents_own_command_line() {
+        let target = LoadTarget {
+            name: "arm".into(),
+            variant: Some("arm".into()),
+            service: "nginx-arm-svc".into(),
+            url: "http://nginx-arm-svc.nginx.svc.cluster.local/".into(),
+            cluster_address: Some("10.0.4.7:80".parse().unwrap()),
+            watch: Vec::new(),
+        };
+        let how = InCluster {
+            workers: 4,
+            image: "archbench:1".into(),
+            node_selector: None,
+            ready_timeout: Duration::from_secs(300),
+            spell: crate::cli::argv::agent_args,
+        };
+        let load = WholeLoad {
+            connections: 10,
+            threads: 2,
+            duration: Duration::from_secs(30),
+            rate: Some(1000.0),
+            timeout: Duration::from_secs(2),
+            http2_streams: None,
+            tls: false,
+        };
+        let job = k8s::distributed::job(&target, "nginx", "j", &how, &load, "t0k");
+        let container = &job.spec.unwrap().template.spec.unwrap().containers[0];
+        let agent = agent_of(container);
+        assert_eq!(agent.control, "10.0.0.7:9090");
+        assert_eq!(agent.run.part.map(|p| (p.index, p.count)), Some((3, 4)));
+        assert_eq!(agent.run.url, "http://10.0.4.7:80/");
+        assert_eq!(agent.run.load.connections, 10);
+        assert_eq!(agent.run.load.rate, Some(1000.0));
+        // It waits for its start longer than archbench waits for all workers to be ready.
+        assert!(
+            agent.start_timeout > how.ready_timeout,
+            "{:?}",
+            agent.start_timeout
+        );
+        // Over https: the same address, the Secret mounted and its certificate pinned.
+        let tls = WholeLoad { tls: true, ..load };
+        let job = k8s::distributed::job(&target, "nginx", "j", &how, &tls, "t0k");
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let secret = pod.volumes.as_ref().unwrap()[0].secret.as_ref().unwrap();
+        assert_eq!(secret.secret_name.as_deref(), Some(k8s::tls::SECRET));
+        let container = &pod.containers[0];
+        let mount = &container.volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(mount.mount_path, k8s::tls::WORKER_MOUNT);
+        let agent = agent_of(container);
+        assert_eq!(agent.run.url, "https://10.0.4.7:80/");
+        assert_eq!(
+            agent.run.load.request.pinned_cert,
+            Some(format!("{}/tls.crt", k8s::tls::WORKER_MOUNT).into())
+        );
+    }
+
+    /// `archbench k8s ARGS…` parsed as the Kubernetes commands' parser does: its `load`.
+    fn parsed_load(words: &[String]) -> crate::cli::k8s_args::K8sLoadArgs {
+        let cli = crate::cli::k8s_args::K8sCli::try_parse_from(words)
+            .unwrap_or_else(|e| panic!("{words:?}: {e}"));
+        let crate::cli::k8s_args::K8sCommand::Load(l) = cli.args.command else {
+            panic!("not load: {words:?}");
+        };
+        l
+    }
+
+    #[test]
+    fn an_in_cluster_loads_repeat_line_parses_back_into_the_same_load() {
+        let given = [
+            "archbench-k8s",
+            "-n",
+            "bench",
+            "load",
+            "arm",
+            "--in-cluster",
+            "--workers",
+            "3",
+            "-c",
+            "30",
+            "-t",
+            "2",
+            "-d",
+            "1500ms",
+            "--timeout",
+            "750ms",
+            "--image",
+            "registry.example/archbench:1",
+            "--http2",
+            "--streams",
+            "8",
+            "--tls",
+            "--rate",
+            "2000",
+            "--node-selector",
+            "agentpool=load",
+            "--runs",
+            "4",
+            "--warmup",
+        ];
+        let l = parsed_load(&given.map(String::from));
+        let line = super::in_cluster_command(&l, "bench", "arm");
+        let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        // "archbench k8s …" is what a person types; the parser sees archbench-k8s's argv.
+        assert_eq!(words.drain(..2).collect::<Vec<_>>(), ["archbench", "k8s"]);
+        words.insert(0, "archbench-k8s".into());
+        let again = parsed_load(&words);
+        assert_eq!(again.targets, l.targets, "{line}");
+        assert_eq!(
+            (
+                again.connections,
+                again.threads,
+                again.duration,
+                again.timeout,
+                again.rate
+            ),
+            (l.connections, l.threads, l.duration, l.timeout, l.rate),
+            "{line}"
+        );
+        assert_eq!(again.http.streams(), l.http.streams(), "{line}");
+        assert_eq!(again.http.tls, l.http.tls, "{line}");
+        assert_eq!(
+            (
+                again.inside.in_cluster,
+                again.inside.workers,
+                &again.inside.image
+            ),
+            (l.inside.in_cluster, l.inside.workers, &l.inside.image),
+            "{line}"
+        );
+        assert_eq!(again.inside.node_selector, l.inside.node_selector, "{line}");
+        assert_eq!((again.runs, again.warmup), (l.runs, l.warmup), "{line}");
+    }
+}
