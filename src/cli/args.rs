@@ -5,6 +5,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use super::flags::{
+    Connections, Cost, HtmlFile, Http2, JsonFile, Ladders, Layout, NoWarmup, Objectives, OutDir,
+    OutputArgs, PacingSlack, Quiet, Rate, RunDuration, Runs, Threads, Timeout,
+};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "archbench",
@@ -58,12 +63,6 @@ pub enum Command {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    Text,
-    Json,
-}
-
 /// Live views of a load, shared by `run`, `compare`, `sweep` and `k8s load`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct LiveArgs {
@@ -84,10 +83,6 @@ pub struct LiveArgs {
     pub no_tui: bool,
 }
 
-/// The per-request timeout's default, wherever a command has one of its own making (wrk's and
-/// ab's keep theirs).
-pub const REQUEST_TIMEOUT: &str = "10s";
-
 /// What every request of a load carries, and which servers are watched: `run`, `compare` and
 /// `sweep` (one definition, one default).
 #[derive(Debug, Clone, Args)]
@@ -95,9 +90,8 @@ pub struct RequestArgs {
     /// Extra request header, "Name: value" (repeatable).
     #[arg(short = 'H', long = "header", value_parser = super::values::header)]
     pub headers: Vec<(String, String)>,
-    /// Per-request timeout.
-    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = super::values::duration)]
-    pub timeout: std::time::Duration,
+    #[command(flatten)]
+    pub timeout: Timeout,
     /// Do not verify TLS certificates.
     #[arg(short = 'k', long)]
     pub insecure: bool,
@@ -129,13 +123,8 @@ pub struct RequestArgs {
     /// target's name).
     #[arg(long = "watch", value_parser = parse_watch)]
     pub watch: Vec<crate::monitor::WatchSpec>,
-    /// Speak HTTP/2: prior knowledge (h2c) over http://.
-    #[arg(long)]
-    pub http2: bool,
-    /// HTTP/2: concurrent streams per connection [default: 1]; the server's
-    /// MAX_CONCURRENT_STREAMS caps it (the report says so).
-    #[arg(long, requires = "http2", value_parser = super::values::count)]
-    pub streams: Option<u64>,
+    #[command(flatten)]
+    pub http2: Http2,
     /// HTTP/2 over https: the protocols offered by ALPN, `h2` (the default with --http2) or
     /// `h2,http/1.1` (the server chooses; the result's tls.alpn says what it chose).
     #[arg(long, requires = "http2", value_parser = super::values::alpn)]
@@ -158,25 +147,18 @@ impl RequestArgs {
 /// The flags that shape a load, shared by `run` and `compare` (one definition, one default).
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
-    /// Concurrent connections (per target).
-    #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
-    pub connections: u64,
-    /// Worker threads [default: one per core].
-    #[arg(short = 't', long, value_parser = super::values::count)]
-    pub threads: Option<u64>,
+    #[command(flatten)]
+    pub connections: Connections,
+    #[command(flatten)]
+    pub threads: Threads,
     /// How long to load (e.g. 10s, 1m) [default: run 10s unless -n is given; compare 3s per
     /// run].
     #[arg(short = 'd', long, value_parser = super::values::duration)]
     pub duration: Option<std::time::Duration>,
-    /// Open loop: total requests per second (per target), latency measured from intended
-    /// send times.
-    #[arg(short = 'r', long, value_parser = super::values::rate)]
-    pub rate: Option<f64>,
-    /// Open loop: a send due within this long after a wake-up goes out in it, early, timed
-    /// from its actual send; at most 50us [default: how late a wake-up comes on this machine,
-    /// measured at the start, at most 50us].
-    #[arg(long, value_parser = super::values::duration)]
-    pub pacing_slack: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub rate: Rate,
+    #[command(flatten)]
+    pub pacing_slack: PacingSlack,
     /// Open a new connection for every request (over https: a handshake per request).
     #[arg(long)]
     pub no_keepalive: bool,
@@ -195,11 +177,8 @@ pub struct LoadArgs {
     /// context-switches, page-faults, cpu-migrations, rHEX).
     #[arg(long, value_delimiter = ',')]
     pub perf: Vec<crate::monitor::perf::PerfEvent>,
-    /// Objectives to judge the run by, comma-separated: p50/p90/p99/p99.9/max/mean < TIME,
-    /// errors < N or N%, rps >= N (e.g. 'p99<10ms,errors<0.1%'); one failed makes the exit
-    /// status 1 (for compare: judged on each target's medians).
-    #[arg(long, value_parser = super::values::slo)]
-    pub slo: Option<crate::slo::Slo>,
+    #[command(flatten)]
+    pub slo: Objectives,
 }
 
 #[derive(Debug, Args)]
@@ -233,15 +212,10 @@ pub struct RunArgs {
     /// 2026-12-01T12:00:00.5Z, or @UNIX_SECONDS), so several processes start together.
     #[arg(long, value_parser = super::values::wall_clock)]
     pub start_at: Option<std::time::SystemTime>,
-    /// Write the JSON result to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Report format on stdout.
-    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
-    /// No progress line.
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub quiet: Quiet,
     #[command(flatten)]
     pub live: LiveArgs,
 }
@@ -277,9 +251,9 @@ pub struct WrkArgs {
     /// Print version details.
     #[arg(short = 'v', long = "version")]
     pub version: bool,
-    /// Also write the JSON result to this file (archbench extension).
-    #[arg(long)]
-    pub json: Option<PathBuf>,
+    // archbench extension.
+    #[command(flatten)]
+    pub json: JsonFile,
     /// Target URL.
     pub url: Option<String>,
     /// Arguments for the Lua script's init(args), after `--`.
@@ -322,9 +296,9 @@ pub struct H2loadArgs {
     /// Requests per second for each client (open loop).
     #[arg(long = "rps", value_parser = super::values::rate)]
     pub rps: Option<f64>,
-    /// Per-request timeout (archbench extension; h2load has none).
-    #[arg(long = "timeout", default_value = REQUEST_TIMEOUT, value_parser = super::values::duration)]
-    pub timeout: std::time::Duration,
+    // archbench extension; h2load has none.
+    #[command(flatten)]
+    pub timeout: Timeout,
     /// h2load's -T: refused, with the nearest archbench flag (see `h2load_draft`).
     #[arg(short = 'T', long = "connection-active-timeout", hide = true)]
     pub active_timeout: Option<String>,
@@ -334,9 +308,9 @@ pub struct H2loadArgs {
     /// Also print latency percentiles (archbench extension).
     #[arg(long)]
     pub latency: bool,
-    /// Also write the JSON result to this file (archbench extension).
-    #[arg(long)]
-    pub json: Option<PathBuf>,
+    // archbench extension.
+    #[command(flatten)]
+    pub json: JsonFile,
     /// Target URL.
     pub url: String,
 }
@@ -383,22 +357,22 @@ pub struct AbArgs {
     /// Display usage information.
     #[arg(short = 'h', action = clap::ArgAction::Help)]
     pub help: Option<bool>,
-    /// Also write the JSON result to this file (archbench extension).
-    #[arg(long)]
-    pub json: Option<PathBuf>,
+    // archbench extension.
+    #[command(flatten)]
+    pub json: JsonFile,
     /// [http[s]://]hostname[:port]/path
     pub url: Option<String>,
 }
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("schedule").args(["interleave", "sequential", "parallel"])))]
+#[command(mut_arg("runs", |a| a.default_value("5")))]
 pub struct CompareArgs {
     /// Targets as NAME=URL; the first is the baseline.
     #[arg(required = true, num_args = 2..)]
     pub targets: Vec<String>,
-    /// Measured runs per target (at least 4 for a verdict at α = 0.05).
-    #[arg(long, default_value = "5", value_parser = super::values::count)]
-    pub runs: u64,
+    #[command(flatten)]
+    pub runs: Runs,
     /// A B A B … (the default).
     #[arg(long)]
     pub interleave: bool,
@@ -408,24 +382,16 @@ pub struct CompareArgs {
     /// All targets at once, like `wrk both`.
     #[arg(long)]
     pub parallel: bool,
-    /// Do not run and discard a warm-up run per target.
-    #[arg(long)]
-    pub no_warmup: bool,
+    #[command(flatten)]
+    pub no_warmup: NoWarmup,
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Write the comparison (every run, histograms included) here after each run.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write the comparison table as Markdown here.
-    #[arg(long)]
-    pub markdown: Option<PathBuf>,
-    /// A target's price per hour, NAME=PRICE (repeatable): the report gives the cost of a
-    /// million requests at its median throughput.
-    #[arg(long, value_parser = super::values::price)]
-    pub cost: Vec<(String, f64)>,
-    /// No per-run progress lines.
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub cost: Cost,
+    #[command(flatten)]
+    pub quiet: Quiet,
     #[command(flatten)]
     pub live: LiveArgs,
 }
@@ -437,27 +403,18 @@ pub enum Switch {
     Off,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    Text,
-    Markdown,
-    Json,
-    /// One self-contained HTML page per document (`--html FILE` puts several on one page).
-    Html,
-}
-
 #[derive(Debug, Args)]
+#[command(mut_arg("output", |a| a.visible_alias("format")))]
 pub struct ReportArgs {
     /// Results, comparisons or sweeps written by --json (results given together are drawn
     /// together).
     #[arg(required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
-    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
-    pub format: ReportFormat,
-    /// Write one self-contained HTML file (tables, charts as inline SVG, plan and environment;
-    /// nothing fetched from the network) here.
-    #[arg(long)]
-    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub layout: Layout,
+    // several documents given together share one page.
+    #[command(flatten)]
+    pub html: HtmlFile,
     /// Write each chart as an SVG file into this directory.
     #[arg(long)]
     pub svg: Option<PathBuf>,
@@ -487,19 +444,19 @@ pub struct ServeArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("duration", |a| a.default_value("3s")))]
+#[command(mut_arg("runs", |a| a.default_value("5")))]
 pub struct DemoArgs {
-    /// Duration of each run (--runs runs per server, plus one warm-up each).
-    #[arg(short = 'd', long, default_value = "3s", value_parser = super::values::duration)]
-    pub duration: std::time::Duration,
-    /// Measured runs per server.
-    #[arg(long, default_value = "5", value_parser = super::values::count)]
-    pub runs: u64,
-    /// Concurrent connections.
-    #[arg(short = 'c', long, default_value = "50", value_parser = super::values::count)]
-    pub connections: u64,
-    /// Results go to DIR/<timestamp>/ (comparison.json, comparison.md, comparison.html).
-    #[arg(long, default_value = "archbench-results")]
-    pub out_dir: PathBuf,
+    // plus one warm-up run per server.
+    #[command(flatten)]
+    pub duration: RunDuration,
+    #[command(flatten)]
+    pub runs: Runs,
+    #[command(flatten)]
+    pub connections: Connections,
+    // comparison.json, comparison.md, comparison.html.
+    #[command(flatten)]
+    pub out_dir: OutDir,
     /// Compare two embedded servers (1 vs 2 threads) even where nginx is installed.
     #[arg(long)]
     pub embedded: bool,
@@ -510,12 +467,8 @@ pub struct MergeArgs {
     /// Result files (`--json` of run, wrk or ab) to merge.
     #[arg(required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
-    /// Write the merged result here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Report format on stdout.
-    #[arg(short = 'o', long, value_enum, default_value_t = ReportFormat::Text)]
-    pub output: ReportFormat,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -523,46 +476,28 @@ pub struct SweepArgs {
     /// Targets as NAME=URL; the first is the baseline.
     #[arg(required = true, num_args = 1..)]
     pub targets: Vec<String>,
-    /// Closed loop: the connection counts to step through (1,2,4,8 or 1:512:x2 or 10:100:+10);
-    /// with --rates, one count: the connections of every step [default: 100].
-    #[arg(short = 'c', long, value_parser = super::values::ladder)]
-    pub connections: Option<super::values::Ladder>,
-    /// Open loop: the total rates to step through (1k:50k:x2, 1k:10k:+1k or 1000,2000,5000).
-    #[arg(short = 'r', long, value_parser = super::values::ladder)]
-    pub rates: Option<super::values::Ladder>,
-    /// Open loop: a send due within this long after a wake-up goes out in it, early, timed
-    /// from its actual send; at most 50us [default: a wake-up's measured latency, at most
-    /// 50us].
-    #[arg(long, value_parser = super::values::duration)]
-    pub pacing_slack: Option<std::time::Duration>,
-    /// Worker threads [default: one per core].
-    #[arg(short = 't', long, value_parser = super::values::count)]
-    pub threads: Option<u64>,
-    /// Duration of each run.
-    #[arg(short = 'd', long, default_value = "10s", value_parser = super::values::duration)]
-    pub duration: std::time::Duration,
-    /// Measured runs per target at each step.
-    #[arg(long, default_value = "1", value_parser = super::values::count)]
-    pub runs: u64,
-    /// Do not run and discard a warm-up run per target before the first step.
-    #[arg(long)]
-    pub no_warmup: bool,
+    #[command(flatten)]
+    pub ladders: Ladders,
+    #[command(flatten)]
+    pub pacing_slack: PacingSlack,
+    #[command(flatten)]
+    pub threads: Threads,
+    #[command(flatten)]
+    pub duration: RunDuration,
+    #[command(flatten)]
+    pub runs: Runs,
+    #[command(flatten)]
+    pub no_warmup: NoWarmup,
     #[command(flatten)]
     pub request: RequestArgs,
-    /// Objectives each step is judged by (as run's --slo); a target's knee is the highest load
-    /// meeting them, and the exit status is 1 when a target met them at no load.
-    #[arg(long, value_parser = super::values::slo)]
-    pub slo: Option<crate::slo::Slo>,
-    /// A target's price per hour, NAME=PRICE (repeatable): the cost of a million requests at
-    /// each load and at its knee.
-    #[arg(long, value_parser = super::values::price)]
-    pub cost: Vec<(String, f64)>,
-    /// Write the sweep (every step's comparison, each target's knee and fit) here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// No per-step progress on stderr.
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub slo: Objectives,
+    #[command(flatten)]
+    pub cost: Cost,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub quiet: Quiet,
     #[command(flatten)]
     pub live: LiveArgs,
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::session::{RunOne, Session};
 use super::values::Ladder;
-use super::{live, plan, PlanError, StopSignals, EXIT_FAILURE};
+use super::{live, plan, PlanError, StopSignals};
 use crate::sweep::{
     past_knee, summarize, EarlyStop, LadderKind, SweepResult, SweepStep, SWEEP_KIND,
     SWEEP_SCHEMA_VERSION,
@@ -54,7 +54,8 @@ pub struct SweepSpec<'a> {
     pub no_warmup: bool,
     pub slo: Option<&'a crate::slo::Slo>,
     pub cost: &'a [(String, f64)],
-    pub json: Option<&'a std::path::Path>,
+    /// Where the sweep is saved after every step (its JSON files).
+    pub outputs: &'a super::output::OutputPlan,
     pub quiet: bool,
     /// Where the targets run, when a cluster says (the scaling lines come from them).
     pub placements: Vec<crate::placement::Placement>,
@@ -131,14 +132,13 @@ pub fn exit_status(
     session: &Session<'_>,
     signals: &StopSignals,
 ) -> i32 {
-    let interrupted = sweep.interrupted || signals.stop.load(Ordering::Relaxed);
-    let code = if interrupted {
-        signals.exit_code()
-    } else {
-        slo_exit_code(sweep, spec.slo.is_some())
-    };
-    session.linger(interrupted);
-    code
+    let ending = super::output::Ending::of_sweep(
+        sweep,
+        spec.slo.is_some(),
+        signals.stop.load(Ordering::Relaxed),
+    );
+    session.linger(ending.interrupted());
+    ending.status(signals)
 }
 
 /// Every step's plan is checked before any load: a bad one is a usage error now, not an hour
@@ -291,24 +291,6 @@ impl Climb {
     }
 }
 
-/// With an SLO: a target that met it at no load fails the sweep.
-fn slo_exit_code(sweep: &SweepResult, judged: bool) -> i32 {
-    let missed: Vec<&str> = sweep
-        .targets
-        .iter()
-        .filter(|t| judged && t.knee.is_none())
-        .map(|t| t.name.as_str())
-        .collect();
-    if missed.is_empty() {
-        return 0;
-    }
-    eprintln!(
-        "archbench: SLO not met at any load by {}",
-        missed.join(", ")
-    );
-    EXIT_FAILURE
-}
-
 /// Each target's summary over the steps so far; a stop after the last load is no early stop.
 fn finish(
     sweep: &mut SweepResult,
@@ -343,7 +325,7 @@ fn finish(
 }
 
 fn save(sweep: &SweepResult, spec: &SweepSpec<'_>) -> anyhow::Result<()> {
-    crate::cli::output::save(sweep, spec.json)
+    spec.outputs.save_json(sweep)
 }
 
 /// What the ladder varies, its loads, and the connections of a rates ladder (from `-c` and

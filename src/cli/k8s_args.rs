@@ -3,9 +3,13 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
-use super::args::{LiveArgs, REQUEST_TIMEOUT};
+use super::args::LiveArgs;
+use super::flags::{
+    Connections, Cost, Http2, Ladders, NoWarmup, Objectives, OutDir, OutputArgs, Quiet, Rate,
+    RunDuration, Runs, Threads, Timeout, THREADS,
+};
 
 /// `archbench k8s`'s own command line (parsed by the archbench-k8s executable).
 #[derive(Debug, Parser)]
@@ -74,9 +78,8 @@ pub enum K8sCommand {
 pub struct K8sConfigArgs {
     /// tuned (the guide's), stock (the image's own) or a FILE.
     pub config: String,
-    /// How long to wait for the new pods.
-    #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
-    pub wait_timeout: std::time::Duration,
+    #[command(flatten)]
+    pub wait: WaitTimeout,
 }
 
 #[derive(Debug, Args)]
@@ -86,9 +89,8 @@ pub struct K8sCurlArgs {
     /// Requests to send (-n is the namespace, as in kubectl).
     #[arg(long, default_value = "1", value_parser = crate::cli::values::count)]
     pub count: u64,
-    /// Per-request timeout.
-    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = crate::cli::values::duration)]
-    pub timeout: std::time::Duration,
+    #[command(flatten)]
+    pub timeout: Timeout,
 }
 
 #[derive(Debug, Args)]
@@ -110,139 +112,78 @@ pub struct K8sTopArgs {
     pub watch: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum K8sLayout {
-    /// archbench's comparison table.
-    Text,
-    /// The script's own: the wrk command lines, "INTEL RESULTS:", wrk's layout, "Both tests
-    /// completed".
-    Wrk,
-    /// The comparison document.
-    Json,
-    /// The comparison table in Markdown.
-    Markdown,
-}
-
 #[derive(Debug, Args)]
+#[command(mut_arg("duration", |a| a.default_value("30s")))]
+#[command(mut_arg("threads", |a| a.default_value("1").help(THREADS)))]
+#[command(mut_arg("output", |a| a.visible_alias("layout")))]
 pub struct K8sLoadArgs {
     /// Variants (intel, arm, amd, or a --variant's name), multiarch, both (intel and arm)
     /// or all; several are loaded side by side, the first the baseline.
     #[arg(required = true, num_args = 1..)]
     pub targets: Vec<crate::k8s::LoadSelection>,
-    /// Duration of each run.
-    #[arg(short = 'd', long, default_value = "30s", value_parser = crate::cli::values::duration)]
-    pub duration: std::time::Duration,
-    /// Connections per target.
-    #[arg(short = 'c', long, default_value = "50", value_parser = crate::cli::values::count)]
-    pub connections: u64,
-    /// Worker threads per target.
-    #[arg(short = 't', long, default_value = "1", value_parser = crate::cli::values::count)]
-    pub threads: u64,
-    /// Open loop: requests per second per target.
-    #[arg(short = 'r', long, value_parser = crate::cli::values::rate)]
-    pub rate: Option<f64>,
-    /// Measured runs (at least 4 for verdicts).
-    #[arg(long, default_value = "1", value_parser = crate::cli::values::count)]
-    pub runs: u64,
-    /// Run and discard one warm-up run first (the script has none).
+    #[command(flatten)]
+    pub duration: RunDuration,
+    #[command(flatten)]
+    pub connections: Connections,
+    #[command(flatten)]
+    pub threads: Threads,
+    #[command(flatten)]
+    pub rate: Rate,
+    #[command(flatten)]
+    pub runs: Runs,
+    /// Run and discard one warm-up run first (the script has none, so neither has `k8s load`
+    /// unless asked; the other commands' is --no-warmup).
     #[arg(long)]
     pub warmup: bool,
-    /// Per-request timeout.
-    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = crate::cli::values::duration)]
-    pub timeout: std::time::Duration,
-    /// Report layout on stdout (-o as compare's formats; --layout wrk for the script's).
-    #[arg(short = 'o', long, visible_alias = "output", value_enum, default_value_t = K8sLayout::Text)]
-    pub layout: K8sLayout,
-    /// Objectives the runs are judged by (as run's --slo); exit 1 when a target misses them.
-    #[arg(long, value_parser = crate::cli::values::slo)]
-    pub slo: Option<crate::slo::Slo>,
-    /// Also write the comparison as Markdown here (the run directory has k8s-load.md).
-    #[arg(long)]
-    pub markdown: Option<PathBuf>,
-    /// Also write the HTML report here.
-    #[arg(long)]
-    pub html: Option<PathBuf>,
-    /// Results go to DIR/<timestamp>/ (k8s-load.json, k8s-load.md).
-    #[arg(long, default_value = "archbench-results")]
-    pub out_dir: PathBuf,
-    /// Also write the comparison (JSON) to this file, as every other command's --json does.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub timeout: Timeout,
+    #[command(flatten)]
+    pub slo: Objectives,
+    // The run directory has k8s-load.json and k8s-load.md whatever these say.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub out_dir: OutDir,
     #[command(flatten)]
     pub http: K8sHttpArgs,
     #[command(flatten)]
     pub inside: K8sInClusterArgs,
-    /// A target's node price per hour, NAME=PRICE (intel=0.192 arm=0.154; repeatable): the
-    /// cost of a million requests at each one's median throughput.
-    #[arg(long, value_parser = crate::cli::values::price)]
-    pub cost: Vec<(String, f64)>,
-    /// A price list, INSTANCE_TYPE,PRICE_PER_HOUR per line: each variant is charged its node's
-    /// price (its share of the node's allocatable CPU when it has a cpu limit, else the whole
-    /// node) by the node's node.kubernetes.io/instance-type; --cost NAME=PRICE overrides.
-    #[arg(long)]
-    pub prices: Option<PathBuf>,
+    #[command(flatten)]
+    pub prices: Prices,
     #[command(flatten)]
     pub live: LiveArgs,
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("threads", |a| a.default_value("1").help(THREADS)))]
 pub struct K8sSweepArgs {
     /// Variants (intel, arm, amd, a --variant's name), multiarch, both or all; the first is
     /// the baseline.
     #[arg(required = true, num_args = 1..)]
     pub targets: Vec<crate::k8s::LoadSelection>,
-    /// Closed loop: the connection counts to step through (1,2,4,8 or 1:512:x2); with
-    /// --rates, one count: the connections of every step [default: 100].
-    #[arg(short = 'c', long, value_parser = crate::cli::values::ladder)]
-    pub connections: Option<crate::cli::values::Ladder>,
-    /// Open loop: the rates per target to step through (1k:50k:x2 or 1000,2000,5000).
-    #[arg(short = 'r', long, value_parser = crate::cli::values::ladder)]
-    pub rates: Option<crate::cli::values::Ladder>,
-    /// Worker threads per target.
-    #[arg(short = 't', long, default_value = "1", value_parser = crate::cli::values::count)]
-    pub threads: u64,
-    /// Duration of each run.
-    #[arg(short = 'd', long, default_value = "10s", value_parser = crate::cli::values::duration)]
-    pub duration: std::time::Duration,
-    /// Measured runs per target at each step.
-    #[arg(long, default_value = "1", value_parser = crate::cli::values::count)]
-    pub runs: u64,
-    /// Do not run and discard a warm-up run per target before the first step.
-    #[arg(long)]
-    pub no_warmup: bool,
-    /// Per-request timeout.
-    #[arg(long, default_value = REQUEST_TIMEOUT, value_parser = crate::cli::values::duration)]
-    pub timeout: std::time::Duration,
-    /// Objectives each step is judged by (as sweep's --slo).
-    #[arg(long, value_parser = crate::cli::values::slo)]
-    pub slo: Option<crate::slo::Slo>,
-    /// A target's node price per hour, NAME=PRICE (repeatable): the cost of a million
-    /// requests at each one's knee.
-    #[arg(long, value_parser = crate::cli::values::price)]
-    pub cost: Vec<(String, f64)>,
-    /// A price list, INSTANCE_TYPE,PRICE_PER_HOUR per line: each variant is charged its node's
-    /// price (its share of the node's allocatable CPU when it has a cpu limit, else the whole
-    /// node) by the node's node.kubernetes.io/instance-type; --cost NAME=PRICE overrides.
-    #[arg(long)]
-    pub prices: Option<PathBuf>,
-    /// Results go to DIR/<timestamp>/k8s-sweep.json (saved after every step).
-    #[arg(long, default_value = "archbench-results")]
-    pub out_dir: PathBuf,
-    /// Also write the sweep document here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Also write the HTML report here (what `report --html` draws of the document).
-    #[arg(long)]
-    pub html: Option<PathBuf>,
-    /// Also write the sweep's report as Markdown here.
-    #[arg(long)]
-    pub markdown: Option<PathBuf>,
-    /// Report format on stdout.
-    #[arg(short = 'o', long, value_enum, default_value_t = crate::cli::args::ReportFormat::Text)]
-    pub output: crate::cli::args::ReportFormat,
-    /// No per-step progress on stderr.
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub ladders: Ladders,
+    #[command(flatten)]
+    pub threads: Threads,
+    #[command(flatten)]
+    pub duration: RunDuration,
+    #[command(flatten)]
+    pub runs: Runs,
+    #[command(flatten)]
+    pub no_warmup: NoWarmup,
+    #[command(flatten)]
+    pub timeout: Timeout,
+    #[command(flatten)]
+    pub slo: Objectives,
+    #[command(flatten)]
+    pub prices: Prices,
+    // The run directory has k8s-sweep.json (saved after every step) whatever these say.
+    #[command(flatten)]
+    pub out_dir: OutDir,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub quiet: Quiet,
     #[command(flatten)]
     pub http: K8sHttpArgs,
     #[command(flatten)]
@@ -251,26 +192,60 @@ pub struct K8sSweepArgs {
     pub live: LiveArgs,
 }
 
+/// What the k8s loads charge each variant: `--cost`, and the price list by instance type.
+#[derive(Debug, Clone, Default, Args)]
+pub struct Prices {
+    #[command(flatten)]
+    pub cost: Cost,
+    /// A price list, INSTANCE_TYPE,PRICE_PER_HOUR per line: each variant is charged its node's
+    /// price (its share of the node's allocatable CPU when it has a cpu limit, else the whole
+    /// node) by the node's node.kubernetes.io/instance-type; --cost NAME=PRICE overrides.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+}
+
+/// `--wait-timeout`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct WaitTimeout {
+    /// How long each wait may take (rollouts, addresses, load pods, removal) before it gives
+    /// up and names what it waited for.
+    #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
+    pub wait_timeout: std::time::Duration,
+}
+
 /// The protocol `k8s load` and `k8s sweep` speak to the services.
 #[derive(Debug, Args)]
 pub struct K8sHttpArgs {
-    /// HTTP/2 with prior knowledge (h2c: nginx's `listen 80 http2;`), from here and from the
-    /// in-cluster workers alike.
-    #[arg(long)]
-    pub http2: bool,
-    /// HTTP/2: concurrent streams per connection [default: 1].
-    #[arg(long, requires = "http2", value_parser = crate::cli::values::count)]
-    pub streams: Option<u64>,
+    // From here and from the in-cluster workers alike.
+    #[command(flatten)]
+    pub http2: Http2,
     /// https to the Services' port 443 (`k8s up --tls`), accepting exactly the certificate
     /// of the Secret nginx-tls; with --http2, h2 by ALPN.
     #[arg(long)]
     pub tls: bool,
 }
 
+/// The k8s loads' threads per target when -t is not given.
+const K8S_THREADS: u64 = 1;
+
+impl K8sLoadArgs {
+    /// -t, or its default.
+    pub fn threads(&self) -> u64 {
+        self.threads.threads.unwrap_or(K8S_THREADS)
+    }
+}
+
+impl K8sSweepArgs {
+    /// -t, or its default.
+    pub fn threads(&self) -> u64 {
+        self.threads.threads.unwrap_or(K8S_THREADS)
+    }
+}
+
 impl K8sHttpArgs {
     /// With --http2, its streams per connection.
     pub fn streams(&self) -> Option<u64> {
-        self.http2.then(|| self.streams.unwrap_or(1))
+        self.http2.streams()
     }
 }
 
@@ -296,9 +271,8 @@ pub struct K8sInClusterArgs {
     /// In-cluster: print each worker's figures, so a slow worker is visible.
     #[arg(long, requires = "in_cluster")]
     pub per_worker: bool,
-    /// In-cluster: how long the load pods may take to be scheduled and ready.
-    #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
-    pub wait_timeout: std::time::Duration,
+    #[command(flatten)]
+    pub wait: WaitTimeout,
 }
 
 /// The image `k8s load --in-cluster` runs unless told otherwise: this version's.
@@ -328,9 +302,8 @@ pub struct K8sSetupArgs {
     /// the arch (intel, arm, amd).
     #[arg(long, value_enum, default_value = "arch")]
     pub pools_by: crate::k8s::PoolSelector,
-    /// How long to wait for rollouts and addresses.
-    #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
-    pub wait_timeout: std::time::Duration,
+    #[command(flatten)]
+    pub wait: WaitTimeout,
     /// Serve https too: a self-signed certificate (made once, kept in the Secret nginx-tls),
     /// nginx listening `443 ssl http2` beside 80, the Services exposing 443 (`k8s load
     /// --tls` loads it, the certificate pinned).
@@ -358,7 +331,6 @@ pub struct K8sDownArgs {
     /// Keep the namespace even when archbench created it.
     #[arg(long)]
     pub keep_namespace: bool,
-    /// How long to wait for everything to be gone.
-    #[arg(long, default_value = "5m", value_parser = crate::cli::values::duration)]
-    pub wait_timeout: std::time::Duration,
+    #[command(flatten)]
+    pub wait: WaitTimeout,
 }

@@ -7,6 +7,7 @@ mod climb;
 mod cmd;
 mod execute;
 mod exit;
+mod flags;
 #[cfg(feature = "k8s")]
 mod k8s_args;
 mod live;
@@ -23,8 +24,8 @@ use std::path::Path;
 use clap::CommandFactory as _;
 
 pub use args::{
-    AbArgs, Cli, Command, CompareArgs, DemoArgs, H2loadArgs, LoadArgs, MergeArgs, OutputFormat,
-    RunArgs, ServeArgs, WrkArgs,
+    AbArgs, Cli, Command, CompareArgs, DemoArgs, H2loadArgs, LoadArgs, MergeArgs, RunArgs,
+    ServeArgs, WrkArgs,
 };
 pub use execute::execute;
 pub use exit::{EXIT_FAILURE, EXIT_USAGE};

@@ -2,11 +2,13 @@
 //! report layout has no place for.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::args::ReportFormat;
+use clap::ValueEnum as _;
+
+use super::flags::{Format, JsonFile, OutputArgs};
 use super::signals::StopSignals;
 use super::PlanError;
 use crate::report::{
@@ -37,17 +39,6 @@ pub fn nothing_answered_line(name: Option<&str>, failed: u64) -> String {
     format!(
         "archbench: {whose}no request was answered ({failed} failed); see the errors in the report"
     )
-}
-
-/// Says on stderr which targets of a comparison answered no request though they tried (one
-/// line each); true when any did, so the command exits 1 rather than 0 on a measurement of
-/// nothing.
-pub fn say_answered_nothing(c: &crate::compare::ComparisonResult) -> bool {
-    let nothing = c.answered_nothing();
-    for (name, failed) in &nothing {
-        eprintln!("{}", nothing_answered_line(Some(name), *failed));
-    }
-    !nothing.is_empty()
 }
 
 /// Status for a finished run: interrupted runs report the signal.
@@ -115,32 +106,6 @@ pub fn notes_on_stderr(result: &RunResult, front: FrontEnd) {
     }
 }
 
-/// Says on stderr which objectives failed, per target; true when any did.
-pub fn slo_failed(outcomes: &[(&str, Option<&crate::stats::SloOutcome>)]) -> bool {
-    let mut failed = false;
-    for (name, outcome) in outcomes {
-        let Some(o) = outcome.filter(|o| !o.passed) else {
-            continue;
-        };
-        failed = true;
-        let which: Vec<String> = o
-            .conditions
-            .iter()
-            .filter(|c| !c.passed)
-            .map(|c| match c.measured {
-                Some(v) => format!(
-                    "{} (measured {})",
-                    c.condition,
-                    crate::units::slo_figure(v, &c.unit)
-                ),
-                None => format!("{} (nothing to measure)", c.condition),
-            })
-            .collect();
-        eprintln!("archbench: {name}: SLO not met: {}", which.join(", "));
-    }
-    failed
-}
-
 /// Every `--cost NAME` must be a target's name.
 pub fn check_prices(prices: &[(String, f64)], names: &[&str]) -> Result<(), PlanError> {
     match prices.iter().find(|(n, _)| !names.contains(&n.as_str())) {
@@ -185,8 +150,9 @@ pub fn write_html(
     Ok(())
 }
 
-/// A document (of any kind, or one read back) in the format `report` and `merge` were asked for.
-pub fn write_as<D: ?Sized>(doc: &D, fmt: ReportFormat, out: &mut dyn Write) -> io::Result<()>
+/// A document (of any kind, or one read back) in the layout `report` and `merge` were asked
+/// for. `Wrk` is `k8s load`'s alone and never reaches here (`OutputPlan::new` refuses it).
+pub fn write_as<D: ?Sized>(doc: &D, fmt: Format, out: &mut dyn Write) -> io::Result<()>
 where
     TextReport: Report<D>,
     MarkdownReport: Report<D>,
@@ -194,11 +160,241 @@ where
     HtmlPage: Report<D>,
 {
     match fmt {
-        ReportFormat::Text => TextReport.write(doc, out),
-        ReportFormat::Markdown => MarkdownReport.write(doc, out),
-        ReportFormat::Json => JsonReport.write(doc, out),
-        ReportFormat::Html => HtmlPage.write(doc, out),
+        Format::Text | Format::Wrk => TextReport.write(doc, out),
+        Format::Markdown => MarkdownReport.write(doc, out),
+        Format::Json => JsonReport.write(doc, out),
+        Format::Html => HtmlPage.write(doc, out),
     }
+}
+
+/// Where one command's document goes, read once from its output flags: a layout on stdout and
+/// the files `--json`, `--markdown` and `--html` name, with what the command adds (a run
+/// directory's own files). Every command that writes a document hands it here (hyperfine's
+/// export manager is the model), so a format or a file is written one way everywhere.
+#[derive(Debug, Clone, Default)]
+pub struct OutputPlan {
+    pub layout: Format,
+    json: Vec<PathBuf>,
+    markdown: Vec<PathBuf>,
+    html: Vec<PathBuf>,
+}
+
+impl OutputPlan {
+    /// The plan of `o`, for `command`, which has a report in the `layouts` listed (a layout
+    /// it has not is a usage error).
+    pub fn new(o: &OutputArgs, command: &str, layouts: &[Format]) -> Result<OutputPlan, PlanError> {
+        let layout = o.layout.output;
+        if layout != Format::Text && !layouts.contains(&layout) {
+            let name = |f: &Format| {
+                f.to_possible_value()
+                    .map_or_else(String::new, |v| v.get_name().to_string())
+            };
+            let have: Vec<String> = std::iter::once(Format::Text)
+                .chain(layouts.iter().copied())
+                .map(|f| name(&f))
+                .collect();
+            return Err(PlanError::Invalid(format!(
+                "-o {}: {command} has no such report (it has {})",
+                name(&layout),
+                have.join(", ")
+            )));
+        }
+        Ok(OutputPlan {
+            layout,
+            json: o.json.json.iter().cloned().collect(),
+            markdown: o.markdown.iter().cloned().collect(),
+            html: o.html.html.iter().cloned().collect(),
+        })
+    }
+
+    /// Only a JSON file, as the front ends' `--json` (their stdout is the tool's own layout).
+    pub fn json_only(j: &JsonFile) -> OutputPlan {
+        OutputPlan {
+            json: j.json.iter().cloned().collect(),
+            ..OutputPlan::default()
+        }
+    }
+
+    /// The report on stdout is archbench's text (progress lines and notes go with it).
+    pub fn text(&self) -> bool {
+        self.layout == Format::Text
+    }
+
+    /// Also the JSON (first) and the Markdown to these files: a run directory's.
+    #[cfg(feature = "k8s")]
+    pub fn with_run_directory(mut self, json: PathBuf, markdown: Option<PathBuf>) -> OutputPlan {
+        self.json.insert(0, json);
+        self.markdown.extend(markdown);
+        self
+    }
+
+    /// The files written, JSON first, for a command's "wrote" line.
+    #[cfg(feature = "k8s")]
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        self.json
+            .iter()
+            .chain(&self.markdown)
+            .chain(&self.html)
+            .map(PathBuf::as_path)
+    }
+
+    /// The document as JSON to every JSON file: what compare and the sweeps call after every
+    /// run, so an interrupted one keeps what was measured.
+    pub fn save_json<D: serde::Serialize>(&self, doc: &D) -> anyhow::Result<()> {
+        for p in &self.json {
+            save(doc, Some(p))?;
+        }
+        Ok(())
+    }
+
+    /// Every file: the JSON, the Markdown and the HTML.
+    pub fn write_files<D>(&self, doc: &D) -> anyhow::Result<()>
+    where
+        D: serde::Serialize,
+        MarkdownReport: Report<D>,
+        HtmlPage: Report<D>,
+    {
+        self.save_json(doc)?;
+        for p in &self.markdown {
+            write_markdown(doc, p)?;
+        }
+        for p in &self.html {
+            crate::report::save_atomic(p, |f| HtmlPage.write(doc, f))
+                .with_context(|| format!("cannot write {}", p.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The report on stdout in the plan's layout (`k8s load` writes its `wrk` one itself).
+    pub fn write_stdout<D>(&self, doc: &D) -> anyhow::Result<()>
+    where
+        TextReport: Report<D>,
+        MarkdownReport: Report<D>,
+        JsonReport: Report<D>,
+        HtmlPage: Report<D>,
+    {
+        write_stdout(|out| write_as(doc, self.layout, out))
+    }
+
+    /// The files, then stdout.
+    pub fn write<D>(&self, doc: &D) -> anyhow::Result<()>
+    where
+        D: serde::Serialize,
+        TextReport: Report<D>,
+        MarkdownReport: Report<D>,
+        JsonReport: Report<D>,
+        HtmlPage: Report<D>,
+    {
+        self.write_files(doc)?;
+        self.write_stdout(doc)
+    }
+}
+
+/// The exit status a load command ends with, for `run`, `compare`, the sweeps and `k8s load`
+/// alike: the signal's when interrupted (what was measured is written by then); 1 when a
+/// target answered nothing or missed its objectives, each said on stderr in one line; else 0.
+#[derive(Debug, Default)]
+pub struct Ending {
+    interrupted: bool,
+    failures: Vec<String>,
+}
+
+impl Ending {
+    /// A run's: it answered nothing, or missed its objectives.
+    pub fn of_run(r: &RunResult) -> Ending {
+        let mut failures: Vec<String> = r
+            .answered_nothing()
+            .map(|failed| nothing_answered_line(None, failed))
+            .into_iter()
+            .collect();
+        failures.extend(slo_missed("run", r.slo.as_ref()));
+        Ending {
+            interrupted: r.interrupted,
+            failures,
+        }
+    }
+
+    /// A comparison's: a target answered nothing, or one missed the objectives (judged on its
+    /// medians).
+    pub fn of_comparison(c: &crate::compare::ComparisonResult) -> Ending {
+        let mut failures: Vec<String> = c
+            .answered_nothing()
+            .iter()
+            .map(|(name, failed)| nothing_answered_line(Some(name), *failed))
+            .collect();
+        for t in &c.slo {
+            failures.extend(slo_missed(&t.name, Some(&t.outcome)));
+        }
+        Ending {
+            interrupted: c.interrupted,
+            failures,
+        }
+    }
+
+    /// A sweep's: a target met the objectives at no load (`judged`: there were objectives).
+    pub fn of_sweep(s: &crate::sweep::SweepResult, judged: bool, stopped: bool) -> Ending {
+        let missed: Vec<&str> = s
+            .targets
+            .iter()
+            .filter(|t| judged && t.knee.is_none())
+            .map(|t| t.name.as_str())
+            .collect();
+        Ending {
+            interrupted: s.interrupted || stopped,
+            failures: (!missed.is_empty())
+                .then(|| {
+                    format!(
+                        "archbench: SLO not met at any load by {}",
+                        missed.join(", ")
+                    )
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Whether the command was interrupted.
+    pub fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+
+    /// Says each failure on stderr and gives the status.
+    pub fn status(&self, signals: &StopSignals) -> i32 {
+        if self.interrupted {
+            return signals.exit_code();
+        }
+        for line in &self.failures {
+            eprintln!("{line}");
+        }
+        if self.failures.is_empty() {
+            0
+        } else {
+            super::exit::EXIT_FAILURE
+        }
+    }
+}
+
+/// The line for a target that missed objectives, naming each missed one with what was
+/// measured; None when it met them (or had none).
+fn slo_missed(name: &str, outcome: Option<&crate::stats::SloOutcome>) -> Option<String> {
+    let o = outcome.filter(|o| !o.passed)?;
+    let which: Vec<String> = o
+        .conditions
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| match c.measured {
+            Some(v) => format!(
+                "{} (measured {})",
+                c.condition,
+                crate::units::slo_figure(v, &c.unit)
+            ),
+            None => format!("{} (nothing to measure)", c.condition),
+        })
+        .collect();
+    Some(format!(
+        "archbench: {name}: SLO not met: {}",
+        which.join(", ")
+    ))
 }
 
 #[cfg(test)]

@@ -411,23 +411,22 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         version: HttpVersion::Http11,
         keepalive: !l.no_keepalive,
         defaults: archbench_defaults(),
-        connections: l.connections,
-        threads: l.threads.unwrap_or_else(default_threads),
+        connections: l.connections.connections,
+        threads: l.threads.threads.unwrap_or_else(default_threads),
         duration: l.duration,
         requests: None,
-        rate: l.rate,
-        slack: l.pacing_slack,
-        timeout: l.request.timeout,
+        rate: l.rate.rate,
+        slack: l.pacing_slack.pacing_slack,
+        timeout: l.request.timeout.timeout,
         insecure: l.request.insecure,
         tls: l.request.tls_options(),
         part: Part::WHOLE,
         start_at: None,
-        http2: l.request.http2.then(|| {
-            (
-                l.request.streams.unwrap_or(1),
-                l.request.alpn.unwrap_or(false),
-            )
-        }),
+        http2: l
+            .request
+            .http2
+            .streams()
+            .map(|streams| (streams, l.request.alpn.unwrap_or(false))),
     }
 }
 
@@ -486,7 +485,7 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         requests: a.duration.is_none().then_some(a.requests),
         rate: a.rps.map(|r| r * a.clients as f64),
         slack: None,
-        timeout: a.timeout,
+        timeout: a.timeout.timeout,
         insecure: true,
         tls: TlsOptions::default(),
         part: Part::WHOLE,
@@ -625,7 +624,13 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
         duration: Some(a.load.duration.unwrap_or(COMPARE_DURATION)),
         ..a.load.clone()
     };
-    targets_plan(&a.targets, &load, a.runs, !a.no_warmup, schedule)
+    targets_plan(
+        &a.targets,
+        &load,
+        a.runs.runs,
+        !a.no_warmup.no_warmup,
+        schedule,
+    )
 }
 
 /// The plan of a comparison of `targets` (NAME=URL) under one load (`compare`, and each step

@@ -3,7 +3,7 @@
 use crate::cli::ab_plan;
 use crate::cli::args::AbArgs;
 use crate::cli::execute::execute;
-use crate::cli::output::{finish_code, notes_on_stderr, save, write_stdout, FrontEnd};
+use crate::cli::output::{finish_code, notes_on_stderr, write_stdout, FrontEnd, OutputPlan};
 use crate::cli::signals::StopSignals;
 use crate::report::{AbReport, Report};
 
@@ -43,7 +43,7 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     } else {
         write_stdout(|out| writeln!(out, "..done"))?;
     }
-    save(&result, a.json.as_deref())?;
+    OutputPlan::json_only(&a.json).save_json(&result)?;
     let report = AbReport {
         variable_length: a.variable_length,
     };

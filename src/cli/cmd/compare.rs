@@ -2,18 +2,21 @@
 
 use crate::cli::args::CompareArgs;
 use crate::cli::exit::EXIT_FAILURE;
-use crate::cli::output::{
-    check_prices, say_answered_nothing, slo_failed, write_markdown, write_stdout,
-};
+use crate::cli::flags::Format;
+use crate::cli::output::{check_prices, write_stdout, Ending, OutputPlan};
 use crate::cli::session::Session;
 use crate::cli::signals::StopSignals;
 use crate::cli::{live, plan, PlanError};
-use crate::report::{Report, TextReport};
 
 pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = plan::compare_plan(a)?;
+    let outputs = OutputPlan::new(
+        &a.output,
+        "compare",
+        &[Format::Json, Format::Markdown, Format::Html],
+    )?;
     let names: Vec<&str> = plan.contenders.iter().map(|c| c.name.as_str()).collect();
-    check_prices(&a.cost, &names)?;
+    check_prices(&a.cost.cost, &names)?;
     if let Some(why) = crate::compare::no_verdict_reason(plan.runs, plan.runs) {
         eprintln!("archbench: {why}; the table will show medians and differences only");
     }
@@ -30,32 +33,29 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
         .collect();
     let tui = live::want_tui(
         &a.live,
-        a.quiet,
-        true,
+        a.quiet.quiet,
+        outputs.text(),
         plan.contenders.first().and_then(|c| c.plan.stop.duration),
     )?;
     let title = format!("compare {}", names.join(" vs "));
-    let mut session = Session::begin(&a.live, &plan.contenders, tui, title, !a.quiet, signals)?;
-    let mut save_so_far = |c: &crate::compare::ComparisonResult| -> anyhow::Result<()> {
-        crate::cli::output::save(c, a.json.as_deref())
-    };
+    let say_runs = !a.quiet.quiet && outputs.text();
+    let mut session = Session::begin(&a.live, &plan.contenders, tui, title, say_runs, signals)?;
+    let mut save_so_far =
+        |c: &crate::compare::ComparisonResult| -> anyhow::Result<()> { outputs.save_json(c) };
     let result = session.compare(&plan, commands, None, None, &mut save_so_far);
     session.close();
     let mut result = result?;
-    if let Some(slo) = &a.load.slo {
+    if let Some(slo) = &a.load.slo.slo {
         result.slo = result.judge_slo(slo);
     }
-    result.cost = result.costs(&a.cost);
-    save_so_far(&result)?;
-    if let Some(p) = &a.markdown {
-        write_markdown(&result, p)?;
-    }
+    result.cost = result.costs(&a.cost.cost);
+    outputs.write_files(&result)?;
     for t in &result.targets {
         if let Some(answers) = t.runs.iter().find_map(|r| r.error_answers()) {
             eprintln!("archbench: warning ({}): {answers}", t.name);
         }
     }
-    write_stdout(|out| TextReport.write(&result, out))?;
+    outputs.write_stdout(&result)?;
     crate::script::flush_lua_output();
     script_reports(&plan.contenders, &result)?;
     // A target's script that failed stopped its run (the figures above keep what it did).
@@ -71,23 +71,9 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
         );
         return Ok(EXIT_FAILURE);
     }
-    session.linger(result.interrupted);
-    if result.interrupted {
-        return Ok(signals.exit_code());
-    }
-    if say_answered_nothing(&result) {
-        return Ok(EXIT_FAILURE);
-    }
-    let outcomes: Vec<(&str, Option<&crate::stats::SloOutcome>)> = result
-        .slo
-        .iter()
-        .map(|t| (t.name.as_str(), Some(&t.outcome)))
-        .collect();
-    Ok(if slo_failed(&outcomes) {
-        EXIT_FAILURE
-    } else {
-        0
-    })
+    let ending = Ending::of_comparison(&result);
+    session.linger(ending.interrupted());
+    Ok(ending.status(signals))
 }
 
 /// Each target's script's done() after the report, once per measured run with that run's

@@ -13,6 +13,7 @@ use anyhow::Context;
 use clap::Parser as _;
 
 use crate::cli::args::{Cli, Command as Sub, DemoArgs};
+use crate::cli::argv::Argv;
 use crate::cli::output::write_html;
 use crate::cli::plan;
 use crate::cli::signals::StopSignals;
@@ -130,32 +131,30 @@ impl DemoServers {
 }
 
 pub fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
-    plan::runs(a.runs)?;
+    plan::runs(a.runs.runs)?;
     let servers = start_servers(a.embedded)?;
     eprintln!("archbench demo: {}", servers.description(a.embedded));
     let targets = servers.targets();
-    let mut argv: Vec<String> = vec!["archbench".into(), "compare".into()];
-    argv.extend(targets.iter().map(|(n, u, _)| format!("{n}={u}")));
-    for (_, _, w) in &targets {
-        argv.push("--watch".into());
-        argv.push(w.clone());
+    // The comparison is `compare`'s, spelled from its own flag definitions.
+    let mut argv = Argv::new("compare", &["archbench", "compare"]);
+    for (n, u, _) in &targets {
+        argv.word(format!("{n}={u}"));
     }
-    argv.extend([
-        "-c".into(),
-        a.connections.to_string(),
-        "-d".into(),
-        format!("{}ms", a.duration.as_millis()),
-        "--runs".into(),
-        a.runs.to_string(),
-    ]);
+    for (_, _, w) in &targets {
+        argv.value("watch", w.clone());
+    }
+    argv.short("connections", a.connections.connections.to_string())
+        .short("duration", format!("{}ms", a.duration.duration.as_millis()))
+        .value("runs", a.runs.runs.to_string());
     let dir = a
+        .out_dir
         .out_dir
         .join(crate::timefmt::compact(std::time::SystemTime::now()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let (json, md) = (dir.join("comparison.json"), dir.join("comparison.md"));
-    argv.extend(["--json".into(), json.display().to_string()]);
-    argv.extend(["--markdown".into(), md.display().to_string()]);
-    let Sub::Compare(args) = Cli::try_parse_from(&argv)?.command else {
+    argv.value("json", json.display().to_string())
+        .value("markdown", md.display().to_string());
+    let Sub::Compare(args) = Cli::try_parse_from(argv.into_words())?.command else {
         anyhow::bail!("internal error: demo arguments did not parse as a comparison");
     };
     let code = super::compare::cmd_compare(&args, signals)?;

@@ -6,7 +6,7 @@ use std::io::Write as _;
 use crate::cli::args::H2loadArgs;
 use crate::cli::execute::execute;
 use crate::cli::h2load_plan;
-use crate::cli::output::{finish_code, notes_on_stderr, save, write_stdout, FrontEnd};
+use crate::cli::output::{finish_code, notes_on_stderr, write_stdout, FrontEnd, OutputPlan};
 use crate::cli::signals::StopSignals;
 use crate::engine::Plan;
 use crate::report::{H2loadReport, H2loadSetup};
@@ -43,7 +43,7 @@ pub fn cmd_h2load(a: &H2loadArgs, signals: &StopSignals) -> anyhow::Result<i32> 
     if plan.target.scheme == crate::http::Scheme::Https {
         write_stdout(|out| H2loadReport::protocol(&result, out))?;
     }
-    save(&result, a.json.as_deref())?;
+    OutputPlan::json_only(&a.json).save_json(&result)?;
     let report = H2loadReport { latency: a.latency };
     let elapsed = started.elapsed().as_secs_f64();
     write_stdout(|out| report.write_body(&result, elapsed, out))?;

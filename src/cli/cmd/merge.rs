@@ -5,11 +5,17 @@ use std::time::SystemTime;
 use anyhow::Context as _;
 
 use crate::cli::args::MergeArgs;
-use crate::cli::output::{save, write_as, write_stdout};
+use crate::cli::flags::Format;
+use crate::cli::output::OutputPlan;
 
 pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
     use crate::stats::{Merger, NamedResult};
     const WANTED: &str = "merge takes run results (the --json of run, wrk, ab or merge)";
+    let outputs = OutputPlan::new(
+        &a.output,
+        "merge",
+        &[Format::Json, Format::Markdown, Format::Html],
+    )?;
     // Two passes, so memory holds one source's histograms at a time: every file is read and
     // checked first (a refusal comes before any merging) and its start noted; then each is
     // read again and merged. What cannot be read twice (a pipe, `<(ssh … cat r.json)`) is
@@ -40,8 +46,7 @@ pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
         eprintln!("archbench: note: {note}");
     }
     merged.limiter = crate::monitor::limiter(&merged);
-    save(&merged, a.json.as_deref())?;
-    write_stdout(|out| write_as(&merged, a.output, out))?;
+    outputs.write(&merged)?;
     Ok(0)
 }
 

@@ -1,6 +1,7 @@
 //! `archbench report`: any stored document again, as text, Markdown, JSON, HTML or SVG.
 
 use crate::cli::args::ReportArgs;
+use crate::cli::flags::Format;
 use crate::cli::output::{write_as, write_html, write_stdout};
 
 pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
@@ -10,7 +11,14 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
     for f in &a.files {
         docs.push((f, crate::document::read(f)?));
     }
-    if a.html.is_some() || a.svg.is_some() {
+    if a.layout.output == Format::Wrk {
+        return Err(crate::cli::PlanError::Invalid(
+            "-o wrk: report has no such layout (it is k8s load's); text, json, markdown or html"
+                .into(),
+        )
+        .into());
+    }
+    if a.html.html.is_some() || a.svg.is_some() {
         let html_docs: Vec<HtmlDoc> = docs
             .into_iter()
             .map(|(f, d)| match d {
@@ -25,11 +33,11 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
                 Document::Sweep(s) => HtmlDoc::Sweep(s),
             })
             .collect();
-        write_html(&html_docs, a.html.as_deref(), a.svg.as_deref())?;
+        write_html(&html_docs, a.html.html.as_deref(), a.svg.as_deref())?;
         return Ok(0);
     }
     for (_, doc) in docs {
-        write_stdout(|out| write_as(&doc, a.format, out))?;
+        write_stdout(|out| write_as(&doc, a.layout.output, out))?;
     }
     Ok(0)
 }

@@ -1,23 +1,29 @@
 //! `archbench run`: one load, its report, its live views.
 
-use crate::cli::args::{OutputFormat, RunArgs};
+use crate::cli::args::RunArgs;
 use crate::cli::execute::execute;
 use crate::cli::exit::EXIT_FAILURE;
-use crate::cli::output::{finish_code, notes_on_stderr, save, slo_failed, write_stdout, FrontEnd};
+use crate::cli::flags::Format;
+use crate::cli::output::{notes_on_stderr, Ending, FrontEnd, OutputPlan};
 use crate::cli::progress::ProgressLine;
 use crate::cli::signals::StopSignals;
 use crate::cli::{live, plan, run_plan};
-use crate::report::{JsonReport, Report, TextReport};
 
 pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = run_plan(a)?;
+    let outputs = OutputPlan::new(
+        &a.output,
+        "run",
+        &[Format::Json, Format::Markdown, Format::Html],
+    )?;
     let watch = plan::with_perf(&a.load.request.watch, &a.load.perf)?;
     let name = plan.target.redacted_url.clone();
     let mut views = live::LiveViews::start(&a.live, &[(&name, &plan)])?;
-    let text = a.output == OutputFormat::Text;
-    let tui = live::want_tui(&a.live, a.quiet, text, plan.stop.duration)?;
+    let text = outputs.text();
+    let quiet = a.quiet.quiet;
+    let tui = live::want_tui(&a.live, quiet, text, plan.stop.duration)?;
     let dashboard = views.dashboard(tui, "run".into(), signals)?;
-    let mut progress = ProgressLine::new(!a.quiet && text && !tui);
+    let mut progress = ProgressLine::new(!quiet && text && !tui);
     let result = execute(&plan, &watch, &signals.stop, |p, servers| {
         progress.update(p);
         views.update(&name, p, servers);
@@ -27,7 +33,7 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     // The terminal is restored before anything else prints.
     live::close(dashboard);
     let mut result = result?;
-    if let Some(slo) = &a.load.slo {
+    if let Some(slo) = &a.load.slo.slo {
         result.slo = Some(slo.judge_run(&result));
     }
     if let Some(at) = plan.start_at {
@@ -42,12 +48,9 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             );
         }
     }
-    save(&result, a.json.as_deref())?;
+    outputs.write_files(&result)?;
     notes_on_stderr(&result, FrontEnd::Run);
-    write_stdout(|out| match a.output {
-        OutputFormat::Text => TextReport.write(&result, out),
-        OutputFormat::Json => JsonReport.write(&result, out),
-    })?;
+    outputs.write_stdout(&result)?;
     if let Some(h) = &plan.hooks {
         crate::script::flush_lua_output();
         if let Some(e) = h.failure() {
@@ -57,16 +60,7 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
         h.done(&result)?;
     }
-    if let Some(failed) = result.answered_nothing().filter(|_| !result.interrupted) {
-        eprintln!(
-            "{}",
-            crate::cli::output::nothing_answered_line(None, failed)
-        );
-        return Ok(EXIT_FAILURE);
-    }
-    views.linger(signals, result.interrupted);
-    if !result.interrupted && slo_failed(std::slice::from_ref(&("run", result.slo.as_ref()))) {
-        return Ok(EXIT_FAILURE);
-    }
-    Ok(finish_code(&result, signals))
+    let ending = Ending::of_run(&result);
+    views.linger(signals, ending.interrupted());
+    Ok(ending.status(signals))
 }

@@ -6,11 +6,11 @@ use crate::cli::args::{LoadArgs, SweepArgs};
 use crate::cli::climb::{
     check_every_step, climb, exit_status, ladder, StepLoad, StepPlans, SweepSpec,
 };
-use crate::cli::output::{check_prices, write_stdout};
+use crate::cli::flags::{Connections, Format, Rate};
+use crate::cli::output::{check_prices, OutputPlan};
 use crate::cli::session::Session;
 use crate::cli::{live, plan, PlanError, StopSignals};
 use crate::compare::Schedule;
-use crate::report::{Report, TextReport};
 
 /// `sweep`'s targets: NAME=URL, planned with the run flags.
 struct UrlTargets<'a> {
@@ -35,10 +35,12 @@ impl StepPlans for UrlTargets<'_> {
             .cloned()
             .collect();
         let args = LoadArgs {
-            connections: load.connections,
+            connections: Connections {
+                connections: load.connections,
+            },
             threads: a.threads,
-            duration: Some(a.duration),
-            rate: load.rate,
+            duration: Some(a.duration.duration),
+            rate: Rate { rate: load.rate },
             pacing_slack: a.pacing_slack,
             no_keepalive: false,
             script: None,
@@ -47,39 +49,46 @@ impl StepPlans for UrlTargets<'_> {
             perf: Vec::new(),
             slo: a.slo.clone(),
         };
-        plan::targets_plan(&targets, &args, a.runs, warmup, Schedule::Interleave)
+        plan::targets_plan(&targets, &args, a.runs.runs, warmup, Schedule::Interleave)
     }
 }
 
 pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
-    let (kind, loads, rate_connections) = ladder(a.connections.as_ref(), a.rates.as_ref())?;
+    let (kind, loads, rate_connections) =
+        ladder(a.ladders.connections.as_ref(), a.ladders.rates.as_ref())?;
+    let outputs = OutputPlan::new(
+        &a.output,
+        "sweep",
+        &[Format::Json, Format::Markdown, Format::Html],
+    )?;
+    let quiet = a.quiet.quiet || !outputs.text();
     let spec = SweepSpec {
         kind,
         loads,
         rate_connections,
-        duration: a.duration,
-        runs: a.runs,
-        no_warmup: a.no_warmup,
-        slo: a.slo.as_ref(),
-        cost: &a.cost,
-        json: a.json.as_deref(),
-        quiet: a.quiet,
+        duration: a.duration.duration,
+        runs: a.runs.runs,
+        no_warmup: a.no_warmup.no_warmup,
+        slo: a.slo.slo.as_ref(),
+        cost: &a.cost.cost,
+        outputs: &outputs,
+        quiet,
         placements: Vec::new(),
     };
     let source = UrlTargets { a };
     let first = check_every_step(&spec, &source, &all_names(a))?;
     let names: Vec<String> = first.contenders.iter().map(|c| c.name.clone()).collect();
     check_prices(
-        &a.cost,
+        &a.cost.cost,
         &names.iter().map(String::as_str).collect::<Vec<_>>(),
     )?;
-    let tui = live::want_tui(&a.live, a.quiet, true, Some(a.duration))?;
+    let tui = live::want_tui(&a.live, quiet, true, Some(a.duration.duration))?;
     let title = format!("sweep {}", names.join(" vs "));
-    let mut session = Session::begin(&a.live, &first.contenders, tui, title, !a.quiet, signals)?;
+    let mut session = Session::begin(&a.live, &first.contenders, tui, title, !quiet, signals)?;
     let sweep = climb(&spec, &source, &names, &session, None, tui, signals)?;
     // The terminal is restored before the report (an error above restores it on drop).
     session.close();
-    write_stdout(|out| TextReport.write(&sweep, out))?;
+    outputs.write(&sweep)?;
     Ok(exit_status(&sweep, &spec, &session, signals))
 }
 

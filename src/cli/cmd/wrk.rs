@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::cli::args::WrkArgs;
 use crate::cli::execute::execute;
-use crate::cli::output::{finish_code, notes_on_stderr, save, write_stdout, FrontEnd};
+use crate::cli::output::{finish_code, notes_on_stderr, write_stdout, FrontEnd, OutputPlan};
 use crate::cli::signals::StopSignals;
 use crate::cli::wrk_plan;
 use crate::cli::EXIT_FAILURE;
@@ -36,7 +36,7 @@ pub fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     write_stdout(|out| WrkReport::preamble(&plan.summary(), out))?;
     let result = execute(&plan, &[], &signals.stop, |_, _| {})?;
     crate::script::flush_lua_output();
-    save(&result, a.json.as_deref())?;
+    OutputPlan::json_only(&a.json).save_json(&result)?;
     write_stdout(|out| report.write_body(&result, out))?;
     notes_on_stderr(&result, FrontEnd::Wrk);
     if let Some(h) = &plan.hooks {

@@ -22,7 +22,7 @@ pub fn config(
     let done = runtime.block_on(k8s::reconfigure(
         cluster,
         config,
-        c.wait_timeout,
+        c.wait.wait_timeout,
         &mut |l| line.message(l),
         stop,
     ));

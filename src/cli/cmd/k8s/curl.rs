@@ -34,7 +34,7 @@ pub fn curl(
             format!("{addr}:80")
         };
         for n in 0..c.count {
-            let f = runtime.block_on(k8s::fetch(&addr, "/", c.timeout))?;
+            let f = runtime.block_on(k8s::fetch(&addr, "/", c.timeout.timeout))?;
             write_stdout(|out| {
                 writeln!(
                     out,

@@ -13,7 +13,12 @@ pub fn down(
     d: &crate::cli::k8s_args::K8sDownArgs,
     stop: &AtomicBool,
 ) -> anyhow::Result<i32> {
-    let report = runtime.block_on(k8s::down(cluster, d.keep_namespace, d.wait_timeout, stop))?;
+    let report = runtime.block_on(k8s::down(
+        cluster,
+        d.keep_namespace,
+        d.wait.wait_timeout,
+        stop,
+    ))?;
     write_stdout(|out| {
         for what in &report.deleted {
             writeln!(out, "{what}: deleted")?;

@@ -32,7 +32,7 @@ pub fn in_cluster(
         workers,
         image: l.image.clone(),
         node_selector: l.node_selector.clone(),
-        ready_timeout: l.wait_timeout,
+        ready_timeout: l.wait.wait_timeout,
         spell: crate::cli::argv::agent_args,
     }))
 }

@@ -6,14 +6,15 @@ use super::context::{Asked, LoadContext, LoadShape};
 use super::incluster::in_cluster;
 use super::placed::{pairs, with_basis};
 use crate::cli::argv::Argv;
-use crate::cli::k8s_args::{K8sLayout, K8sLoadArgs};
-use crate::cli::output::{slo_failed, write_html, write_markdown, write_stdout};
+use crate::cli::flags::Format;
+use crate::cli::k8s_args::K8sLoadArgs;
+use crate::cli::output::{write_stdout, Ending, OutputPlan};
 use crate::cli::session::{RunOne, Session};
-use crate::cli::{live, plan, StopSignals, EXIT_FAILURE};
+use crate::cli::{live, plan, StopSignals};
 use crate::compare::{ComparePlan, ComparisonResult, Contender, Schedule};
 use crate::k8s::{self, Cluster};
 use crate::report::k8s_load::{write_workers, ScriptReport};
-use crate::report::{HtmlDoc, JsonReport, MarkdownReport, Report, TextReport};
+use crate::report::{Report, TextReport};
 
 /// `k8s load`: the set-up (`LoadContext`), the plan, the session, the comparison, then its
 /// verdicts (SLO, cost, scaling), files and report.
@@ -23,49 +24,68 @@ pub fn load(
     l: &K8sLoadArgs,
     signals: &StopSignals,
 ) -> anyhow::Result<i32> {
-    let runs = plan::runs(l.runs)?;
-    let how = in_cluster(&l.inside, &l.live, l.connections)?;
+    let runs = plan::runs(l.runs.runs)?;
+    let outputs = OutputPlan::new(&l.output, "k8s load", LAYOUTS)?;
+    let how = in_cluster(&l.inside, &l.live, l.connections.connections)?;
     let asked = Asked {
         targets: &l.targets,
-        prices: l.prices.as_deref(),
-        cost: &l.cost,
-        out_dir: &l.out_dir,
-        shape: LoadShape::of(&l.http, l.threads, l.duration, l.timeout),
+        prices: l.prices.prices.as_deref(),
+        cost: &l.prices.cost.cost,
+        out_dir: &l.out_dir.out_dir,
+        shape: LoadShape::of(&l.http, l.threads(), l.duration.duration, l.timeout.timeout),
         command: "k8s load",
     };
     let ctx = LoadContext::new(runtime, cluster, how, &asked)?;
-    let files = LoadFiles::in_dir(&ctx.dir, l);
-    let whole = ctx.whole(l.connections, l.rate);
+    let outputs = outputs.with_run_directory(
+        ctx.dir.join("k8s-load.json"),
+        Some(ctx.dir.join("k8s-load.md")),
+    );
+    let whole = ctx.whole(l.connections.connections, l.rate.rate);
     let (plan, commands) = load_plan(&ctx, &whole, l, runs)?;
-    if l.layout == K8sLayout::Wrk {
+    if outputs.layout == Format::Wrk {
         announce_wrk(&ctx.targets, &commands);
     }
     let say = |line: &str| {
-        if l.layout == K8sLayout::Text {
+        if outputs.text() {
             eprintln!("  {line}");
         }
     };
     let in_cluster = ctx.how.is_some();
-    let mut session = load_session(l, &plan, in_cluster, &ctx.names(), signals)?;
+    let mut session = load_session(l, outputs.text(), &plan, in_cluster, &ctx.names(), signals)?;
     let workers = |c: &Contender| ctx.in_cluster(&c.name, &whole, &say, &signals.stop);
-    let mut save = |c: &ComparisonResult| files.save_json(c);
+    let mut save = |c: &ComparisonResult| outputs.save_json(c);
     let run_one: Option<RunOne> = in_cluster.then_some(&workers as RunOne);
     let result = session.compare(&plan, commands, None, run_one, &mut save);
     session.close();
     let mut result = result?;
     verdicts(&mut result, &ctx, l);
-    save(&result)?;
-    files.write_reports(&result, l)?;
-    write_load_report(&result, &plan, l, in_cluster)?;
-    files.say_written(in_cluster);
-    session.linger(result.interrupted);
-    Ok(load_exit(&result, signals))
+    outputs.write_files(&result)?;
+    write_load_report(&result, &plan, &outputs, l.inside.per_worker, in_cluster)?;
+    say_written(&outputs, &ctx.dir, in_cluster);
+    let ending = Ending::of_comparison(&result);
+    session.linger(ending.interrupted());
+    Ok(ending.status(signals))
+}
+
+/// The layouts `k8s load` has besides text: the script's own among them.
+const LAYOUTS: &[Format] = &[Format::Json, Format::Markdown, Format::Html, Format::Wrk];
+
+/// Where the results went, on stderr.
+fn say_written(outputs: &OutputPlan, dir: &std::path::Path, in_cluster: bool) {
+    let files: Vec<String> = outputs.files().map(|p| p.display().to_string()).collect();
+    eprintln!("archbench k8s load: wrote {}", files.join(", "));
+    if in_cluster {
+        eprintln!(
+            "archbench k8s load: each worker's own result is in {}",
+            dir.join("workers").display()
+        );
+    }
 }
 
 /// What the comparison adds to its figures: the SLO judged, each target's cost, and the
 /// scaling verdicts where the figures are the servers' capacity.
 fn verdicts(result: &mut ComparisonResult, ctx: &LoadContext<'_>, l: &K8sLoadArgs) {
-    if let Some(slo) = &l.slo {
+    if let Some(slo) = &l.slo.slo {
         result.slo = result.judge_slo(slo);
     }
     result.cost = result.costs(&pairs(&ctx.charged));
@@ -79,89 +99,6 @@ fn verdicts(result: &mut ComparisonResult, ctx: &LoadContext<'_>, l: &K8sLoadArg
         },
     );
     result.placements = placements.clone();
-}
-
-/// A load's exit status: the signal's when interrupted, 1 when a target answered nothing or
-/// missed the SLO.
-fn load_exit(result: &ComparisonResult, signals: &StopSignals) -> i32 {
-    let outcomes: Vec<(&str, Option<&crate::stats::SloOutcome>)> = result
-        .slo
-        .iter()
-        .map(|t| (t.name.as_str(), Some(&t.outcome)))
-        .collect();
-    if result.interrupted {
-        signals.exit_code()
-    } else {
-        // Both said, whichever fails.
-        let nothing = crate::cli::output::say_answered_nothing(result);
-        if slo_failed(&outcomes) || nothing {
-            EXIT_FAILURE
-        } else {
-            0
-        }
-    }
-}
-
-/// The files of one `k8s load`: a fresh directory under `--out-dir`, named by the time.
-struct LoadFiles {
-    dir: std::path::PathBuf,
-    json: std::path::PathBuf,
-    md: std::path::PathBuf,
-    /// `--json FILE`: the comparison there too.
-    also: Option<std::path::PathBuf>,
-}
-
-impl LoadFiles {
-    /// In the run's directory (the context made it).
-    fn in_dir(dir: &std::path::Path, l: &K8sLoadArgs) -> LoadFiles {
-        LoadFiles {
-            dir: dir.to_path_buf(),
-            json: dir.join("k8s-load.json"),
-            md: dir.join("k8s-load.md"),
-            also: l.json.clone(),
-        }
-    }
-
-    fn save_json(&self, c: &ComparisonResult) -> anyhow::Result<()> {
-        for path in std::iter::once(&self.json).chain(&self.also) {
-            crate::cli::output::save(c, Some(path))?;
-        }
-        Ok(())
-    }
-
-    /// The Markdown of the run directory, and the files `--markdown` and `--html` name.
-    fn write_reports(&self, result: &ComparisonResult, l: &K8sLoadArgs) -> anyhow::Result<()> {
-        write_markdown(result, &self.md)?;
-        if let Some(md) = &l.markdown {
-            write_markdown(result, md)?;
-        }
-        if l.html.is_some() {
-            write_html(
-                &[HtmlDoc::Comparison(Box::new(result.clone()))],
-                l.html.as_deref(),
-                None,
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Where the results went, on stderr.
-    fn say_written(&self, in_cluster: bool) {
-        eprintln!(
-            "archbench k8s load: wrote {} and {}",
-            self.json.display(),
-            self.md.display()
-        );
-        if let Some(also) = &self.also {
-            eprintln!("archbench k8s load: and {}", also.display());
-        }
-        if in_cluster {
-            eprintln!(
-                "archbench k8s load: each worker's own result is in {}",
-                self.dir.join("workers").display()
-            );
-        }
-    }
 }
 
 /// `--layout wrk`: each target's run announced as the guide's script does, before any load.
@@ -180,43 +117,42 @@ fn announce_wrk(targets: &[k8s::LoadTarget], commands: &[String]) {
 /// in-cluster workers report only when they end, so they get no dashboard.
 fn load_session<'s>(
     l: &K8sLoadArgs,
+    text: bool,
     plan: &ComparePlan,
     in_cluster: bool,
     names: &[String],
     signals: &'s StopSignals,
 ) -> anyhow::Result<Session<'s>> {
-    let tui = !in_cluster
-        && live::want_tui(&l.live, l.layout != K8sLayout::Text, true, Some(l.duration))?;
+    let tui = !in_cluster && live::want_tui(&l.live, !text, true, Some(l.duration.duration))?;
     let title = format!("k8s load {}", names.join(" vs "));
-    let say_runs = l.layout == K8sLayout::Text;
-    Session::begin(&l.live, &plan.contenders, tui, title, say_runs, signals)
+    Session::begin(&l.live, &plan.contenders, tui, title, text, signals)
 }
 
 /// The result on stdout in the chosen layout, with the workers' part of in-cluster runs.
 fn write_load_report(
     result: &ComparisonResult,
     plan: &ComparePlan,
-    l: &K8sLoadArgs,
+    outputs: &OutputPlan,
+    per_worker: bool,
     in_cluster: bool,
 ) -> anyhow::Result<()> {
-    write_stdout(|out| match l.layout {
-        K8sLayout::Text => {
-            TextReport.write(result, out)?;
+    match outputs.layout {
+        Format::Text | Format::Wrk => write_stdout(|out| {
+            if outputs.layout == Format::Wrk {
+                ScriptReport { plan }.write(result, out)?;
+            } else {
+                TextReport.write(result, out)?;
+            }
             if in_cluster {
-                write_workers(result, l.inside.per_worker, out)?;
+                write_workers(result, per_worker, out)?;
+            }
+            if outputs.layout == Format::Wrk {
+                ScriptReport::done(result, out)?;
             }
             Ok(())
-        }
-        K8sLayout::Wrk => {
-            ScriptReport { plan }.write(result, out)?;
-            if in_cluster {
-                write_workers(result, l.inside.per_worker, out)?;
-            }
-            ScriptReport::done(result, out)
-        }
-        K8sLayout::Json => JsonReport.write(result, out),
-        K8sLayout::Markdown => MarkdownReport.write(result, out),
-    })
+        }),
+        _ => outputs.write_stdout(result),
+    }
 }
 
 /// The comparison `k8s load` runs, and how to reproduce each target's run.
@@ -233,13 +169,13 @@ fn load_plan(
         .collect::<Result<Vec<_>, _>>()?;
     let commands: Vec<String> = contenders
         .iter()
-        .map(|c| match l.layout {
+        .map(|c| match l.output.layout.output {
             _ if ctx.how.is_some() => in_cluster_command(l, &ctx.cluster.namespace, &c.name),
-            K8sLayout::Wrk => format!(
+            Format::Wrk => format!(
                 "wrk -t{} -c{} -d{} {}",
                 c.plan.threads,
                 c.plan.connections,
-                l.duration.as_secs(),
+                l.duration.duration.as_secs(),
                 c.plan.target.redacted_url
             ),
             _ => plan::reproduce(&c.plan),
@@ -261,10 +197,10 @@ fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String 
     let mut w = Argv::of(k8s_command_of("load"), &lead);
     w.switch("in_cluster")
         .value("workers", l.inside.workers.unwrap_or(1).to_string())
-        .short("connections", l.connections.to_string())
-        .short("threads", l.threads.to_string())
-        .short("duration", format!("{}ms", l.duration.as_millis()))
-        .value("timeout", format!("{}ms", l.timeout.as_millis()))
+        .short("connections", l.connections.connections.to_string())
+        .short("threads", l.threads().to_string())
+        .short("duration", format!("{}ms", l.duration.duration.as_millis()))
+        .value("timeout", format!("{}ms", l.timeout.timeout.as_millis()))
         .value("image", l.inside.image.clone());
     if let Some(streams) = l.http.streams() {
         w.switch("http2").value("streams", streams.to_string());
@@ -272,14 +208,14 @@ fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String 
     if l.http.tls {
         w.switch("tls");
     }
-    if let Some(r) = l.rate {
+    if let Some(r) = l.rate.rate {
         w.value("rate", r.to_string());
     }
     if let Some((k, v)) = &l.inside.node_selector {
         w.value("node_selector", format!("{k}={v}"));
     }
-    if l.runs > 1 {
-        w.value("runs", l.runs.to_string());
+    if l.runs.runs > 1 {
+        w.value("runs", l.runs.runs.to_string());
     }
     if l.warmup {
         w.switch("warmup");
@@ -351,8 +287,8 @@ mod tests {
         assert_eq!(agent.control, "10.0.0.7:9090");
         assert_eq!(agent.run.part.map(|p| (p.index, p.count)), Some((3, 4)));
         assert_eq!(agent.run.url, "http://10.0.4.7:80/");
-        assert_eq!(agent.run.load.connections, 10);
-        assert_eq!(agent.run.load.rate, Some(1000.0));
+        assert_eq!(agent.run.load.connections.connections, 10);
+        assert_eq!(agent.run.load.rate.rate, Some(1000.0));
         // It waits for its start longer than archbench waits for all workers to be ready.
         assert!(
             agent.start_timeout > how.ready_timeout,
@@ -429,13 +365,19 @@ mod tests {
         assert_eq!(again.targets, l.targets, "{line}");
         assert_eq!(
             (
-                again.connections,
-                again.threads,
-                again.duration,
-                again.timeout,
-                again.rate
+                again.connections.connections,
+                again.threads(),
+                again.duration.duration,
+                again.timeout.timeout,
+                again.rate.rate
             ),
-            (l.connections, l.threads, l.duration, l.timeout, l.rate),
+            (
+                l.connections.connections,
+                l.threads(),
+                l.duration.duration,
+                l.timeout.timeout,
+                l.rate.rate
+            ),
             "{line}"
         );
         assert_eq!(again.http.streams(), l.http.streams(), "{line}");
@@ -450,6 +392,10 @@ mod tests {
             "{line}"
         );
         assert_eq!(again.inside.node_selector, l.inside.node_selector, "{line}");
-        assert_eq!((again.runs, again.warmup), (l.runs, l.warmup), "{line}");
+        assert_eq!(
+            (again.runs.runs, again.warmup),
+            (l.runs.runs, l.warmup),
+            "{line}"
+        );
     }
 }

@@ -59,8 +59,8 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         K8sCommand::Up(s) => drop(setup(s, &a.namespace)?),
         K8sCommand::Config(c) => drop(nginx_config(&c.config)?),
         K8sCommand::Load(l) => {
-            plan::runs(l.runs)?;
-            in_cluster(&l.inside, &l.live, l.connections)?;
+            plan::runs(l.runs.runs)?;
+            in_cluster(&l.inside, &l.live, l.connections.connections)?;
         }
         K8sCommand::Sweep(w) => drop(sweep::checked(w)?),
         _ => {}
@@ -184,7 +184,7 @@ fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
             "--image is empty; use e.g. nginx:latest".into(),
         ));
     }
-    if s.wait_timeout.is_zero() {
+    if s.wait.wait_timeout.is_zero() {
         return Err(K8sError::Usage(
             "--wait-timeout must be above zero; use e.g. 5m".into(),
         ));
@@ -195,7 +195,7 @@ fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
         image: s.image.clone(),
         config: nginx_config(&s.config)?,
         service_type: s.service_type,
-        wait_timeout: s.wait_timeout,
+        wait_timeout: s.wait.wait_timeout,
         tls: s.tls,
         certificate: None,
     };

@@ -10,13 +10,13 @@ use super::placed::pairs;
 use crate::cli::climb::{
     check_every_step, climb, exit_status, ladder, StepLoad, StepPlans, SweepSpec,
 };
+use crate::cli::flags::Format;
 use crate::cli::k8s_args::K8sSweepArgs;
-use crate::cli::output::{write_as, write_html, write_markdown, write_stdout};
+use crate::cli::output::OutputPlan;
 use crate::cli::session::{RunOne, Session};
 use crate::cli::{live, plan, PlanError, StopSignals};
 use crate::compare::{ComparePlan, Contender, Schedule};
 use crate::k8s::{self, Cluster};
-use crate::report::HtmlDoc;
 use crate::sweep::LadderKind;
 
 /// The variants' services, planned with `k8s sweep`'s flags at each step's load.
@@ -46,7 +46,7 @@ impl StepPlans for ServiceTargets<'_> {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ComparePlan {
             contenders,
-            runs: plan::runs(self.w.runs)?,
+            runs: plan::runs(self.w.runs.runs)?,
             warmup,
             schedule: Schedule::Interleave,
         })
@@ -55,6 +55,7 @@ impl StepPlans for ServiceTargets<'_> {
 
 /// The ladder and the in-cluster settings, checked before any cluster is asked.
 pub struct Checked {
+    outputs: OutputPlan,
     kind: LadderKind,
     loads: Vec<f64>,
     rate_connections: u64,
@@ -62,14 +63,21 @@ pub struct Checked {
 }
 
 pub fn checked(w: &K8sSweepArgs) -> Result<Checked, PlanError> {
-    plan::runs(w.runs)?;
-    let (kind, loads, rate_connections) = ladder(w.connections.as_ref(), w.rates.as_ref())?;
+    plan::runs(w.runs.runs)?;
+    let (kind, loads, rate_connections) =
+        ladder(w.ladders.connections.as_ref(), w.ladders.rates.as_ref())?;
     let fewest = match kind {
         LadderKind::Connections => loads.iter().copied().fold(f64::MAX, f64::min) as u64,
         LadderKind::Rates => rate_connections,
     };
     let how = in_cluster(&w.inside, &w.live, fewest)?;
+    let outputs = OutputPlan::new(
+        &w.output,
+        "k8s sweep",
+        &[Format::Json, Format::Markdown, Format::Html],
+    )?;
     Ok(Checked {
+        outputs,
         kind,
         loads,
         rate_connections,
@@ -85,6 +93,7 @@ pub fn sweep(
     signals: &StopSignals,
 ) -> anyhow::Result<i32> {
     let Checked {
+        outputs,
         kind,
         loads,
         rate_connections,
@@ -92,27 +101,28 @@ pub fn sweep(
     } = checked(w)?;
     let asked = Asked {
         targets: &w.targets,
-        prices: w.prices.as_deref(),
-        cost: &w.cost,
-        out_dir: &w.out_dir,
-        shape: LoadShape::of(&w.http, w.threads, w.duration, w.timeout),
+        prices: w.prices.prices.as_deref(),
+        cost: &w.prices.cost.cost,
+        out_dir: &w.out_dir.out_dir,
+        shape: LoadShape::of(&w.http, w.threads(), w.duration.duration, w.timeout.timeout),
         command: "k8s sweep",
     };
     let ctx = LoadContext::new(runtime, cluster, how, &asked)?;
     let names = ctx.names();
     let cost = pairs(&ctx.charged);
-    let json = ctx.dir.join("k8s-sweep.json");
+    let outputs = outputs.with_run_directory(ctx.dir.join("k8s-sweep.json"), None);
+    let quiet = w.quiet.quiet || !outputs.text();
     let spec = SweepSpec {
         kind,
         loads,
         rate_connections,
-        duration: w.duration,
-        runs: w.runs,
-        no_warmup: w.no_warmup,
-        slo: w.slo.as_ref(),
+        duration: w.duration.duration,
+        runs: w.runs.runs,
+        no_warmup: w.no_warmup.no_warmup,
+        slo: w.slo.slo.as_ref(),
         cost: &cost,
-        json: Some(&json),
-        quiet: w.quiet,
+        outputs: &outputs,
+        quiet,
         placements: ctx.placements.clone(),
     };
     let source = ServiceTargets {
@@ -125,11 +135,11 @@ pub fn sweep(
     };
     let first = check_every_step(&spec, &source, &names)?;
     let in_cluster = ctx.how.is_some();
-    let tui = !in_cluster && live::want_tui(&w.live, w.quiet, true, Some(w.duration))?;
+    let tui = !in_cluster && live::want_tui(&w.live, quiet, true, Some(w.duration.duration))?;
     let title = format!("k8s sweep {}", names.join(" vs "));
-    let mut session = Session::begin(&w.live, &first.contenders, tui, title, !w.quiet, signals)?;
+    let mut session = Session::begin(&w.live, &first.contenders, tui, title, !quiet, signals)?;
     let say = |line: &str| {
-        if !w.quiet {
+        if !quiet {
             eprintln!("  {line}");
         }
     };
@@ -142,28 +152,8 @@ pub fn sweep(
     let result = climb(&spec, &source, &names, &session, run_one, tui, signals);
     session.close();
     let sweep = result?;
-    write_outputs(&sweep, w, &json)?;
+    outputs.write(&sweep)?;
+    let files: Vec<String> = outputs.files().map(|p| p.display().to_string()).collect();
+    eprintln!("archbench k8s sweep: wrote {}", files.join(", "));
     Ok(exit_status(&sweep, &spec, &session, signals))
-}
-
-/// The sweep where `--json` and `--html` name, and its report on stdout.
-fn write_outputs(
-    sweep: &crate::sweep::SweepResult,
-    w: &K8sSweepArgs,
-    json: &std::path::Path,
-) -> anyhow::Result<()> {
-    crate::cli::output::save(sweep, w.json.as_deref())?;
-    if w.html.is_some() {
-        write_html(
-            &[HtmlDoc::Sweep(Box::new(sweep.clone()))],
-            w.html.as_deref(),
-            None,
-        )?;
-    }
-    if let Some(md) = &w.markdown {
-        write_markdown(sweep, md)?;
-    }
-    write_stdout(|out| write_as(sweep, w.output, out))?;
-    eprintln!("archbench k8s sweep: wrote {}", json.display());
-    Ok(())
 }
