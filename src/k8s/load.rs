@@ -8,7 +8,7 @@ use kube::api::ListParams;
 use kube::Api;
 
 use super::client::api_error;
-use super::setup::port_address;
+use super::status::port_address;
 use super::watch::PodWatch;
 use kube::ResourceExt;
 

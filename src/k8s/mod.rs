@@ -10,9 +10,11 @@
 //! Everything it creates carries `app.kubernetes.io/managed-by=archbench`, so teardown deletes
 //! only what it made.
 
+mod apply;
 mod client;
 mod curl;
 pub mod distributed;
+mod down;
 mod error;
 mod inspect;
 mod load;
@@ -22,8 +24,10 @@ mod placed;
 mod pod_build;
 mod pods;
 mod reconfigure;
+mod rollout;
 mod routes;
-mod setup;
+mod seen;
+mod status;
 pub mod tls;
 mod up;
 mod usage;
@@ -33,11 +37,13 @@ mod watch;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use apply::UpReport;
 pub use client::{Cluster, ClusterOptions};
 pub use curl::{fetch, split, Fetched};
 pub use distributed::{
     AgentOrders, Distributed, InCluster, SpellAgent, WholeLoad, JOB_LABEL, MAX_WORKERS,
 };
+pub use down::down;
 pub use error::K8sError;
 pub use inspect::{fingerprint, write_fingerprints};
 pub use load::{targets, LoadSelection, LoadTarget, Port, Vantage};
@@ -47,7 +53,7 @@ pub use placed::placements;
 pub use pod_build::ArchFingerprint;
 pub use pods::{exec, pods_of, ExecOutput};
 pub use reconfigure::{current_setup, reconfigure, Reconfigured};
-pub use setup::{down, status, write_status, PodRow, UpReport};
+pub use status::{status, write_status, PodRow};
 pub use up::up;
 pub use usage::{top, PodUsage};
 pub use variant::{variant_of, Variant, VARIANT_LABEL};

@@ -11,11 +11,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
+use super::apply::apply_all;
 use super::client::api_error;
 use super::manifests::CONFIG_MAP;
 use super::pods::{exec, pods_of};
+use super::rollout::wait_rollout;
 use super::routes::wait_routed;
-use super::setup::{apply_all, wait_rollout, PodRow};
+use super::status::PodRow;
 use super::tls;
 use super::variant::{config_map_of, SPEC_ANNOTATION};
 use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup, Variant};
@@ -287,7 +289,7 @@ async fn rollback(
         let hash = p.annotations().get(super::manifests::CONFIG_HASH);
         if hash.is_some_and(|h| hashes.contains(h)) {
             let name = p.name_any();
-            let lines = super::setup::last_log_lines(cluster, &cluster.namespace, &name, 5).await;
+            let lines = super::rollout::last_log_lines(cluster, &cluster.namespace, &name, 5).await;
             logs.push(format!("{name}: {lines}"));
         }
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::ResourceExt;
 
-use super::setup::{current_pods, watch_setup, Seen, SERVICE_NAME_LABEL};
+use super::seen::{current_pods, watch_setup, Seen, SERVICE_NAME_LABEL};
 use super::{variant_of, Cluster, K8sError, Setup, MULTIARCH_SERVICE};
 
 /// What is left of the previous configuration behind the setup's Services.

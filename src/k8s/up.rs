@@ -3,8 +3,10 @@
 
 use std::sync::atomic::AtomicBool;
 
+use super::apply::{apply_all, with_certificate, UpReport};
+use super::rollout::{check_placement, wait_ready};
 use super::routes::wait_routed;
-use super::setup::{apply_all, check_placement, status, wait_ready, with_certificate, UpReport};
+use super::status::status;
 use super::{Cluster, K8sError, Setup};
 
 /// `archbench k8s up`: apply, then wait (watching) until every Deployment has rolled out and
