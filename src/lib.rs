@@ -24,6 +24,7 @@ pub mod script;
 pub mod serve;
 pub mod slo;
 pub mod stats;
+pub mod stop;
 pub mod sweep;
 pub mod timefmt;
 pub mod units;

@@ -5,23 +5,36 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// SIGINT/SIGTERM set `stop`; a second one exits at once.
+use crate::stop::Stop;
+
+/// SIGINT/SIGTERM set `stop` and wake what waits on it; a second one exits at once.
 pub struct StopSignals {
-    pub stop: Arc<AtomicBool>,
+    pub stop: Stop,
     which: Arc<AtomicUsize>,
 }
 
 impl StopSignals {
     pub fn install() -> io::Result<StopSignals> {
         use signal_hook::consts::{SIGINT, SIGTERM};
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Stop::new();
         let which = Arc::new(AtomicUsize::new(0));
         for sig in [SIGINT, SIGTERM] {
             // Registered first so it sees the flag before this signal sets it.
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, stop.clone())?;
-            signal_hook::flag::register(sig, stop.clone())?;
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, stop.flag())?;
+            signal_hook::flag::register(sig, stop.flag())?;
             signal_hook::flag::register_usize(sig, which.clone(), sig as usize)?;
         }
+        // A handler can only set the flag: this thread, told of the same signals, wakes the
+        // async waits (the process's whole life; it holds nothing).
+        let mut seen = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+        let waker = stop.clone();
+        std::thread::Builder::new()
+            .name("stop-signals".into())
+            .spawn(move || {
+                for _ in seen.forever() {
+                    waker.wake();
+                }
+            })?;
         Ok(StopSignals { stop, which })
     }
 
@@ -36,7 +49,7 @@ impl StopSignals {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
-            stop.store(true, Ordering::Relaxed);
+            stop.request();
         })
     }
 

@@ -1,19 +1,24 @@
 //! `down`: deletes what carries archbench's label, the namespace only when archbench created
 //! it, and waits until it is gone.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use kube::api::{DeleteParams, ListParams};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::client::{api_error, not_found};
+use super::seen::{fold, listed};
+use super::wait::{Condition, Look, Wait};
 use super::{is_ours, managed_selector, Cluster, K8sError};
+use crate::stop::Stop;
 
 /// `archbench k8s down`: deletes what carries archbench's label, the namespace only when
 /// archbench created it (and not with `keep_namespace`), and waits until it is gone.
@@ -64,7 +69,7 @@ pub async fn down(
     cluster: &Cluster,
     keep_namespace: bool,
     timeout: Duration,
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<DownReport, K8sError> {
     let client = &cluster.client;
     let ns = cluster.namespace.as_str();
@@ -141,41 +146,114 @@ where
 }
 
 /// Waits, within `timeout`, until no pod of ours is left in `ns` (and, when `namespace`,
-/// the namespace itself is gone).
+/// the namespace itself is gone), watching both.
 async fn wait_gone(
     client: &kube::Client,
     ns: &str,
     namespace: bool,
     timeout: Duration,
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<(), K8sError> {
-    let lp = ListParams::default().labels(&managed_selector());
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let deadline = tokio::time::Instant::now() + timeout;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Err(K8sError::Interrupted("waiting for the deletion".into()));
+    let pods = watcher(
+        Api::<Pod>::namespaced(client.clone(), ns),
+        watcher::Config::default().labels(&managed_selector()),
+    )
+    .default_backoff()
+    .map_ok(|e| Removal::Pod(Box::new(e)));
+    let named = watcher::Config::default().fields(&format!("metadata.name={ns}"));
+    let namespaces = watcher(Api::<Namespace>::all(client.clone()), named)
+        .default_backoff()
+        .map_ok(|e| Removal::Namespace(Box::new(e)));
+    let events = if namespace {
+        futures::stream::select(pods.boxed(), namespaces.boxed()).boxed()
+    } else {
+        pods.boxed()
+    };
+    let mut gone = Gone {
+        namespace_watched: namespace,
+        timeout,
+        ..Gone::default()
+    };
+    let mut quiet = |_: &str| {};
+    let wait = Wait {
+        waiting_for: "the deletion",
+        deadline: tokio::time::Instant::now() + timeout,
+        stop,
+        progress: &mut quiet,
+    };
+    wait.until(events, &mut gone).await
+}
+
+/// What `down`'s watches send.
+enum Removal {
+    // Boxed: an event carries a whole object.
+    Pod(Box<watcher::Event<Pod>>),
+    Namespace(Box<watcher::Event<Namespace>>),
+}
+
+/// `down`'s condition: none of our pods left and, when it is deleted, no namespace.
+#[derive(Default)]
+struct Gone {
+    pods: BTreeMap<String, Pod>,
+    pods_listed: bool,
+    namespace_watched: bool,
+    namespaces: BTreeMap<String, Namespace>,
+    namespaces_listed: bool,
+    timeout: Duration,
+}
+
+impl Condition for Gone {
+    type Event = Result<Removal, watcher::Error>;
+    type Met = ();
+
+    fn seen(&mut self, event: Option<Self::Event>) -> Result<(), K8sError> {
+        match event {
+            Some(Ok(Removal::Pod(ev))) => {
+                listed(&mut self.pods_listed, &ev);
+                fold(&mut self.pods, *ev);
+            }
+            Some(Ok(Removal::Namespace(ev))) => {
+                listed(&mut self.namespaces_listed, &ev);
+                fold(&mut self.namespaces, *ev);
+            }
+            // The watcher tries again (backing off); what it saw last stands meanwhile.
+            Some(Err(_)) => {}
+            None => {
+                return Err(K8sError::Failed {
+                    what: "watch".into(),
+                    message: "the watches of the deletion ended".into(),
+                })
+            }
         }
-        let pods_left = pods.list(&lp).await.map(|l| l.items.len()).unwrap_or(0);
-        let ns_left = namespace && namespaces.get_opt(ns).await.ok().flatten().is_some();
-        if pods_left == 0 && !ns_left {
-            return Ok(());
+        Ok(())
+    }
+
+    async fn look(&mut self, _at: tokio::time::Instant) -> Result<Look<()>, K8sError> {
+        let namespace_gone =
+            !self.namespace_watched || (self.namespaces_listed && self.namespaces.is_empty());
+        Ok(
+            if self.pods_listed && self.pods.is_empty() && namespace_gone {
+                Look::Met(())
+            } else {
+                Look::Pending(String::new())
+            },
+        )
+    }
+
+    fn timed_out(&self, _last_line: &str) -> K8sError {
+        let terminating = self.namespace_watched && !self.namespaces.is_empty();
+        K8sError::Timeout {
+            seconds: self.timeout.as_secs(),
+            what: format!(
+                "the deletion ({} pods left{})",
+                self.pods.len(),
+                if terminating {
+                    ", namespace terminating"
+                } else {
+                    ""
+                }
+            ),
+            advice: "see `kubectl get all -n NAMESPACE`; a finalizer may hold it".into(),
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(K8sError::Timeout {
-                seconds: timeout.as_secs(),
-                what: format!(
-                    "the deletion ({pods_left} pods left{})",
-                    if ns_left {
-                        ", namespace terminating"
-                    } else {
-                        ""
-                    }
-                ),
-                advice: "see `kubectl get all -n NAMESPACE`; a finalizer may hold it".into(),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

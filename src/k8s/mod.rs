@@ -32,6 +32,7 @@ pub mod tls;
 mod up;
 mod usage;
 mod variant;
+mod wait;
 mod watch;
 
 use std::path::PathBuf;

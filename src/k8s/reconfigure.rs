@@ -4,8 +4,6 @@
 //! ones are off the Services (a load right after `config` measures the new configuration),
 //! and put the previous one back when the new pods do not come up, saying why.
 
-use std::sync::atomic::AtomicBool;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::ListParams;
@@ -215,7 +213,7 @@ pub async fn reconfigure(
     config: NginxConfig,
     wait_timeout: std::time::Duration,
     progress: &mut dyn FnMut(&str),
-    stop: &AtomicBool,
+    stop: &crate::stop::Stop,
 ) -> Result<Reconfigured, K8sError> {
     let old = current_setup(cluster, wait_timeout).await?;
     if old.config.text() == config.text() {
@@ -275,7 +273,7 @@ async fn rollback(
     new: &Setup,
     why: K8sError,
     progress: &mut dyn FnMut(&str),
-    stop: &AtomicBool,
+    stop: &crate::stop::Stop,
 ) -> Result<Reconfigured, K8sError> {
     // Why, in the new pods' own words, before they are gone.
     let hashes: Vec<String> = new

@@ -2,20 +2,20 @@
 //! make pods, a pod that cannot start or be placed): the condition `up` and `config` wait on.
 
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
 use super::pods::{trouble, PodTrouble};
-use super::seen::{current_pods, watch_setup, Seen};
+use super::seen::{current_pods, watch_setup, Seen, SetupUpdate};
 use super::status::service_address;
 use super::variant::NodeOffer;
+use super::wait::{Condition, Look, Wait};
 use super::{variant_of, Cluster, K8sError, Setup, MULTIARCH_SERVICE};
+use crate::stop::Stop;
 
 /// A ReplicaFailure condition's message, when it holds.
 fn replica_failure(
@@ -212,7 +212,7 @@ pub async fn wait_ready(
     cluster: &Cluster,
     setup: &Setup,
     progress: &mut dyn FnMut(&str),
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<(), K8sError> {
     wait_rollout(cluster, setup, None, progress, stop).await
 }
@@ -224,34 +224,56 @@ pub(super) async fn wait_rollout(
     setup: &Setup,
     released: Option<tokio::time::Instant>,
     progress: &mut dyn FnMut(&str),
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<(), K8sError> {
-    let ns = setup.namespace.as_str();
     let client = &cluster.client;
-    let mut updates = watch_setup(client, ns);
+    let updates = watch_setup(client, &setup.namespace);
     let nodes: Vec<Node> = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let mut seen = Seen::default();
-    let deadline = tokio::time::Instant::now() + setup.wait_timeout;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let mut last_line = String::new();
-    let mut releases = Releases { last: released };
-    loop {
-        tokio::select! {
-            next = updates.next() => seen.update(next)?,
-            _ = tick.tick() => {}
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Err(K8sError::Interrupted("waiting for the rollout".into()));
-        }
-        let now = Readiness::of(&seen, setup, &nodes);
+    let mut rollout = RolledOut {
+        cluster,
+        setup,
+        nodes,
+        seen: Seen::default(),
+        releases: Releases { last: released },
+    };
+    let wait = Wait {
+        waiting_for: "the rollout",
+        deadline: tokio::time::Instant::now() + setup.wait_timeout,
+        stop,
+        progress,
+    };
+    wait.until(updates, &mut rollout).await
+}
+
+/// The rollout's condition: every Deployment rolled out, every Service addressed and
+/// serving; failed when a ReplicaSet cannot make its pods or a pod cannot start or be placed.
+struct RolledOut<'a> {
+    cluster: &'a Cluster,
+    setup: &'a Setup,
+    nodes: Vec<Node>,
+    seen: Seen,
+    releases: Releases,
+}
+
+impl Condition for RolledOut<'_> {
+    type Event = SetupUpdate;
+    type Met = ();
+
+    fn seen(&mut self, event: Option<SetupUpdate>) -> Result<(), K8sError> {
+        self.seen.update(event)
+    }
+
+    async fn look(&mut self, at: tokio::time::Instant) -> Result<Look<()>, K8sError> {
+        let (cluster, setup) = (self.cluster, self.setup);
+        let now = Readiness::of(&self.seen, setup, &self.nodes);
         if now.done() {
-            return Ok(());
+            return Ok(Look::Met(()));
         }
-        if let Some(failed) = replicas_failed(cluster, &seen, setup).await {
+        if let Some(failed) = replicas_failed(cluster, &self.seen, setup).await {
             return Err(failed);
         }
         // A pod still terminating holds its CPU and memory: a new pod the scheduler finds no
@@ -260,24 +282,21 @@ pub(super) async fn wait_rollout(
         // only when nothing is being released nor just was: the moment the last terminating
         // pod is gone, the new one is still marked Unschedulable until the scheduler's next
         // try (a variants test once failed there, in a rollback).
-        let at = tokio::time::Instant::now();
-        releases.note(&seen, at);
-        let releasing = releases.recent(at);
-        for pod in current_pods(&seen, setup) {
+        self.releases.note(&self.seen, at);
+        let releasing = self.releases.recent(at);
+        for pod in current_pods(&self.seen, setup) {
             match pod_problem(cluster, setup, pod).await {
                 Some(K8sError::Unschedulable { .. }) if releasing => {}
                 Some(problem) => return Err(problem),
                 None => {}
             }
         }
-        let line = now.line();
-        if line != last_line {
-            progress(&line);
-            last_line = line;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(now.timeout(setup, last_line));
-        }
+        Ok(Look::Pending(now.line()))
+    }
+
+    fn timed_out(&self, last_line: &str) -> K8sError {
+        Readiness::of(&self.seen, self.setup, &self.nodes)
+            .timeout(self.setup, last_line.to_string())
     }
 }
 

@@ -6,14 +6,14 @@
 //! already stopped (every connection refused, nothing measured). This module never changes
 //! anything in the cluster; it only watches and connects.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::ResourceExt;
 
-use super::seen::{current_pods, watch_setup, Seen, SERVICE_NAME_LABEL};
+use super::seen::{current_pods, watch_setup, Seen, SetupUpdate, SERVICE_NAME_LABEL};
+use super::wait::{Condition, Look, Wait};
 use super::{variant_of, Cluster, K8sError, Setup, MULTIARCH_SERVICE};
+use crate::stop::Stop;
 
 /// What is left of the previous configuration behind the setup's Services.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -108,7 +108,7 @@ pub async fn wait_routed(
     setup: &Setup,
     deadline: tokio::time::Instant,
     progress: &mut dyn FnMut(&str),
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<Vec<String>, K8sError> {
     wait_old_gone(cluster, setup, deadline, progress, stop).await?;
     let rows = super::status(cluster).await?;
@@ -125,44 +125,61 @@ async fn wait_old_gone(
     setup: &Setup,
     deadline: tokio::time::Instant,
     progress: &mut dyn FnMut(&str),
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<(), K8sError> {
-    let mut updates = watch_setup(&cluster.client, &setup.namespace);
-    let mut seen = Seen::default();
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let mut last_line = String::new();
-    loop {
-        tokio::select! {
-            next = updates.next() => seen.update(next)?,
-            _ = tick.tick() => {}
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Err(K8sError::Interrupted(
-                "waiting for the old pods to go".into(),
-            ));
-        }
-        // Before the first lists are in, an empty map says nothing.
-        let left = (seen.pods_listed && seen.slices_listed).then(|| {
-            let mut left = Leftovers::of(&seen, setup);
+    let updates = watch_setup(&cluster.client, &setup.namespace);
+    let mut gone = OldGone {
+        setup,
+        seen: Seen::default(),
+    };
+    let wait = Wait {
+        waiting_for: "the old pods to go",
+        deadline,
+        stop,
+        progress,
+    };
+    wait.until(updates, &mut gone).await
+}
+
+/// [`wait_old_gone`]'s condition: no old pod of the setup left, nor an endpoint of one.
+struct OldGone<'a> {
+    setup: &'a Setup,
+    seen: Seen,
+}
+
+impl OldGone<'_> {
+    /// What is left, once the first lists are in (before, an empty map says nothing).
+    fn left(&self) -> Option<Leftovers> {
+        let seen = &self.seen;
+        (seen.pods_listed && seen.slices_listed).then(|| {
+            let mut left = Leftovers::of(seen, self.setup);
             if seen.slices_hidden {
                 // RBAC hides the slices: the pods being gone is what can be known.
                 left.endpoints.clear();
             }
             left
-        });
-        if let Some(left) = &left {
-            if left.is_empty() {
-                return Ok(());
-            }
-            let line = left.line();
-            if line != last_line {
-                progress(&line);
-                last_line = line;
-            }
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(still_left(setup, left.as_ref()));
-        }
+        })
+    }
+}
+
+impl Condition for OldGone<'_> {
+    type Event = SetupUpdate;
+    type Met = ();
+
+    fn seen(&mut self, event: Option<SetupUpdate>) -> Result<(), K8sError> {
+        self.seen.update(event)
+    }
+
+    async fn look(&mut self, _at: tokio::time::Instant) -> Result<Look<()>, K8sError> {
+        Ok(match self.left() {
+            Some(left) if left.is_empty() => Look::Met(()),
+            Some(left) => Look::Pending(left.line()),
+            None => Look::Pending(String::new()),
+        })
+    }
+
+    fn timed_out(&self, _last_line: &str) -> K8sError {
+        still_left(self.setup, self.left().as_ref())
     }
 }
 

@@ -42,10 +42,7 @@ impl Seen {
 
     /// Takes in what the watches sent next; a failed watch (but the slices' one that RBAC
     /// refuses) or their end is the wait's error.
-    pub(super) fn update(
-        &mut self,
-        next: Option<Result<Update, (&'static str, watcher::Error)>>,
-    ) -> Result<(), K8sError> {
+    pub(super) fn update(&mut self, next: Option<SetupUpdate>) -> Result<(), K8sError> {
         match next {
             Some(Ok(Update::Deployment(ev))) => fold(&mut self.deployments, ev),
             Some(Ok(Update::Service(ev))) => fold(&mut self.services, ev),
@@ -77,7 +74,7 @@ impl Seen {
 pub(super) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// Notes whether a watch's (re)list is complete: false from its start, true at its end.
-fn listed<K>(flag: &mut bool, ev: &watcher::Event<K>) {
+pub(super) fn listed<K>(flag: &mut bool, ev: &watcher::Event<K>) {
     match ev {
         watcher::Event::Init => *flag = false,
         watcher::Event::InitDone => *flag = true,
@@ -92,7 +89,7 @@ pub(super) enum Update {
     Slice(watcher::Event<EndpointSlice>),
 }
 
-fn fold<K: ResourceExt>(map: &mut BTreeMap<String, K>, ev: watcher::Event<K>) {
+pub(super) fn fold<K: ResourceExt>(map: &mut BTreeMap<String, K>, ev: watcher::Event<K>) {
     match ev {
         watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
             map.insert(o.name_any(), o);
@@ -106,10 +103,12 @@ fn fold<K: ResourceExt>(map: &mut BTreeMap<String, K>, ev: watcher::Event<K>) {
     }
 }
 
-/// What the watches of a setup send, or the resource whose watch failed and why.
-pub(super) type SetupUpdates = futures::stream::SelectAll<
-    futures::stream::BoxStream<'static, Result<Update, (&'static str, watcher::Error)>>,
->;
+/// The setup's watches as one stream.
+pub(super) type SetupUpdates =
+    futures::stream::SelectAll<futures::stream::BoxStream<'static, SetupUpdate>>;
+
+/// One thing the setup's watches send: an update, or the resource whose watch failed and why.
+pub(super) type SetupUpdate = Result<Update, (&'static str, watcher::Error)>;
 
 /// One stream of the setup's Deployments, Services and pods (by our labels) and the
 /// namespace's EndpointSlices. Nothing is asked of the API server until it is polled.

@@ -1,8 +1,6 @@
 //! `archbench k8s up`: the setup applied, its pods rolled out, the old ones off the
 //! Services, and each address tried, before it says the setup is ready.
 
-use std::sync::atomic::AtomicBool;
-
 use super::apply::{apply_all, with_certificate, UpReport};
 use super::rollout::{check_placement, wait_ready};
 use super::routes::wait_routed;
@@ -15,7 +13,7 @@ pub async fn up(
     cluster: &Cluster,
     setup: &Setup,
     progress: &mut dyn FnMut(&str),
-    stop: &AtomicBool,
+    stop: &crate::stop::Stop,
 ) -> Result<UpReport, K8sError> {
     check_placement(cluster, setup).await?;
     let setup = &with_certificate(cluster, setup).await?;

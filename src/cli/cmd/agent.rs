@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -172,7 +172,7 @@ fn control_address(text: &str) -> Option<SocketAddr> {
 struct Endpoint {
     shared: Arc<Mutex<Shared>>,
     start: mpsc::Sender<SystemTime>,
-    stop: Arc<AtomicBool>,
+    stop: crate::stop::Stop,
     part: crate::engine::Part,
     /// POSTs must carry it (`x-archbench-token`): any pod can reach the port. None only with
     /// `--control-no-auth`.
@@ -299,7 +299,7 @@ impl Endpoint {
                 }
             }
             ("POST", protocol::STOP) => {
-                self.stop.store(true, Ordering::Relaxed);
+                self.stop.request();
                 (200, "stopping\n".into())
             }
             ("GET", protocol::RESULT) => {

@@ -1,8 +1,6 @@
 //! `archbench k8s config FILE`: checked in a pod, rolled out, rolled back when the new pods
 //! fail.
 
-use std::sync::atomic::AtomicBool;
-
 use super::nginx_config;
 use super::up::note_not_answering;
 use crate::cli::output::write_stdout;
@@ -15,7 +13,7 @@ pub fn config(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
     c: &crate::cli::k8s_args::K8sConfigArgs,
-    stop: &AtomicBool,
+    stop: &crate::stop::Stop,
 ) -> anyhow::Result<i32> {
     let config = nginx_config(&c.config)?;
     let mut line = ProgressLine::new(true);

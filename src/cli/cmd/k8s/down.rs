@@ -1,8 +1,6 @@
 //! `archbench k8s down`: archbench's objects deleted, the namespace too when only they were
 //! in it.
 
-use std::sync::atomic::AtomicBool;
-
 use crate::cli::output::write_stdout;
 use crate::k8s::{self, Cluster};
 
@@ -11,7 +9,7 @@ pub fn down(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
     d: &crate::cli::k8s_args::K8sDownArgs,
-    stop: &AtomicBool,
+    stop: &crate::stop::Stop,
 ) -> anyhow::Result<i32> {
     let report = runtime.block_on(k8s::down(
         cluster,

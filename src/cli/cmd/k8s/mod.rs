@@ -99,7 +99,7 @@ fn run(
     a: &K8sArgs,
     signals: &StopSignals,
 ) -> anyhow::Result<i32> {
-    let stop = &*signals.stop;
+    let stop = &signals.stop;
     let code = match &a.command {
         K8sCommand::Manifests(_) => 0,
         K8sCommand::Up(s) => up::up(runtime, cluster, &setup(s, &a.namespace)?, stop)?,

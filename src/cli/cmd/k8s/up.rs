@@ -1,7 +1,5 @@
 //! `archbench k8s up`: the setup applied, what it took over, the status.
 
-use std::sync::atomic::AtomicBool;
-
 use crate::cli::output::write_stdout;
 use crate::cli::progress::ProgressLine;
 use crate::k8s::{self, Cluster, Setup};
@@ -11,7 +9,7 @@ pub fn up(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
     setup: &Setup,
-    stop: &AtomicBool,
+    stop: &crate::stop::Stop,
 ) -> anyhow::Result<i32> {
     let mut line = ProgressLine::new(true);
     let report = runtime.block_on(k8s::up(cluster, setup, &mut |l| line.message(l), stop));
