@@ -184,7 +184,7 @@ async fn run(
     });
     tokio::spawn(registration::heartbeat(agent.clone()));
     let listener = server::bind(&agent).await?;
-    tokio::spawn(server::serve(agent.clone(), listener));
+    let server = tokio::spawn(server::serve(agent.clone(), listener));
     let pods = tokio::spawn(sync_pods(agent.clone()));
 
     let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -196,6 +196,8 @@ async fn run(
     agent.shutdown.send_replace(true);
     pods.abort();
     shutdown(&agent).await;
+    // Its handlers end with the pods' processes (exec, attach, port-forward streams).
+    let _ = server.await;
     Ok(())
 }
 

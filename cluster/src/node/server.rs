@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::sync::watch;
 
 use super::reply::{error, text, Query, Resp};
 use super::{attach, exec, logs, metrics, portforward, Agent};
@@ -70,35 +71,99 @@ pub async fn bind(agent: &Agent) -> Result<(tokio::net::TcpListener, tokio_rustl
     Ok((listener, tokio_rustls::TlsAcceptor::from(Arc::new(config))))
 }
 
+/// Serves the kubelet API until the agent's shutdown: then stops accepting, tells each open
+/// connection to close once its request is answered, and waits for the handlers (at most
+/// [`HANDLERS_WITHIN`]; what is left then is dropped).
 pub async fn serve(
     agent: Arc<Agent>,
     (listener, acceptor): (tokio::net::TcpListener, tokio_rustls::TlsAcceptor),
 ) {
+    let shutdown = agent.shutdown.subscribe();
+    let handle = move |tcp: tokio::net::TcpStream, stop: watch::Receiver<bool>| {
+        connection(agent.clone(), acceptor.clone(), tcp, stop)
+    };
+    serve_until(listener, shutdown, handle).await;
+}
+
+/// Resolves once the shutdown is said (the receiver's guard is not held across an await).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await.map(|_| ());
+}
+
+/// How long the server waits for its handlers once the agent shuts down.
+const HANDLERS_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The accept loop: each connection handled by a task of its own (told of the shutdown
+/// too), until `shutdown` turns true; then the listener is closed and the handlers waited
+/// for, within [`HANDLERS_WITHIN`].
+async fn serve_until<F, H>(
+    listener: tokio::net::TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+    handle: H,
+) where
+    H: Fn(tokio::net::TcpStream, watch::Receiver<bool>) -> F,
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut handlers = tokio::task::JoinSet::new();
+    let told = shutdown.clone();
     loop {
-        let tcp = match listener.accept().await {
-            Ok((tcp, _)) => tcp,
-            Err(e) => {
-                // Out of descriptors, say: not a reason to spin.
-                eprintln!("node agent: accept: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let (agent, acceptor) = (agent.clone(), acceptor.clone());
-        tokio::spawn(async move {
-            let handshake = acceptor.accept(tcp);
-            let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_WITHIN, handshake).await else {
-                return;
-            };
-            let service = hyper::service::service_fn(move |req| {
-                let agent = agent.clone();
-                async move { Ok::<_, Infallible>(route(agent, req).await) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service)
-                .with_upgrades()
-                .await;
-        });
+        tokio::select! {
+            () = stopped(&mut shutdown) => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => {
+                    handlers.spawn(handle(tcp, told.clone()));
+                }
+                Err(e) => {
+                    // Out of descriptors, say: not a reason to spin.
+                    eprintln!("node agent: accept: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            },
+            // Finished handlers are reaped as they end, so the set holds only open ones.
+            Some(_) = handlers.join_next(), if !handlers.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let drained = async { while handlers.join_next().await.is_some() {} };
+    if tokio::time::timeout(HANDLERS_WITHIN, drained)
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "node agent: {} kubelet API handlers still open after {} s; dropped",
+            handlers.len(),
+            HANDLERS_WITHIN.as_secs()
+        );
+        handlers.shutdown().await;
+    }
+}
+
+/// One client connection: TLS, then HTTP/1.1 with upgrades (exec, attach, port-forward),
+/// closed gracefully when the agent shuts down.
+async fn connection(
+    agent: Arc<Agent>,
+    acceptor: tokio_rustls::TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let handshake = acceptor.accept(tcp);
+    let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_WITHIN, handshake).await else {
+        return;
+    };
+    let service = hyper::service::service_fn(move |req| {
+        let agent = agent.clone();
+        async move { Ok::<_, Infallible>(route(agent, req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(tls), service)
+        .with_upgrades();
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = stopped(&mut shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
     }
 }
 
@@ -123,5 +188,52 @@ async fn route(agent: Arc<Agent>, req: Request<Incoming>) -> Resp {
         }
         ["containerLogs", ns, pod, container] => logs::handle(&agent, ns, pod, container, &q),
         _ => error(StatusCode::NOT_FOUND, format!("404 page not found: {path}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_server_stops_accepting_on_shutdown_and_waits_for_its_handlers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = watch::channel(false);
+        // A handler that echoes one byte, then holds its connection until the shutdown and
+        // a little beyond, as an exec stream whose process is still ending would.
+        let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel();
+        let handle = move |mut tcp: tokio::net::TcpStream, mut stop: watch::Receiver<bool>| {
+            let ended = ended_tx.clone();
+            async move {
+                let mut b = [0u8; 1];
+                if tcp.read_exact(&mut b).await.is_ok() {
+                    let _ = tcp.write_all(&b).await;
+                }
+                stopped(&mut stop).await;
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                let _ = ended.send(());
+            }
+        };
+        let server = tokio::spawn(serve_until(listener, rx, handle));
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        client.write_all(b"x").await.unwrap();
+        let mut b = [0u8; 1];
+        client.read_exact(&mut b).await.unwrap();
+        assert_eq!(&b, b"x");
+        tx.send_replace(true);
+        tokio::time::timeout(std::time::Duration::from_secs(10), server)
+            .await
+            .expect("the server returns within its deadline")
+            .unwrap();
+        // It returned only after the open handler had ended.
+        assert!(
+            ended_rx.try_recv().is_ok(),
+            "returned before its handler ended"
+        );
+        // And it no longer accepts.
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err());
     }
 }
