@@ -13,6 +13,7 @@ pub mod live;
 pub mod wake;
 mod worker;
 mod worker_base;
+mod worker_loop;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};

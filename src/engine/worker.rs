@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
@@ -16,10 +16,8 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::conn::{Conn, Phase, Transport};
 use super::hook::Scripted;
-use super::worker_base::{
-    micros, tls_failure, wait_for_start, SendTimer, WorkerOutcome, WorkerSpec, MAX_POLL_WAIT,
-    RATE_SAMPLE, READ_BUFFER, TIMER,
-};
+use super::worker_base::{micros, tls_failure, SendTimer, WorkerOutcome, WorkerSpec, READ_BUFFER};
+use super::worker_loop::{self, Protocol, Readiness};
 use super::{EngineError, Pacing, WorkerProgress};
 use crate::http::tls::{tls_error, TlsStream};
 use crate::http::{Feed, ProtocolError};
@@ -129,51 +127,6 @@ enum Sent {
     Early(u64),
 }
 
-/// The worker's housekeeping beside the requests: the timeout scan and the per-second rate
-/// sample, each with its next time.
-struct Chores {
-    scan_every: Duration,
-    next_scan: Instant,
-    next_rate: Instant,
-    /// When the last rate sample was taken, and the completed count then.
-    rate_mark: (Instant, u64),
-}
-
-impl Chores {
-    fn new(start: Instant, timeout: Duration) -> Chores {
-        let scan_every = (timeout / 10).clamp(Duration::from_millis(1), RATE_SAMPLE);
-        Chores {
-            scan_every,
-            next_scan: start + scan_every,
-            next_rate: start + RATE_SAMPLE,
-            rate_mark: (start, 0),
-        }
-    }
-
-    /// The next chore's time.
-    fn next(&self) -> Instant {
-        self.next_scan.min(self.next_rate)
-    }
-
-    /// Does the chores that are due by `now`.
-    fn run(&mut self, worker: &mut Worker, now: Instant) {
-        if now >= self.next_scan {
-            worker.expire(now);
-            self.next_scan = now + self.scan_every;
-        }
-        if now >= self.next_rate {
-            let ms = now.duration_since(self.rate_mark.0).as_secs_f64() * 1000.0;
-            let done = worker.rec.completed - self.rate_mark.1;
-            worker
-                .rec
-                .worker_rate
-                .saturating_record((done as f64 * 1000.0 / ms) as u64);
-            self.rate_mark = (now, worker.rec.completed);
-            self.next_rate += RATE_SAMPLE;
-        }
-    }
-}
-
 impl<'a> Worker<'a> {
     pub fn new(
         mut spec: WorkerSpec,
@@ -241,55 +194,9 @@ impl<'a> Worker<'a> {
 
     /// Runs until the stop rule or the stop flag; returns the recording and whether the flag
     /// (a signal) ended it.
-    pub fn run(mut self) -> Result<WorkerOutcome, EngineError> {
-        self.progress
-            .tid
-            .store(crate::os::this_thread_id(), Ordering::Relaxed);
-        let mut events = Events::with_capacity(1024);
-        if !wait_for_start(self.spec.start, self.stop) {
-            return Ok(self.outcome(true, Instant::now()));
-        }
-        self.begin();
-        let mut chores = Chores::new(self.spec.start, self.spec.timeout);
-        let mut interrupted = false;
-        let stopped_at = loop {
-            let now = Instant::now();
-            if self.stop.load(Ordering::Relaxed) {
-                interrupted = true;
-                break now;
-            }
-            if self.spec.deadline.is_some_and(|d| now >= d) || self.active == 0 {
-                break now;
-            }
-            if self.script.as_ref().is_some_and(Scripted::stopped) {
-                break now;
-            }
-            self.wait(&mut events, chores.next(), now)?;
-            for ev in events.iter() {
-                if ev.token() == TIMER {
-                    // It only wakes the loop; the due sends go out below.
-                    continue;
-                }
-                let i = ev.token().0;
-                let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                // A FIN that arrived with the data raises no further edge: read to EOF.
-                let drain = ev.is_read_closed() || ev.is_error();
-                self.on_event(i, readable, ev.is_writable(), drain);
-            }
-            let now = Instant::now();
-            self.send_ready(now);
-            self.send_due(now);
-            chores.run(&mut self, now);
-            self.progress
-                .completed
-                .store(self.rec.completed, Ordering::Relaxed);
-            self.progress
-                .errors
-                .store(self.rec.error_total(), Ordering::Relaxed);
-            self.spec.live.tick(now);
-        };
-        // Closing thousands of sockets takes time that is not part of the measurement.
-        Ok(self.outcome(interrupted, stopped_at))
+    pub fn run(self) -> Result<WorkerOutcome, EngineError> {
+        let (stop, progress) = (self.stop, self.progress);
+        worker_loop::run(self, stop, progress)
     }
 
     /// The first requests: closed loop, every connection at once; open loop, each at its place
@@ -323,13 +230,10 @@ impl<'a> Worker<'a> {
     fn wait(
         &mut self,
         events: &mut Events,
-        chore: Instant,
+        wake: Instant,
         now: Instant,
     ) -> Result<(), EngineError> {
-        let mut wake = chore.min(now + MAX_POLL_WAIT);
-        if let Some(d) = self.spec.deadline {
-            wake = wake.min(d);
-        }
+        let mut wake = wake;
         if let (Pacing::Closed, Some(Reverse((due, _)))) = (self.spec.pacing, self.timers.peek()) {
             // A script's delay(): only its sends are on the heap in a closed loop.
             wake = wake.min(*due);
@@ -368,11 +272,7 @@ impl<'a> Worker<'a> {
                 .and_then(|()| self.poll.poll(events, Some(Duration::ZERO))),
             _ => self.poll.poll(events, Some(wait)),
         };
-        if let Err(e) = polled {
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(EngineError::Poll(e));
-            }
-        }
+        worker_loop::polled(polled)?;
         if let Some(d) = self.deferred.as_mut() {
             d.anchor = (Instant::now(), wall_clock_now());
         }
@@ -404,18 +304,6 @@ impl<'a> Worker<'a> {
                 };
                 self.start_request(i, due.min(now), now, Some(sent));
             }
-        }
-    }
-
-    fn outcome(&mut self, interrupted: bool, stopped_at: Instant) -> WorkerOutcome {
-        self.spec.live.finish();
-        WorkerOutcome {
-            recording: std::mem::replace(&mut self.rec, Recorder::new(None)),
-            first_send: self.first_send,
-            interrupted,
-            stopped_at,
-            cpu_s: crate::os::thread_cpu(),
-            demand_s: crate::os::this_thread_demand_s(),
         }
     }
 
@@ -895,6 +783,52 @@ impl<'a> Worker<'a> {
                 self.fail(i, ErrorKind::Timeout, now);
             }
         }
+    }
+}
+
+/// HTTP/1.1 in the one worker loop.
+impl Protocol for Worker<'_> {
+    fn spec(&mut self) -> &mut WorkerSpec {
+        &mut self.spec
+    }
+
+    fn recorder(&mut self) -> &mut Recorder {
+        &mut self.rec
+    }
+
+    fn first_send(&self) -> Option<Instant> {
+        self.first_send
+    }
+
+    fn begin(&mut self) {
+        Worker::begin(self)
+    }
+
+    fn finished(&self) -> bool {
+        self.active == 0 || self.script.as_ref().is_some_and(Scripted::stopped)
+    }
+
+    fn wait(
+        &mut self,
+        events: &mut Events,
+        wake: Instant,
+        now: Instant,
+    ) -> Result<(), EngineError> {
+        Worker::wait(self, events, wake, now)
+    }
+
+    fn on_event(&mut self, conn: usize, ready: Readiness) {
+        // A FIN that arrived with the data raises no further edge: read to EOF.
+        Worker::on_event(self, conn, ready.readable, ready.writable, ready.closed)
+    }
+
+    fn send(&mut self, now: Instant) {
+        self.send_ready(now);
+        self.send_due(now);
+    }
+
+    fn expire(&mut self, now: Instant) {
+        Worker::expire(self, now)
     }
 }
 

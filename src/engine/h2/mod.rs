@@ -17,7 +17,7 @@ mod conn;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,10 +26,8 @@ use mio::{Events, Interest, Poll, Token};
 
 use self::conn::{Broken, ConnState, Ended};
 use super::conn::Transport;
-use super::worker_base::{
-    micros, tls_failure, wait_for_start, SendTimer, WorkerOutcome, WorkerSpec, MAX_POLL_WAIT,
-    RATE_SAMPLE, READ_BUFFER, TIMER,
-};
+use super::worker_base::{micros, tls_failure, SendTimer, WorkerOutcome, WorkerSpec, READ_BUFFER};
+use super::worker_loop::{self, Protocol, Readiness};
 use super::{EngineError, Pacing, WorkerProgress};
 use crate::http::h2::frame::{FrameDecoder, FrameError};
 use crate::http::h2::hpack::RequestBlocks;
@@ -144,84 +142,10 @@ impl<'a> H2Worker<'a> {
         })
     }
 
-    pub fn run(mut self) -> Result<WorkerOutcome, EngineError> {
-        self.progress
-            .tid
-            .store(crate::os::this_thread_id(), Ordering::Relaxed);
-        let mut events = Events::with_capacity(1024);
-        if !wait_for_start(self.spec.start, self.stop) {
-            return Ok(self.outcome(true, Instant::now()));
-        }
-        self.begin();
-        let now = Instant::now();
-        let scan_every = (self.spec.timeout / 10).clamp(Duration::from_millis(1), RATE_SAMPLE);
-        let mut next_scan = now + scan_every;
-        let mut rate_mark = (now, 0u64);
-        let mut next_rate = now + RATE_SAMPLE;
-        let mut interrupted = false;
-        let stopped_at = loop {
-            let now = Instant::now();
-            if self.stop.load(Ordering::Relaxed) {
-                interrupted = true;
-                break now;
-            }
-            if self.spec.deadline.is_some_and(|d| now >= d) || self.active == 0 {
-                break now;
-            }
-            let mut wake = next_scan.min(next_rate).min(now + MAX_POLL_WAIT);
-            if let Some(d) = self.spec.deadline {
-                wake = wake.min(d);
-            }
-            let wait = self.arm_timer(wake, now)?;
-            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(EngineError::Poll(e));
-                }
-            }
-            for ev in events.iter() {
-                if ev.token() == TIMER {
-                    continue;
-                }
-                let i = ev.token().0;
-                let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                self.on_event(i, readable, ev.is_writable());
-            }
-            let now = Instant::now();
-            self.send_due(now);
-            if now >= next_scan {
-                self.expire(now);
-                next_scan = now + scan_every;
-            }
-            if now >= next_rate {
-                let ms = now.duration_since(rate_mark.0).as_secs_f64() * 1000.0;
-                let done = self.rec.completed - rate_mark.1;
-                self.rec
-                    .worker_rate
-                    .saturating_record((done as f64 * 1000.0 / ms) as u64);
-                rate_mark = (now, self.rec.completed);
-                next_rate += RATE_SAMPLE;
-            }
-            self.progress
-                .completed
-                .store(self.rec.completed, Ordering::Relaxed);
-            self.progress
-                .errors
-                .store(self.rec.error_total(), Ordering::Relaxed);
-            self.spec.live.tick(now);
-        };
-        Ok(self.outcome(interrupted, stopped_at))
-    }
-
-    fn outcome(&mut self, interrupted: bool, stopped_at: Instant) -> WorkerOutcome {
-        self.spec.live.finish();
-        WorkerOutcome {
-            recording: std::mem::replace(&mut self.rec, Recorder::new(None)),
-            first_send: self.first_send,
-            interrupted,
-            stopped_at,
-            cpu_s: crate::os::thread_cpu(),
-            demand_s: crate::os::this_thread_demand_s(),
-        }
+    /// Runs until the stop rule or the stop flag, in the one worker loop.
+    pub fn run(self) -> Result<WorkerOutcome, EngineError> {
+        let (stop, progress) = (self.stop, self.progress);
+        worker_loop::run(self, stop, progress)
     }
 
     fn second(&self, now: Instant) -> u32 {
@@ -772,5 +696,50 @@ impl<'a> H2Worker<'a> {
                 self.settle(i, now);
             }
         }
+    }
+}
+
+/// HTTP/2 in the one worker loop.
+impl Protocol for H2Worker<'_> {
+    fn spec(&mut self) -> &mut WorkerSpec {
+        &mut self.spec
+    }
+
+    fn recorder(&mut self) -> &mut Recorder {
+        &mut self.rec
+    }
+
+    fn first_send(&self) -> Option<Instant> {
+        self.first_send
+    }
+
+    fn begin(&mut self) {
+        H2Worker::begin(self)
+    }
+
+    fn finished(&self) -> bool {
+        self.active == 0
+    }
+
+    fn wait(
+        &mut self,
+        events: &mut Events,
+        wake: Instant,
+        now: Instant,
+    ) -> Result<(), EngineError> {
+        let wait = self.arm_timer(wake, now)?;
+        worker_loop::polled(self.poll.poll(events, Some(wait)))
+    }
+
+    fn on_event(&mut self, conn: usize, ready: Readiness) {
+        H2Worker::on_event(self, conn, ready.readable, ready.writable)
+    }
+
+    fn send(&mut self, now: Instant) {
+        self.send_due(now);
+    }
+
+    fn expire(&mut self, now: Instant) {
+        H2Worker::expire(self, now)
     }
 }

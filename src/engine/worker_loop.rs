@@ -1,0 +1,175 @@
+//! The worker loop every protocol runs, written once: the wait for the common start, the first
+//! requests, then poll → readiness → sends → chores (timeouts, the rate sample) → progress,
+//! until the stop rule (deadline, nothing left to send) or the stop flag. A protocol plugs
+//! in through [`Protocol`]: how it waits (its send timer armed), what a ready socket does,
+//! what it sends after an event batch, what expires. HTTP/1.1 (`worker`) and HTTP/2 (`h2`)
+//! are its two; a third fits without touching the loop.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mio::Events;
+
+use super::worker_base::{
+    wait_for_start, WorkerOutcome, WorkerSpec, MAX_POLL_WAIT, RATE_SAMPLE, TIMER,
+};
+use super::{EngineError, WorkerProgress};
+use crate::stats::Recorder;
+
+/// What a readiness event says of one connection's socket.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Readiness {
+    /// Bytes (or an end, or an error) to read.
+    pub readable: bool,
+    pub writable: bool,
+    /// The peer closed or the socket failed: edge-triggered, no further edge comes, so the
+    /// socket is read to its end now.
+    pub closed: bool,
+}
+
+/// One protocol's part of a worker.
+pub(super) trait Protocol {
+    /// The worker's spec (start, deadline, timeout, the live interval shipper).
+    fn spec(&mut self) -> &mut WorkerSpec;
+    /// The worker's recording.
+    fn recorder(&mut self) -> &mut Recorder;
+    /// When its first request went out.
+    fn first_send(&self) -> Option<Instant>;
+    /// The first requests: closed loop at once, open loop each at its place in the schedule.
+    fn begin(&mut self);
+    /// Nothing is left to send (every connection parked, a script stopped the load).
+    fn finished(&self) -> bool;
+    /// One poll into `events`, waking by `wake` at the latest; the protocol arms its send
+    /// timer for a due send before that and does not wait when one is due now.
+    fn wait(&mut self, events: &mut Events, wake: Instant, now: Instant)
+        -> Result<(), EngineError>;
+    /// Connection `conn`'s socket is ready.
+    fn on_event(&mut self, conn: usize, ready: Readiness);
+    /// After an event batch: the requests that became ready, and those due by `now`.
+    fn send(&mut self, now: Instant);
+    /// Fails what ran past its timeout.
+    fn expire(&mut self, now: Instant);
+}
+
+/// Runs `p` until the stop rule or `stop`; its recording and whether `stop` ended it.
+pub(super) fn run<P: Protocol>(
+    mut p: P,
+    stop: &AtomicBool,
+    progress: &WorkerProgress,
+) -> Result<WorkerOutcome, EngineError> {
+    progress
+        .tid
+        .store(crate::os::this_thread_id(), Ordering::Relaxed);
+    let mut events = Events::with_capacity(1024);
+    let start = p.spec().start;
+    if !wait_for_start(start, stop) {
+        return Ok(outcome(&mut p, true, Instant::now()));
+    }
+    p.begin();
+    let mut chores = Chores::new(start, p.spec().timeout);
+    let deadline = p.spec().deadline;
+    let mut interrupted = false;
+    let stopped_at = loop {
+        let now = Instant::now();
+        if stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break now;
+        }
+        if deadline.is_some_and(|d| now >= d) || p.finished() {
+            break now;
+        }
+        let mut wake = chores.next().min(now + MAX_POLL_WAIT);
+        if let Some(d) = deadline {
+            wake = wake.min(d);
+        }
+        p.wait(&mut events, wake, now)?;
+        for ev in events.iter() {
+            if ev.token() == TIMER {
+                // It only wakes the loop; the due sends go out below.
+                continue;
+            }
+            let closed = ev.is_read_closed() || ev.is_error();
+            let ready = Readiness {
+                readable: ev.is_readable() || closed,
+                writable: ev.is_writable(),
+                closed,
+            };
+            p.on_event(ev.token().0, ready);
+        }
+        let now = Instant::now();
+        p.send(now);
+        chores.run(&mut p, now);
+        let rec = p.recorder();
+        let (completed, errors) = (rec.completed, rec.error_total());
+        progress.completed.store(completed, Ordering::Relaxed);
+        progress.errors.store(errors, Ordering::Relaxed);
+        p.spec().live.tick(now);
+    };
+    // Closing thousands of sockets takes time that is not part of the measurement.
+    Ok(outcome(&mut p, interrupted, stopped_at))
+}
+
+/// A poll that an interrupted system call ended early is no failure.
+pub(super) fn polled(result: io::Result<()>) -> Result<(), EngineError> {
+    match result {
+        Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(EngineError::Poll(e)),
+        _ => Ok(()),
+    }
+}
+
+fn outcome<P: Protocol>(p: &mut P, interrupted: bool, stopped_at: Instant) -> WorkerOutcome {
+    p.spec().live.finish();
+    WorkerOutcome {
+        recording: std::mem::replace(p.recorder(), Recorder::new(None)),
+        first_send: p.first_send(),
+        interrupted,
+        stopped_at,
+        cpu_s: crate::os::thread_cpu(),
+        demand_s: crate::os::this_thread_demand_s(),
+    }
+}
+
+/// The worker's housekeeping beside the requests: the timeout scan and the per-second rate
+/// sample, each with its next time.
+struct Chores {
+    scan_every: Duration,
+    next_scan: Instant,
+    next_rate: Instant,
+    /// When the last rate sample was taken, and the completed count then.
+    rate_mark: (Instant, u64),
+}
+
+impl Chores {
+    fn new(start: Instant, timeout: Duration) -> Chores {
+        let scan_every = (timeout / 10).clamp(Duration::from_millis(1), RATE_SAMPLE);
+        Chores {
+            scan_every,
+            next_scan: start + scan_every,
+            next_rate: start + RATE_SAMPLE,
+            rate_mark: (start, 0),
+        }
+    }
+
+    /// The next chore's time.
+    fn next(&self) -> Instant {
+        self.next_scan.min(self.next_rate)
+    }
+
+    /// Does the chores that are due by `now`.
+    fn run<P: Protocol>(&mut self, p: &mut P, now: Instant) {
+        if now >= self.next_scan {
+            p.expire(now);
+            self.next_scan = now + self.scan_every;
+        }
+        if now >= self.next_rate {
+            let ms = now.duration_since(self.rate_mark.0).as_secs_f64() * 1000.0;
+            let rec = p.recorder();
+            let done = rec.completed - self.rate_mark.1;
+            rec.worker_rate
+                .saturating_record((done as f64 * 1000.0 / ms) as u64);
+            self.rate_mark = (now, rec.completed);
+            self.next_rate += RATE_SAMPLE;
+        }
+    }
+}
