@@ -307,6 +307,22 @@ fn finish(
             summarize(n, &sweep.steps, sweep.ladder, stop, price)
         })
         .collect();
+    // Where a cluster placed the targets, a verdict per vCPU or per dollar rests on a knee
+    // only when its step's figures are the servers' capacity.
+    if !sweep.placements.is_empty() {
+        let reasons: Vec<Option<String>> = sweep
+            .targets
+            .iter()
+            .map(|t| {
+                let step = sweep.steps.iter().find(|s| Some(s.load) == t.knee)?;
+                step.comparison
+                    .not_the_servers_capacity(&t.name, &sweep.placements)
+            })
+            .collect();
+        for (t, why) in sweep.targets.iter_mut().zip(reasons) {
+            t.withheld = why;
+        }
+    }
     let at_knee = |name: &str| {
         let t = sweep.targets.iter().find(|t| t.name == name)?;
         let knee = t.knee?;
@@ -315,11 +331,15 @@ fn finish(
             .find(|p| p.load == knee)
             .map(|p| p.requests_per_sec)
     };
+    let withheld = |name: &str| {
+        let t = sweep.targets.iter().find(|t| t.name == name)?;
+        t.withheld.clone()
+    };
     sweep.scaling = crate::placement::scaling(
         &sweep.placements,
         &crate::placement::Judged {
             rps: &at_knee,
-            withheld: &|_| None,
+            withheld: &withheld,
         },
     );
 }

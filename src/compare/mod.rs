@@ -109,6 +109,10 @@ pub struct TargetCost {
     /// How the price was reckoned, when it came from a price list (`--prices`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basis: Option<String>,
+    /// Why no per-dollar verdict may rest on this cost (its figures are not its servers'
+    /// capacity: `ComparisonResult::not_the_servers_capacity`); the cost itself is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
 }
 
 /// The cost of a million requests at `requests_per_sec` on something priced per hour.
@@ -196,6 +200,7 @@ impl ComparisonResult {
                     requests_per_sec: median,
                     cost_per_million: cost_per_million(*price, median),
                     basis: None,
+                    withheld: None,
                 })
             })
             .collect()

@@ -92,7 +92,16 @@ pub(super) fn cost_sentence(c: &ComparisonResult, t: &crate::compare::TargetCost
         ),
         None => "nothing answered, no cost per request".into(),
     };
+    let withheld = [Some(t), first.map(|(f, _)| f)]
+        .into_iter()
+        .flatten()
+        .find_map(|c| Some(format!("{}: {}", c.name, c.withheld.as_deref()?)));
     let versus = match (first, t.cost_per_million) {
+        (Some((f, _)), Some(_)) if f.name != t.name && withheld.is_some() => format!(
+            " (no per-dollar verdict against {}: {})",
+            f.name,
+            withheld.unwrap_or_default()
+        ),
         (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 && v > 0.0 => {
             let d = (v / base - 1.0) * 100.0;
             format!(
@@ -357,6 +366,46 @@ pub(super) fn delta_text(t: &crate::compare::MetricSummary) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cost_whose_figures_are_not_the_servers_capacity_gets_no_per_dollar_verdict() {
+        let cost = |name: &str, rps: f64, withheld: Option<&str>| crate::compare::TargetCost {
+            name: name.into(),
+            price_per_hour: 0.1,
+            requests_per_sec: rps,
+            cost_per_million: crate::compare::cost_per_million(0.1, rps),
+            basis: None,
+            withheld: withheld.map(String::from),
+        };
+        let mut c = wide();
+        c.cost = vec![cost("a", 1000.0, None), cost("b", 2000.0, None)];
+        let verdict = cost_sentence(&c, &c.cost[1]);
+        assert!(
+            verdict.contains("2.00x its requests per dollar"),
+            "{verdict}"
+        );
+        // The client limited b: its cost stays, the verdict against a does not.
+        c.cost[1].withheld = Some("its servers did not limit it (client)".into());
+        let held = cost_sentence(&c, &c.cost[1]);
+        assert!(
+            held.contains("per million requests at 2,000 req/s"),
+            "{held}"
+        );
+        assert!(
+            held.ends_with(
+                "(no per-dollar verdict against a: b: its servers did not limit it (client))"
+            ),
+            "{held}"
+        );
+        // The baseline's figures withheld: no verdict against it either.
+        c.cost[1].withheld = None;
+        c.cost[0].withheld = Some("its pods run under emulation (qemu)".into());
+        let held = cost_sentence(&c, &c.cost[1]);
+        assert!(
+            held.contains("no per-dollar verdict against a: a: its pods run under emulation"),
+            "{held}"
+        );
+    }
 
     /// A comparison of two targets with figures wider than the usual column.
     fn wide() -> ComparisonResult {

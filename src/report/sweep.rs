@@ -61,14 +61,23 @@ fn per_dollar(s: &SweepResult) -> Vec<String> {
     } else {
         format!(", {}", s.slo.join(", "))
     };
+    let withheld = |name: &str| {
+        s.targets
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| Some(format!("{name}: {}", t.withheld.as_deref()?)))
+    };
     priced[1..]
         .iter()
-        .map(|(name, cost)| {
-            format!(
-                "{name}: {:.2}x the requests per dollar of {base} at the knee{under}",
-                base_cost / cost
-            )
-        })
+        .map(
+            |(name, cost)| match withheld(name).or_else(|| withheld(base)) {
+                Some(why) => format!("{name}: no per-dollar verdict against {base}: {why}"),
+                None => format!(
+                    "{name}: {:.2}x the requests per dollar of {base} at the knee{under}",
+                    base_cost / cost
+                ),
+            },
+        )
         .collect()
 }
 

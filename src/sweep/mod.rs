@@ -91,6 +91,10 @@ pub struct TargetSweep {
     pub price_per_hour: Option<f64>,
     #[serde(default)]
     pub cost_per_million_at_knee: Option<f64>,
+    /// Why no per-vCPU or per-dollar verdict may rest on its knee (the knee step's figures
+    /// are not its servers' capacity); set where a cluster placed the targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -340,6 +344,7 @@ pub fn summarize(
         usl_refused,
         price_per_hour,
         cost_per_million_at_knee,
+        withheld: None,
     }
 }
 

@@ -91,6 +91,14 @@ fn verdicts(result: &mut ComparisonResult, ctx: &LoadContext<'_>, l: &K8sLoadArg
     result.cost = result.costs(&pairs(&ctx.charged));
     with_basis(&mut result.cost, &ctx.charged);
     let placements = &ctx.placements;
+    let reasons: Vec<Option<String>> = result
+        .cost
+        .iter()
+        .map(|c| result.not_the_servers_capacity(&c.name, placements))
+        .collect();
+    for (c, why) in result.cost.iter_mut().zip(reasons) {
+        c.withheld = why;
+    }
     result.scaling = crate::placement::scaling(
         placements,
         &crate::placement::Judged {
