@@ -763,7 +763,10 @@ impl<'a> Worker<'a> {
                     // The response came after this request was due: the server held it up,
                     // and it goes out at once (its latency still counts from `due`; it is
                     // late only by the time since its connection came free).
-                    self.rec.sends_held_by_busy_connection += 1;
+                    // (Not when no ticket is left: nothing is sent then.)
+                    if self.tickets != Some(0) {
+                        self.rec.sends_held_by_busy_connection += 1;
+                    }
                     let sent = Instant::now();
                     let late = micros(sent.saturating_duration_since(now));
                     self.start_request(i, due, sent, Some(Sent::Late(late)));

@@ -561,11 +561,14 @@ impl<'a> H2Worker<'a> {
         slot.next_due += open.interval;
         let due = slot.next_due;
         if due <= now {
-            self.rec.sends_held_by_busy_connection += 1;
             let sent = Instant::now();
-            self.rec
-                .sent_late(micros(sent.saturating_duration_since(now)));
-            self.request_at(i, s, due, sent);
+            // Counted only when a request went out: the last response of a run whose tickets
+            // are spent frees a slot that sends nothing.
+            if self.request_at(i, s, due, sent) {
+                self.rec.sends_held_by_busy_connection += 1;
+                self.rec
+                    .sent_late(micros(sent.saturating_duration_since(now)));
+            }
         } else {
             open.due.push(Reverse((due, i, s)));
         }
