@@ -167,6 +167,31 @@ where
     }
 }
 
+/// `-o LAYOUT` for `command`, which has a report in text and the `layouts` listed: a layout
+/// it has not is a usage error naming those it has.
+pub fn checked_layout(
+    layout: Format,
+    command: &str,
+    layouts: &[Format],
+) -> Result<Format, PlanError> {
+    if layout == Format::Text || layouts.contains(&layout) {
+        return Ok(layout);
+    }
+    let name = |f: &Format| {
+        f.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
+    };
+    let have: Vec<String> = std::iter::once(Format::Text)
+        .chain(layouts.iter().copied())
+        .map(|f| name(&f))
+        .collect();
+    Err(PlanError::Invalid(format!(
+        "-o {}: {command} has no such report (it has {})",
+        name(&layout),
+        have.join(", ")
+    )))
+}
+
 /// Where one command's document goes, read once from its output flags: a layout on stdout and
 /// the files `--json`, `--markdown` and `--html` name, with what the command adds (a run
 /// directory's own files). Every command that writes a document hands it here (hyperfine's
@@ -183,24 +208,8 @@ impl OutputPlan {
     /// The plan of `o`, for `command`, which has a report in the `layouts` listed (a layout
     /// it has not is a usage error).
     pub fn new(o: &OutputArgs, command: &str, layouts: &[Format]) -> Result<OutputPlan, PlanError> {
-        let layout = o.layout.output;
-        if layout != Format::Text && !layouts.contains(&layout) {
-            let name = |f: &Format| {
-                f.to_possible_value()
-                    .map_or_else(String::new, |v| v.get_name().to_string())
-            };
-            let have: Vec<String> = std::iter::once(Format::Text)
-                .chain(layouts.iter().copied())
-                .map(|f| name(&f))
-                .collect();
-            return Err(PlanError::Invalid(format!(
-                "-o {}: {command} has no such report (it has {})",
-                name(&layout),
-                have.join(", ")
-            )));
-        }
         Ok(OutputPlan {
-            layout,
+            layout: checked_layout(o.layout.output, command, layouts)?,
             json: o.json.json.iter().cloned().collect(),
             markdown: o.markdown.iter().cloned().collect(),
             html: o.html.html.iter().cloned().collect(),
@@ -400,6 +409,24 @@ fn slo_missed(name: &str, outcome: Option<&crate::stats::SloOutcome>) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_layout_a_command_has_no_report_in_is_refused_naming_those_it_has() {
+        let all = [Format::Json, Format::Markdown, Format::Html];
+        assert_eq!(
+            checked_layout(Format::Text, "run", &[]).ok(),
+            Some(Format::Text)
+        );
+        assert_eq!(
+            checked_layout(Format::Html, "run", &all).ok(),
+            Some(Format::Html)
+        );
+        let e = checked_layout(Format::Wrk, "report", &all).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "-o wrk: report has no such report (it has text, json, markdown, html)"
+        );
+    }
 
     #[test]
     fn advice_speaks_the_front_ends_own_flags() {

@@ -125,6 +125,9 @@ enum Sent {
     Late(u64),
     /// Before it, within the slack; latency counts from the send.
     Early(u64),
+    /// After it because the connection was busy (the server held the previous response):
+    /// late by this much since the connection came free, and counted as held.
+    Held(u64),
 }
 
 impl<'a> Worker<'a> {
@@ -416,6 +419,10 @@ impl<'a> Worker<'a> {
             match sent {
                 Sent::Late(us) => self.rec.sent_late(us),
                 Sent::Early(us) => self.rec.sent_early(us),
+                Sent::Held(us) => {
+                    self.rec.sends_held_by_busy_connection += 1;
+                    self.rec.sent_late(us)
+                }
             }
             if self.deferred.is_some() {
                 // The connection's next send time, known now: the timer is never armed past
@@ -763,13 +770,9 @@ impl<'a> Worker<'a> {
                     // The response came after this request was due: the server held it up,
                     // and it goes out at once (its latency still counts from `due`; it is
                     // late only by the time since its connection came free).
-                    // (Not when no ticket is left: nothing is sent then.)
-                    if self.tickets != Some(0) {
-                        self.rec.sends_held_by_busy_connection += 1;
-                    }
                     let sent = Instant::now();
                     let late = micros(sent.saturating_duration_since(now));
-                    self.start_request(i, due, sent, Some(Sent::Late(late)));
+                    self.start_request(i, due, sent, Some(Sent::Held(late)));
                 } else {
                     self.set_phase(i, Phase::Waiting);
                     self.timers.push(Reverse((due, i)));

@@ -96,13 +96,11 @@ pub(super) fn cost_sentence(c: &ComparisonResult, t: &crate::compare::TargetCost
         .into_iter()
         .flatten()
         .find_map(|c| Some(format!("{}: {}", c.name, c.withheld.as_deref()?)));
-    let versus = match (first, t.cost_per_million) {
-        (Some((f, _)), Some(_)) if f.name != t.name && withheld.is_some() => format!(
-            " (no per-dollar verdict against {}: {})",
-            f.name,
-            withheld.unwrap_or_default()
-        ),
-        (Some((f, base)), Some(v)) if f.name != t.name && base > 0.0 && v > 0.0 => {
+    let versus = match (first, t.cost_per_million, withheld) {
+        (Some((f, _)), Some(_), Some(why)) if f.name != t.name => {
+            format!(" (no per-dollar verdict against {}: {why})", f.name)
+        }
+        (Some((f, base)), Some(v), None) if f.name != t.name && base > 0.0 && v > 0.0 => {
             let d = (v / base - 1.0) * 100.0;
             format!(
                 " ({:.1}% {} than {}: {:.2}x its requests per dollar{})",

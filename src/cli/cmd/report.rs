@@ -2,7 +2,7 @@
 
 use crate::cli::args::ReportArgs;
 use crate::cli::flags::Format;
-use crate::cli::output::{write_as, write_html, write_stdout};
+use crate::cli::output::{checked_layout, write_as, write_html, write_stdout};
 
 pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
     use crate::document::Document;
@@ -11,13 +11,11 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
     for f in &a.files {
         docs.push((f, crate::document::read(f)?));
     }
-    if a.layout.output == Format::Wrk {
-        return Err(crate::cli::PlanError::Invalid(
-            "-o wrk: report has no such layout (it is k8s load's); text, json, markdown or html"
-                .into(),
-        )
-        .into());
-    }
+    let layout = checked_layout(
+        a.layout.output,
+        "report",
+        &[Format::Json, Format::Markdown, Format::Html],
+    )?;
     if a.html.html.is_some() || a.svg.is_some() {
         let html_docs: Vec<HtmlDoc> = docs
             .into_iter()
@@ -37,7 +35,7 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     for (_, doc) in docs {
-        write_stdout(|out| write_as(&doc, a.layout.output, out))?;
+        write_stdout(|out| write_as(&doc, layout, out))?;
     }
     Ok(0)
 }
