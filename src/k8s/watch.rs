@@ -72,6 +72,8 @@ struct PodState {
     /// The latest reading of its cgroup, and CPU carried over from earlier cgroups.
     latest: Option<CgroupReading>,
     carried: CgroupTotals,
+    /// How many readings were taken.
+    reads: u64,
     phase: Phase,
 }
 
@@ -99,6 +101,7 @@ impl PodState {
             node: node_of(pod),
             latest: None,
             carried: CgroupTotals::default(),
+            reads: 0,
             phase: Phase::Followed,
         }
     }
@@ -113,6 +116,7 @@ impl PodState {
             self.carried.system_usec += last.system_usec.unwrap_or(0);
         }
         self.latest = Some(r);
+        self.reads += 1;
     }
 
     /// Its cumulative counters for a sample.
@@ -140,6 +144,7 @@ impl PodState {
                 _ => 0,
             },
             live,
+            reads: self.reads,
             not_measured: match &self.phase {
                 Phase::Lost(why) => Some(why.clone()),
                 Phase::Followed | Phase::Gone => None,

@@ -140,6 +140,8 @@ pub struct PodSample {
     pub memory_bytes: u64,
     /// Its counters are current: read since the last sample's time, the pod still there.
     pub live: bool,
+    /// How many readings of its counters were taken so far.
+    pub reads: u64,
     /// Why its counters miss part of its time, when they do.
     pub not_measured: Option<String>,
 }
@@ -378,6 +380,10 @@ struct PodTally {
     seen: Option<(Instant, Instant)>,
 }
 
+/// Why a pod's CPU over the run is not measured when its counters were read only before it.
+const UNREAD: &str =
+    "its counters were read only at the run's start, and it went before the next reading";
+
 impl Tally {
     /// The tally of the run's first sample.
     fn new(first: ResourceSample, started: Instant) -> Tally {
@@ -417,12 +423,15 @@ impl Tally {
             .map(|p| {
                 // A pod the first sample lacks appeared during the run: its cgroup's counters
                 // began with it.
-                let (user0, system0) = self
-                    .first
-                    .pods
-                    .iter()
-                    .find(|f| f.name == p.name)
-                    .map_or((0.0, 0.0), |f| (f.cpu_user_s, f.cpu_system_s));
+                let first = self.first.pods.iter().find(|f| f.name == p.name);
+                let (user0, system0) = first.map_or((0.0, 0.0), |f| (f.cpu_user_s, f.cpu_system_s));
+                // Read at the start and gone before its next reading: what it used during the
+                // run is unknown, not zero.
+                let unread = first.is_some_and(|f| f.reads == p.reads) && !p.live;
+                let not_measured = match &p.not_measured {
+                    None if unread => Some(UNREAD.to_string()),
+                    why => why.clone(),
+                };
                 let cpu_user_s = (p.cpu_user_s - user0).max(0.0);
                 let cpu_system_s = (p.cpu_system_s - system0).max(0.0);
                 let tally = self.pods.get(&p.name);
@@ -436,7 +445,7 @@ impl Tally {
                     peak_memory_bytes: tally.map_or(0, |t| t.peak),
                     seen_from_s: seen.map(|(from, _)| since(from)),
                     seen_until_s: seen.map(|(_, until)| since(until)),
-                    not_measured: p.not_measured.clone(),
+                    not_measured,
                 }
             })
             .collect()
@@ -763,13 +772,14 @@ mod tests {
 
     #[test]
     fn each_pod_counts_from_the_first_sample_or_from_its_start() {
-        let pod = |name: &str, cpu_s: f64, live: bool| PodSample {
+        let pod = |name: &str, cpu_s: f64, live: bool, reads: u64| PodSample {
             name: name.into(),
             node: Some("aks-arm-0".into()),
             cpu_user_s: cpu_s,
             cpu_system_s: cpu_s / 4.0,
             memory_bytes: if live { 4 << 20 } else { 0 },
             live,
+            reads,
             not_measured: None,
         };
         let with = |pods: Vec<PodSample>| ResourceSample {
@@ -779,25 +789,39 @@ mod tests {
             ..ResourceSample::default()
         };
         let t0 = Instant::now();
-        // Pod a ran before the run (5 CPU s already); b replaces it a second in.
-        let mut tally = Tally::new(with(vec![pod("a", 5.0, true)]), t0);
+        // Pod a ran before the run (5 CPU s already); b replaces it a second in. Pod c was
+        // read at the start and went before its next reading.
+        let first = with(vec![pod("a", 5.0, true, 3), pod("c", 2.0, true, 7)]);
+        let mut tally = Tally::new(first, t0);
         let t1 = t0 + Duration::from_secs(1);
-        let both = with(vec![pod("a", 6.0, true), pod("b", 0.5, true)]);
+        let both = with(vec![
+            pod("a", 6.0, true, 4),
+            pod("c", 2.0, false, 7),
+            pod("b", 0.5, true, 1),
+        ]);
         tally.take(&both, t1);
         let t2 = t0 + Duration::from_secs(2);
-        let replaced = with(vec![pod("a", 6.0, false), pod("b", 1.5, true)]);
+        let replaced = with(vec![
+            pod("a", 6.0, false, 4),
+            pod("c", 2.0, false, 7),
+            pod("b", 1.5, true, 2),
+        ]);
         tally.take(&replaced, t2);
         tally.last = (replaced, t2);
         let pods = tally.pods();
-        assert_eq!(pods.len(), 2);
-        let (a, b) = (&pods[0], &pods[1]);
+        assert_eq!(pods.len(), 3);
+        let (a, c, b) = (&pods[0], &pods[1], &pods[2]);
         assert_eq!((a.cpu_user_s, a.cpu_system_s), (1.0, 0.25));
         assert_eq!(a.cpu_s, 1.25);
         assert_eq!((b.cpu_user_s, b.cpu_s), (1.5, 1.875));
         assert_eq!((a.seen_from_s, a.seen_until_s), (Some(0.0), Some(1.0)));
         assert_eq!((b.seen_from_s, b.seen_until_s), (Some(1.0), Some(2.0)));
         assert_eq!(a.peak_memory_bytes, 4 << 20);
-        // Both at once held twice one pod's memory.
+        // Gone after a reading during the run: measured. Never read after the start: its
+        // 0 would be invented, so it says why it is not measured.
+        assert_eq!((&a.not_measured, &b.not_measured), (&None, &None));
+        assert_eq!(c.not_measured.as_deref(), Some(UNREAD));
+        // Two pods at once (a and c, then a and b) held twice one pod's memory.
         assert_eq!(tally.peak, 8 << 20);
     }
 

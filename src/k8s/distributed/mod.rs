@@ -8,12 +8,13 @@
 //! `job` builds the Job, `workers` talks to them (`agent_protocol`'s controller half),
 //! `orchestrate` runs one Job phase by phase, `limiter` says who set the ceiling.
 
+mod arrivals;
 mod job;
 mod limiter;
 mod orchestrate;
 mod workers;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::batch::v1::Job;
@@ -27,6 +28,7 @@ use super::client::api_error;
 use super::load::LoadTarget;
 use super::{Cluster, K8sError};
 use crate::stats::RunResult;
+use crate::stop::Stop;
 use job::new_token;
 use orchestrate::JobRun;
 use workers::call;
@@ -117,7 +119,7 @@ pub fn run(
     how: &InCluster,
     load: &WholeLoad,
     progress: &(dyn Fn(&str) + Sync),
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<Distributed, K8sError> {
     let jobs_api: Api<Job> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
     let name = format!(

@@ -5,34 +5,28 @@
 //! monitors (which block on the same runtime) can run beside it.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::LogParams;
-use kube::{Api, ResourceExt};
+use kube::Api;
 
+use super::arrivals::{job_pod_events, Ready, WorkersEnded, WorkersReady};
 use super::job::{start_ahead, FINISH_GRACE};
 use super::limiter::limiter;
-use super::workers::{
-    blocked, call, control, ended, job_pods, lost_worker, phase, worker_name, API_DEADLINE,
-};
-use super::{Distributed, InCluster, WholeLoad, JOB_LABEL};
+use super::workers::{call, control, ended, lost_worker, worker_name, API_DEADLINE};
+use super::{Distributed, InCluster, WholeLoad};
 use crate::agent_protocol::{self as protocol, RESULT_PREFIX};
 use crate::k8s::client::api_error;
 use crate::k8s::load::LoadTarget;
+use crate::k8s::wait::Wait;
 use crate::k8s::{Cluster, K8sError};
 use crate::monitor::Monitor;
 use crate::stats::{LostSource, NamedResult, RunResult, ServerUsage};
+use crate::stop::Stop;
 
-/// How often the workers' pods are looked at.
-const POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// How many starts go out at once.
 const START_FANOUT: usize = 32;
-
-/// Ready workers: completion index → the pod that was found ready (a replacement pod with the
-/// same index never gets the start, so it never counts).
-type Ready = BTreeMap<u32, String>;
 
 /// A worker's result as it printed it, with when it started.
 struct WorkerResult {
@@ -62,7 +56,7 @@ pub(super) struct JobRun<'a> {
     pub how: &'a InCluster,
     pub load: &'a WholeLoad,
     pub progress: &'a (dyn Fn(&str) + Sync),
-    pub stop: &'a AtomicBool,
+    pub stop: &'a Stop,
 }
 
 impl JobRun<'_> {
@@ -88,89 +82,22 @@ impl JobRun<'_> {
     }
 
     /// Every worker running and answering on its control endpoint: no one sends before all
-    /// are ready. A list that fails is tried again until the deadline.
+    /// are ready. The watch of the Job's pods resumes on its own when it fails.
     fn wait_ready(&self) -> Result<Ready, K8sError> {
-        let (label, n) = (self.label(), self.how.workers as usize);
-        let deadline = Instant::now() + self.how.ready_timeout;
-        let mut ready = Ready::new();
-        let mut told = 0;
-        let mut last_error = None;
-        loop {
-            if self.stop.load(Ordering::Relaxed) {
-                return Err(K8sError::Interrupted(format!(
-                    "waiting for the load workers of {label} (their Job is deleted)"
-                )));
-            }
-            let pods = call(
-                self.runtime,
-                "listing the load pods",
-                job_pods(self.cluster, self.name),
-            )
-            .unwrap_or_else(|e| {
-                last_error = Some(e.to_string());
-                Vec::new()
-            });
-            for (i, p) in pods {
-                if p.metadata.deletion_timestamp.is_none() {
-                    self.note_if_ready(i, &p, &mut ready)?;
-                }
-            }
-            if ready.len() != told {
-                told = ready.len();
-                (self.progress)(&format!("{label}: {told}/{n} load workers ready"));
-            }
-            if ready.len() == n {
-                return Ok(ready);
-            }
-            if Instant::now() >= deadline {
-                return Err(self.not_ready_in_time(ready.len(), last_error));
-            }
-            std::thread::sleep(POLL);
-        }
-    }
-
-    /// Adds worker `i` to `ready` once its pod runs and its endpoint says so; a pod that
-    /// cannot run, or ended already, is an error.
-    fn note_if_ready(&self, i: u32, p: &Pod, ready: &mut Ready) -> Result<(), K8sError> {
-        let what = || format!("load worker {i} of {} (pod {})", self.label(), p.name_any());
-        if let Some(why) = blocked(p) {
-            return Err(K8sError::Failed {
-                what: what(),
-                message: why,
-            });
-        }
-        if matches!(phase(p), "Failed" | "Succeeded") {
-            return Err(K8sError::Failed {
-                what: what(),
-                message: format!("it ended before the start: {}", ended(p)),
-            });
-        }
-        let pod = p.name_any();
-        if phase(p) == "Running" && ready.get(&i) != Some(&pod) {
-            let answer = call(
-                self.runtime,
-                "asking a worker",
-                control(self.cluster, &pod, None, protocol::READY),
-            );
-            if answer.is_ok_and(|text| protocol::is_ready(&text)) {
-                ready.insert(i, pod);
-            }
-        }
-        Ok(())
-    }
-
-    fn not_ready_in_time(&self, ready: usize, last_error: Option<String>) -> K8sError {
-        let n = self.how.workers;
-        K8sError::Timeout {
-            seconds: self.how.ready_timeout.as_secs(),
-            what: format!("the load workers of {} ({ready} of {n} ready)", self.label()),
-            advice: format!(
-                "see `kubectl get pods -n {} -l {JOB_LABEL}={}`{}; fewer --workers or a --node-selector may help",
-                self.cluster.namespace,
-                self.name,
-                last_error.map(|e| format!(" (last API error: {e})")).unwrap_or_default()
-            ),
-        }
+        let n = self.how.workers as usize;
+        let timeout = self.how.ready_timeout;
+        let mut ready = WorkersReady::new(self.cluster, self.label(), self.name, n, timeout);
+        let mut say = |line: &str| (self.progress)(line);
+        let wait = Wait {
+            waiting_for: "the load workers (their Job is deleted)",
+            deadline: tokio::time::Instant::now() + timeout,
+            stop: self.stop,
+            progress: &mut say,
+        };
+        let events = job_pod_events(self.cluster, self.name);
+        let all = self.runtime.block_on(wait.until(events, &mut ready))?;
+        (self.progress)(&format!("{}: {n}/{n} load workers ready", self.label()));
+        Ok(all)
     }
 
     /// The pods behind the target, watched from the start instant on.
@@ -258,40 +185,55 @@ impl JobRun<'_> {
         let load_end = start.max(Instant::now()) + self.load.duration;
         let mut end = load_end + self.load.timeout + FINISH_GRACE;
         let mut monitors = Some(monitors);
-        let mut ends = Ends {
-            pods: BTreeMap::new(),
-            usage: Vec::new(),
-            interrupted: false,
-        };
+        let mut usage = Vec::new();
+        let mut events = job_pod_events(self.cluster, self.name);
+        let mut ends = WorkersEnded::new(ready, tokio::time::Instant::now());
+        // After the stop the workers are told to stop; the wait for what they measured goes
+        // on, no longer stoppable.
+        let (calm, mut interrupted) = (Stop::new(), false);
         loop {
-            if self.stop.load(Ordering::Relaxed) && !ends.interrupted {
-                ends.interrupted = true;
-                self.stop_workers(ready);
-                end = end.min(Instant::now() + self.load.timeout + FINISH_GRACE);
-            }
-            let listed = call(
-                self.runtime,
-                "listing the load pods",
-                job_pods(self.cluster, self.name),
-            );
-            for (i, p) in listed.into_iter().flatten() {
-                // Only the pod that was started counts: a replacement never got the start.
-                if ready.get(&i) == Some(&p.name_any())
-                    && matches!(phase(&p), "Succeeded" | "Failed")
-                {
-                    ends.pods.insert(i, p);
+            // While the load runs, until its end (the nginx pods' figures end there); then
+            // until every worker ended.
+            let until = if monitors.is_some() { load_end } else { end };
+            ends.until = tokio::time::Instant::from_std(until.min(end));
+            let mut quiet = |_: &str| {};
+            let wait = Wait {
+                waiting_for: "the load workers' ends",
+                deadline: ends.until,
+                stop: if interrupted { &calm } else { self.stop },
+                progress: &mut quiet,
+            };
+            let waited = self.runtime.block_on(wait.until(&mut events, &mut ends));
+            let mut failed = false;
+            match waited {
+                Err(K8sError::Interrupted(_)) => {
+                    interrupted = true;
+                    self.stop_workers(ready);
+                    end = end.min(Instant::now() + self.load.timeout + FINISH_GRACE);
                 }
+                Err(e) => {
+                    (self.progress)(&format!(
+                        "{}: {e}; collecting what the workers printed",
+                        self.label()
+                    ));
+                    failed = true;
+                }
+                Ok(()) => {}
             }
-            let done = ends.pods.len() == ready.len() || Instant::now() >= end;
-            if done || ends.interrupted || Instant::now() >= load_end {
+            let now = Instant::now();
+            let done = ends.all() || now >= end || failed;
+            if done || interrupted || now >= load_end {
                 if let Some(ms) = monitors.take() {
-                    ends.usage = ms.into_iter().map(Monitor::finish).collect();
+                    usage = ms.into_iter().map(Monitor::finish).collect();
                 }
             }
             if done {
-                return ends;
+                return Ends {
+                    pods: ends.pods,
+                    usage,
+                    interrupted,
+                };
             }
-            std::thread::sleep(POLL);
         }
     }
 

@@ -5,11 +5,8 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
-use kube::Api;
 
-use super::job::index_of;
-use super::{InCluster, WholeLoad, JOB_LABEL};
+use super::{InCluster, WholeLoad};
 use crate::agent_protocol::{CONTROL_PORT, TOKEN_HEADER};
 use crate::engine::Part;
 use crate::k8s::client::api_error;
@@ -67,19 +64,6 @@ pub(super) fn call<T>(
                 advice: "the API server did not answer; check `kubectl get --raw /readyz`".into(),
             })
         })
-}
-
-/// Every pod of a job with its completion index (a failed worker's replacement too).
-pub(super) async fn job_pods(cluster: &Cluster, job: &str) -> Result<Vec<(u32, Pod)>, K8sError> {
-    let pods = Api::<Pod>::namespaced(cluster.client.clone(), &cluster.namespace)
-        .list(&ListParams::default().labels(&format!("{JOB_LABEL}={job}")))
-        .await
-        .map_err(|e| api_error(e, "list", "pods"))?
-        .items;
-    Ok(pods
-        .into_iter()
-        .filter_map(|p| Some((index_of(&p)?, p)))
-        .collect())
 }
 
 /// A pod's phase as the API says it (Pending until it says anything).

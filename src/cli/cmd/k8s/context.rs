@@ -6,7 +6,6 @@
 //! rate, and the one runner of in-cluster workers.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
@@ -20,6 +19,7 @@ use crate::compare::Contender;
 use crate::http::tls::PinnedCert;
 use crate::k8s::{self, Cluster, LoadSelection, LoadTarget, WholeLoad};
 use crate::placement::{Placement, PriceBasis};
+use crate::stop::Stop;
 use crate::timefmt;
 
 /// What every run of a load has, whatever its step.
@@ -161,7 +161,7 @@ impl<'a> LoadContext<'a> {
         name: &str,
         whole: &WholeLoad,
         say: &(dyn Fn(&str) + Sync),
-        stop: &AtomicBool,
+        stop: &Stop,
     ) -> anyhow::Result<crate::stats::RunResult> {
         let (Some(how), Some(target)) = (&self.how, self.targets.iter().find(|t| t.name == name))
         else {

@@ -67,7 +67,7 @@ impl InClusterRun<'_> {
         &self,
         target: &k8s::LoadTarget,
         say: &(dyn Fn(&str) + Sync),
-        stop: &std::sync::atomic::AtomicBool,
+        stop: &crate::stop::Stop,
     ) -> anyhow::Result<crate::stats::RunResult> {
         let d = k8s::distributed::run(
             self.runtime,
