@@ -198,16 +198,19 @@ pub struct Ladders {
     pub rates: Option<values::Ladder>,
 }
 
-/// `--http2` and `--streams`.
+/// `--http2`, `--http3` and `--streams`.
 #[derive(Debug, Clone, Copy, Default, Args)]
 pub struct Http2 {
     /// Speak HTTP/2: prior knowledge (h2c, nginx's `listen 80 http2;`) over http://, h2 by
     /// ALPN over https.
     #[arg(long)]
     pub http2: bool,
-    /// HTTP/2: concurrent streams per connection [default: 1]; the server's
-    /// MAX_CONCURRENT_STREAMS caps it (the report says so).
-    #[arg(long, requires = "http2", value_parser = values::count)]
+    /// Speak HTTP/3 over QUIC (https:// only: UDP to the URL's port, h3 by ALPN).
+    #[arg(long, conflicts_with = "http2")]
+    pub http3: bool,
+    /// HTTP/2 and HTTP/3: concurrent streams per connection [default: 1]; the server's
+    /// limit on concurrent streams caps it (the report says so).
+    #[arg(long, value_parser = values::count)]
     pub streams: Option<u64>,
 }
 
@@ -215,6 +218,17 @@ impl Http2 {
     /// With --http2, its streams per connection.
     pub fn streams(&self) -> Option<u64> {
         self.http2.then(|| self.streams.unwrap_or(1))
+    }
+
+    /// With --http3, its streams per connection.
+    pub fn http3_streams(&self) -> Option<u64> {
+        self.http3.then(|| self.streams.unwrap_or(1))
+    }
+
+    /// `--streams` given without a protocol that has streams: the one-line refusal.
+    pub fn stray_streams(&self) -> Option<&'static str> {
+        (self.streams.is_some() && !self.http2 && !self.http3)
+            .then_some("--streams needs --http2 or --http3 (HTTP/1.1 has no streams)")
     }
 }
 

@@ -93,6 +93,9 @@ pub fn notes_on_stderr(result: &RunResult, front: FrontEnd) {
     {
         eprintln!("archbench: TLS errors {note}");
     }
+    if let Some(note) = crate::report::quic_note(result) {
+        eprintln!("archbench: QUIC errors {note}");
+    }
     match result.limiter.side {
         LimiterSide::Client | LimiterSide::Both => eprintln!(
             "archbench: limiter: {}; {}",

@@ -8,6 +8,7 @@
 
 mod conn;
 mod h2;
+mod h3;
 pub mod hook;
 pub mod live;
 pub mod wake;
@@ -76,6 +77,15 @@ pub struct Plan<A = Addresses> {
     pub hooks: Option<Arc<dyn hook::Hooks>>,
     /// Speak HTTP/2 (prior knowledge over http://) rather than HTTP/1.x.
     pub http2: Option<Http2>,
+    /// Speak HTTP/3 over QUIC (https only; never with `http2`).
+    pub http3: Option<Http3>,
+}
+
+/// How a run speaks HTTP/3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http3 {
+    /// Concurrent request streams per QUIC connection (`--streams`).
+    pub streams: u32,
 }
 
 /// How a run speaks HTTP/2.
@@ -89,7 +99,10 @@ pub struct Http2 {
 }
 
 /// What a run offers by ALPN over https, in order of preference.
-fn alpn_offer(http2: Option<Http2>) -> &'static [&'static [u8]] {
+fn alpn_offer(http2: Option<Http2>, http3: Option<Http3>) -> &'static [&'static [u8]] {
+    if http3.is_some() {
+        return &[b"h3"];
+    }
     match http2 {
         None => &[b"http/1.1"],
         Some(Http2 {
@@ -146,6 +159,7 @@ impl Plan<Unresolved> {
             start_at: self.start_at,
             hooks: self.hooks,
             http2: self.http2,
+            http3: self.http3,
         }
     }
 }
@@ -333,10 +347,10 @@ pub fn run_from(
     raise_file_limit(plan.local_connections(), threads)?;
     let progress: Vec<WorkerProgress> = (0..threads).map(|_| WorkerProgress::default()).collect();
     let (mut collector, shippers) = live::channels(threads, start);
-    let (specs, http2) = worker_specs(plan, start, shippers)?;
+    let (specs, wire) = worker_specs(plan, start, shippers)?;
     let mut busy = WorkerBusy::new(threads);
     let results = std::thread::scope(|scope| {
-        let (handles, done) = spawn_workers(scope, specs, http2.as_ref(), stop, &progress);
+        let (handles, done) = spawn_workers(scope, specs, &wire, stop, &progress);
         let spawned = handles.iter().filter(|h| h.is_ok()).count();
         let mut watch = Watch {
             start,
@@ -404,13 +418,49 @@ fn h2_spec(plan: &Plan, tls: Option<&worker_base::TlsSetup>) -> Option<h2::H2Spe
     })
 }
 
+/// The protocol a run's workers speak, with what they send encoded once for all of them.
+enum Wire {
+    Http1,
+    Http2(h2::H2Spec),
+    Http3(h3::H3Spec),
+}
+
+/// What an HTTP/3 run's workers share: the request's frames and the control stream encoded
+/// once, and the QUIC client configuration (TLS 1.3, ALPN h3) over the run's TLS settings.
+fn h3_spec(plan: &Plan, h: Http3, tls: &worker_base::TlsSetup) -> Result<h3::H3Spec, EngineError> {
+    let fields = crate::http::h2::hpack::request_fields(
+        &plan.request,
+        &plan.target,
+        true,
+        plan.basic_auth.clone(),
+    );
+    let request = crate::http::h3::encode_request(&fields, &plan.request.body)
+        .map_err(|e| EngineError::Tls(tls::TlsSetupError::Settings(e.to_string())))?;
+    let crypto = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls.config.clone())
+        .map_err(|e| {
+            EngineError::Tls(tls::TlsSetupError::Settings(format!(
+                "QUIC needs TLS 1.3 with TLS_AES_128_GCM_SHA256: {e}"
+            )))
+        })?;
+    let mut quic = quinn_proto::ClientConfig::new(Arc::new(crypto));
+    quic.transport_config(Arc::new(h3::transport()));
+    Ok(h3::H3Spec {
+        request: request.as_bytes().into(),
+        head: request.is_head(),
+        control: crate::http::h3::control_stream().into(),
+        streams: h.streams,
+        quic,
+        server_name: plan.target.host.clone(),
+    })
+}
+
 /// One spec per worker thread: its share of the connections, its place in the open-loop
 /// schedule and of a count-bounded load, and the request encoded once for all of them.
 fn worker_specs(
     plan: &Plan,
     start: Instant,
     shippers: Vec<live::IntervalShipper>,
-) -> Result<(Vec<worker_base::WorkerSpec>, Option<h2::H2Spec>), EngineError> {
+) -> Result<(Vec<worker_base::WorkerSpec>, Wire), EngineError> {
     let threads = shippers.len();
     let local_connections = plan.local_connections();
     let request: Arc<[u8]> = plan
@@ -419,12 +469,19 @@ fn worker_specs(
         .into();
     let tls = match plan.target.scheme {
         Scheme::Https => Some(worker_base::TlsSetup {
-            config: tls::client_config(plan.insecure, &plan.tls, alpn_offer(plan.http2))?,
+            config: tls::client_config(
+                plan.insecure,
+                &plan.tls,
+                alpn_offer(plan.http2, plan.http3),
+            )?,
             name: tls::server_name(&plan.target.host)?,
         }),
         Scheme::Http => None,
     };
-    let http2 = h2_spec(plan, tls.as_ref());
+    let wire = match (plan.http3, &tls) {
+        (Some(h), Some(t)) => Wire::Http3(h3_spec(plan, h, t)?),
+        _ => h2_spec(plan, tls.as_ref()).map_or(Wire::Http1, Wire::Http2),
+    };
     let part = plan.part;
     let mut first_conn = 0;
     let mut specs = Vec::with_capacity(threads);
@@ -476,7 +533,7 @@ fn worker_specs(
         });
         first_conn += conns;
     }
-    Ok((specs, http2))
+    Ok((specs, wire))
 }
 
 type WorkerHandle<'scope> = Result<
@@ -484,12 +541,12 @@ type WorkerHandle<'scope> = Result<
     EngineError,
 >;
 
-/// Starts one thread per spec, each on the worker of the run's protocol (HTTP/2 when `http2`
-/// says what it sends); each says on the returned channel when it has ended.
+/// Starts one thread per spec, each on the worker of the run's protocol; each says on the
+/// returned channel when it has ended.
 fn spawn_workers<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     specs: Vec<worker_base::WorkerSpec>,
-    http2: Option<&h2::H2Spec>,
+    wire: &Wire,
     stop: &'env AtomicBool,
     progress: &'env [WorkerProgress],
 ) -> (Vec<WorkerHandle<'scope>>, mpsc::Receiver<()>) {
@@ -500,14 +557,23 @@ fn spawn_workers<'scope, 'env>(
         .enumerate()
         .map(|(w, (spec, prog))| {
             let done = done_tx.clone();
-            let http2 = http2.cloned();
+            let wire = match wire {
+                Wire::Http1 => Wire::Http1,
+                Wire::Http2(h) => Wire::Http2(h.clone()),
+                Wire::Http3(h) => Wire::Http3(h.clone()),
+            };
             std::thread::Builder::new()
                 .name(format!("archbench-worker-{w}"))
                 .spawn_scoped(scope, move || {
-                    // HTTP/2 has a worker of its own; the HTTP/1.1 one is untouched by it.
-                    let r = match http2 {
-                        Some(h2) => h2::H2Worker::new(spec, h2, stop, prog).and_then(|w| w.run()),
-                        None => worker::Worker::new(spec, stop, prog).and_then(|w| w.run()),
+                    // Each protocol has a worker of its own, all in the one worker loop.
+                    let r = match wire {
+                        Wire::Http2(h2) => {
+                            h2::H2Worker::new(spec, h2, stop, prog).and_then(|w| w.run())
+                        }
+                        Wire::Http3(h3) => {
+                            h3::H3Worker::new(spec, h3, stop, prog).and_then(|w| w.run())
+                        }
+                        Wire::Http1 => worker::Worker::new(spec, stop, prog).and_then(|w| w.run()),
                     };
                     let _ = done.send(());
                     r
@@ -737,8 +803,9 @@ impl<A> Plan<A> {
             pinned_cert: self.tls.pinned.as_ref().map(|p| p.path.clone()),
             tls_version: self.tls.version.map(|v| v.number().to_string()),
             http2_streams: self.http2.map(|h| h.streams),
+            http3_streams: self.http3.map(|h| h.streams),
             alpn: (self.target.scheme == Scheme::Https).then(|| {
-                alpn_offer(self.http2)
+                alpn_offer(self.http2, self.http3)
                     .iter()
                     .map(|p| String::from_utf8_lossy(p).into_owned())
                     .collect()

@@ -50,6 +50,9 @@ pub(super) trait Protocol {
     fn send(&mut self, now: Instant);
     /// Fails what ran past its timeout.
     fn expire(&mut self, now: Instant);
+    /// The run's end, before its recording is taken (a protocol that counts per connection
+    /// adds the connections still open).
+    fn finish(&mut self) {}
 }
 
 /// Runs `p` until the stop rule or `stop`; its recording and whether `stop` ended it.
@@ -119,6 +122,7 @@ pub(super) fn polled(result: io::Result<()>) -> Result<(), EngineError> {
 }
 
 fn outcome<P: Protocol>(p: &mut P, interrupted: bool, stopped_at: Instant) -> WorkerOutcome {
+    p.finish();
     p.spec().live.finish();
     WorkerOutcome {
         recording: std::mem::replace(p.recorder(), Recorder::new(None)),

@@ -5,6 +5,7 @@
 //! hot path with slices of a buffer it owns.
 
 pub mod h2;
+pub mod h3;
 mod request;
 mod response;
 mod target;

@@ -22,7 +22,7 @@ use std::io::{self, Write};
 pub use ab::AbReport;
 pub use h2load::{H2loadReport, H2loadSetup};
 pub use html::{Chart, HtmlDoc, HtmlPage, HtmlReport};
-pub use text::{ports_note, tls_failure_note, TextReport};
+pub use text::{ports_note, quic_note, tls_failure_note, TextReport};
 pub use wrk::WrkReport;
 
 use crate::compare::ComparisonResult;

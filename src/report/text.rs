@@ -20,6 +20,46 @@ pub fn ports_note(r: &RunResult) -> Option<String> {
     })
 }
 
+/// Why QUIC got nowhere, when every sign says no HTTP/3 listens: the UDP port answered with
+/// ICMP port unreachable, or nothing answered a handshake within the timeout.
+pub fn quic_note(r: &RunResult) -> Option<String> {
+    let q = r.quic.as_ref()?;
+    let count = |code: &str| {
+        q.connection_errors
+            .iter()
+            .find(|c| c.code == code)
+            .map_or(0, |c| c.count)
+    };
+    let (unreachable, silent) = (count("port_unreachable"), count("handshake_timeout"));
+    if q.handshakes > 0 || unreachable + silent == 0 {
+        return None;
+    }
+    let why = if unreachable > 0 {
+        format!(
+            "{} handshakes were answered with ICMP port unreachable",
+            grouped(unreachable)
+        )
+    } else {
+        format!(
+            "{} handshakes got no answer within the timeout",
+            grouped(silent)
+        )
+    };
+    let at = url::Url::parse(&r.plan.url)
+        .ok()
+        .and_then(|u| {
+            Some(format!(
+                "UDP port {} of {}",
+                u.port_or_known_default()?,
+                u.host_str()?
+            ))
+        })
+        .unwrap_or_else(|| format!("the UDP port of {}", r.plan.url));
+    Some(format!(
+        "{why}: no HTTP/3 at {at}; a server that offers it says so over https in an Alt-Svc: h3 header (`--http2` speaks h2 to its TCP port)"
+    ))
+}
+
 fn pacing(r: &RunResult) -> String {
     match r.plan.rate {
         Some(rate) => format!("open loop at {rate} req/s"),
@@ -143,6 +183,7 @@ impl Report<RunResult> for TextReport {
         write_errors(r, out)?;
         write_tls(r, out)?;
         write_http2(r, out)?;
+        write_quic(r, out)?;
         write_client(r, out)?;
         for s in &r.servers {
             write_server(r, s, out)?;
@@ -345,16 +386,6 @@ fn write_http2(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         ),
         _ => format!("{} streams per connection", h.streams_asked),
     };
-    let codes = |what: &str, counts: &[crate::stats::H2CodeCount]| {
-        if counts.is_empty() {
-            return String::new();
-        }
-        let each: Vec<String> = counts
-            .iter()
-            .map(|c| format!("{} {}", c.code, grouped(c.count)))
-            .collect();
-        format!("; {what} {}", each.join(", "))
-    };
     writeln!(
         out,
         "  HTTP/2     {streams}; {} GOAWAY, {} requests sent again{}{}",
@@ -363,6 +394,62 @@ fn write_http2(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         codes("streams reset", &h.resets),
         codes("connection errors", &h.connection_errors)
     )
+}
+
+/// `; WHAT code n, code n` for error codes counted, or nothing.
+fn codes(what: &str, counts: &[crate::stats::H2CodeCount]) -> String {
+    if counts.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = counts
+        .iter()
+        .map(|c| format!("{} {}", c.code, grouped(c.count)))
+        .collect();
+    format!("; {what} {}", each.join(", "))
+}
+
+/// Over HTTP/3, the QUIC line: streams per connection, handshakes, the datagrams and what the
+/// QUIC stack lost and reduced its window for, the path MTU, GOAWAYs, the requests sent
+/// again, resets and connection errors by code.
+fn write_quic(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let Some(q) = &r.quic else { return Ok(()) };
+    let mtu = match (q.path_mtu_min, q.path_mtu_max) {
+        (Some(a), Some(b)) if a == b => format!(", path MTU {a}"),
+        (Some(a), Some(b)) => format!(", path MTU {a}-{b}"),
+        _ => String::new(),
+    };
+    let failed = match q.handshakes_failed {
+        0 => String::new(),
+        n => format!(" ({} failed)", grouped(n)),
+    };
+    let dropped = match q.datagrams_dropped_by_socket {
+        0 => String::new(),
+        n => format!(", {} not taken by the socket", grouped(n)),
+    };
+    writeln!(
+        out,
+        "  QUIC       {} streams per connection; {} handshakes{failed}; datagrams {} sent, {} received{dropped}; {} packets lost, {} congestion events{mtu}",
+        q.streams_asked,
+        grouped(q.handshakes),
+        grouped(q.datagrams_sent),
+        grouped(q.datagrams_received),
+        grouped(q.packets_lost),
+        grouped(q.congestion_events),
+    )?;
+    if q.goaways + q.retried > 0 || !q.resets.is_empty() || !q.connection_errors.is_empty() {
+        writeln!(
+            out,
+            "             {} GOAWAY, {} requests sent again{}{}",
+            grouped(q.goaways),
+            grouped(q.retried),
+            codes("streams reset", &q.resets),
+            codes("connection errors", &q.connection_errors)
+        )?;
+    }
+    if let Some(note) = quic_note(r) {
+        writeln!(out, "  QUIC errors {note}")?;
+    }
+    Ok(())
 }
 
 /// Why TLS failed, in one line: how many, the main reason with what to do, the first message.

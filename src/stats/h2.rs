@@ -71,7 +71,7 @@ impl H2Figures {
 }
 
 /// Counts `n` more of `code`; a code's first count allocates its entry, later ones do not.
-fn bump(counts: &mut Vec<H2CodeCount>, code: &str, n: u64) {
+pub(super) fn bump(counts: &mut Vec<H2CodeCount>, code: &str, n: u64) {
     match counts.iter_mut().find(|c| c.code == code) {
         Some(c) => c.count += n,
         None => counts.push(H2CodeCount {

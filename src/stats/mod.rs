@@ -8,6 +8,7 @@ mod h2;
 mod histogram;
 mod latency_series;
 mod merge;
+mod quic;
 mod recorder;
 mod result;
 mod server;
@@ -23,6 +24,7 @@ pub use merge::{
     first_send_vs_schedule, merge_results, same_load, start_skew, started_at, MergeError, Merger,
     NamedResult,
 };
+pub use quic::{QuicConnectionCounts, QuicFigures};
 pub use recorder::{
     step_covered, ErrorKind, IncompatibleHistograms, Recorder, ResponseTimes, SecondSample,
     MAX_SERIES,

@@ -143,6 +143,8 @@ pub struct Recorder {
     pub tls: Option<Box<super::TlsFigures>>,
     /// Over HTTP/2: streams, resets, GOAWAYs (made by the first HTTP/2 connection).
     pub h2: Option<Box<super::H2Figures>>,
+    /// Over HTTP/3: QUIC's counters, streams, resets, GOAWAYs.
+    pub quic: Option<Box<super::QuicFigures>>,
     pub series: Vec<SecondSample>,
     /// Seconds each series sample covers: 1, doubled each time the series outgrows
     /// [`MAX_SERIES`].
@@ -224,6 +226,7 @@ impl Recorder {
             server_header: None,
             tls: None,
             h2: None,
+            quic: None,
             // Room for the expected run, grown once a second beyond it; never sized by
             // what a user typed alone (-d 100000h would ask for gigabytes).
             series: Vec::with_capacity(seconds.min(4096)),
@@ -336,6 +339,11 @@ impl Recorder {
         self.h2.get_or_insert_with(Default::default)
     }
 
+    /// Over HTTP/3: its figures, made on first use.
+    pub fn quic(&mut self) -> &mut super::QuicFigures {
+        self.quic.get_or_insert_with(Default::default)
+    }
+
     /// Over https: the TLS figures, made on first use.
     pub fn tls(&mut self) -> &mut super::TlsFigures {
         self.tls.get_or_insert_with(Default::default)
@@ -373,6 +381,9 @@ impl Recorder {
         }
         if let Some(theirs) = &other.h2 {
             self.h2.get_or_insert_with(Default::default).add(theirs);
+        }
+        if let Some(theirs) = &other.quic {
+            self.quic.get_or_insert_with(Default::default).add(theirs);
         }
         if let Some(theirs) = &other.tls {
             self.tls.get_or_insert_with(Default::default).add(theirs);

@@ -72,6 +72,10 @@ pub struct RunResult {
     /// connection errors by error code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<super::H2Figures>,
+    /// Over HTTP/3: the QUIC stack's counters (datagrams, losses, congestion, path MTU),
+    /// handshakes, GOAWAYs, retried requests, resets and connection errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<super::QuicFigures>,
     /// The full distributions, to merge or re-analyse later.
     pub histograms: Histograms,
     /// What archbench itself used (its worker threads).
@@ -338,6 +342,9 @@ pub struct PlanSummary {
     /// HTTP/2 (`--http2`): the concurrent streams asked for per connection (`--streams`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2_streams: Option<u32>,
+    /// HTTP/3 (`--http3`): the concurrent request streams asked for per connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http3_streams: Option<u32>,
     /// Over https: the application protocols offered by ALPN, in order of preference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpn: Option<Vec<String>>,
@@ -574,6 +581,7 @@ impl RunResult {
             pacing,
             tls: recorded_tls(&rec, elapsed_s),
             http2: rec.h2.as_deref().cloned(),
+            quic: rec.quic.as_deref().cloned(),
             histograms: recorded_histograms(rec, open_loop),
             client: ClientUsage::default(),
             servers: Vec::new(),
@@ -649,6 +657,7 @@ impl RunResult {
         rec.server_header.clone_from(&self.response.server);
         rec.tls = self.tls.clone().map(Box::new);
         rec.h2 = self.http2.clone().map(Box::new);
+        rec.quic = self.quic.clone().map(Box::new);
         rec.series.clone_from(&self.series);
         rec.series_step_s = self.series_step_s;
         rec.latency = latency;

@@ -1208,6 +1208,18 @@ fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
             &["load", "arm", "--in-cluster", "--prometheus", "9464"][..],
             "--in-cluster workers report only when they end",
         ),
+        (
+            &["load", "both", "--http3"][..],
+            "--http3 is not built for the cluster",
+        ),
+        (
+            &["sweep", "both", "--http3"][..],
+            "--http3 is not built for the cluster",
+        ),
+        (
+            &["load", "both", "--streams", "4"][..],
+            "--streams needs --http2",
+        ),
     ] {
         // No cluster exists at this address: a usage error must come first.
         let o = crate::util::bin()

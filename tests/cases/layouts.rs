@@ -59,6 +59,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             tls_groups: None,
             pinned_cert: None,
             http2_streams: None,
+            http3_streams: None,
             alpn: None,
             pacing_slack_us: None,
             script: None,

@@ -5,6 +5,7 @@ mod compare;
 mod embedded;
 mod faults;
 mod h2;
+mod h3;
 mod html;
 #[cfg(feature = "k8s")]
 mod k8s;

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod caddy;
 pub mod faulty;
 pub mod faulty_h2;
 pub mod kube;

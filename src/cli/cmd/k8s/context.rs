@@ -33,14 +33,29 @@ pub struct LoadShape {
 }
 
 impl LoadShape {
-    pub fn of(http: &K8sHttpArgs, threads: u64, duration: Duration, timeout: Duration) -> Self {
-        LoadShape {
+    /// The shape asked for; HTTP/3 is refused (not built for the cluster yet), as is
+    /// `--streams` without `--http2`.
+    pub fn of(
+        http: &K8sHttpArgs,
+        threads: u64,
+        duration: Duration,
+        timeout: Duration,
+    ) -> Result<Self, PlanError> {
+        if http.http2.http3 {
+            return Err(PlanError::Invalid(
+                "--http3 is not built for the cluster's loads yet; `archbench run --http3 URL` loads one server from here".into(),
+            ));
+        }
+        if let Some(why) = http.http2.stray_streams() {
+            return Err(PlanError::Invalid(why.into()));
+        }
+        Ok(LoadShape {
             threads,
             duration,
             timeout,
             http2_streams: http.streams(),
             tls: http.tls,
-        }
+        })
     }
 }
 

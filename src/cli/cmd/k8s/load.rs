@@ -32,7 +32,7 @@ pub fn load(
         prices: l.prices.prices.as_deref(),
         cost: &l.prices.cost.cost,
         out_dir: &l.out_dir.out_dir,
-        shape: LoadShape::of(&l.http, l.threads(), l.duration.duration, l.timeout.timeout),
+        shape: LoadShape::of(&l.http, l.threads(), l.duration.duration, l.timeout.timeout)?,
         command: "k8s load",
     };
     let ctx = LoadContext::new(runtime, cluster, how, &asked)?;

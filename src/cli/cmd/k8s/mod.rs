@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use self::context::LoadShape;
 use self::incluster::{in_cluster, worker_count};
 use crate::cli::k8s_args::{K8sArgs, K8sCommand, K8sSetupArgs};
 use crate::cli::output::write_stdout;
@@ -61,8 +62,12 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         K8sCommand::Load(l) => {
             plan::runs(l.runs.runs)?;
             in_cluster(&l.inside, &l.live, l.connections.connections)?;
+            LoadShape::of(&l.http, l.threads(), l.duration.duration, l.timeout.timeout)?;
         }
-        K8sCommand::Sweep(w) => drop(sweep::checked(w)?),
+        K8sCommand::Sweep(w) => {
+            sweep::checked(w)?;
+            LoadShape::of(&w.http, w.threads(), w.duration.duration, w.timeout.timeout)?;
+        }
         _ => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()

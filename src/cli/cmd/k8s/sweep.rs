@@ -104,7 +104,7 @@ pub fn sweep(
         prices: w.prices.prices.as_deref(),
         cost: &w.prices.cost.cost,
         out_dir: &w.out_dir.out_dir,
-        shape: LoadShape::of(&w.http, w.threads(), w.duration.duration, w.timeout.timeout),
+        shape: LoadShape::of(&w.http, w.threads(), w.duration.duration, w.timeout.timeout)?,
         command: "k8s sweep",
     };
     let ctx = LoadContext::new(runtime, cluster, how, &asked)?;

@@ -1,0 +1,311 @@
+//! HTTP/3 over QUIC against real Caddy (Debian's, quic-go), counted against its access log.
+
+use std::process::Stdio;
+
+use crate::util::caddy::{Caddy, CaddyConfig, CaddyLine};
+use crate::util::{
+    archbench, assert_consistent, bin, finish_within, read_json, run, stderr, stdout, LineReader,
+    PROMPTLY,
+};
+
+fn caddy() -> Option<Caddy> {
+    Caddy::start(CaddyConfig::default())
+}
+
+/// Every line of the log an HTTP/3 request answered 200.
+fn all_http3_ok(log: &[CaddyLine]) {
+    assert!(
+        log.iter().all(|l| l.proto == "HTTP/3.0" && l.status == 200),
+        "every request over HTTP/3, answered: {:?}",
+        log.iter()
+            .find(|l| l.proto != "HTTP/3.0" || l.status != 200)
+    );
+}
+
+#[test]
+fn streams_carry_exactly_the_count_caddy_logs() {
+    let Some(caddy) = caddy() else { return };
+    let url = caddy.url("/");
+    // 200 streams is above quic-go's default of 100 concurrent streams per connection: the
+    // rest wait for the server's MAX_STREAMS, and nothing is lost or doubled.
+    let mut logged = 0;
+    for streams in ["1", "10", "100", "200"] {
+        let r = run(&[
+            &url,
+            "--http3",
+            "-k",
+            "--streams",
+            streams,
+            "-n",
+            "2000",
+            "-c",
+            "4",
+            "-t",
+            "2",
+        ]);
+        assert_consistent(&r);
+        assert_eq!((r.totals.requests, r.totals.errors), (2000, 0), "{streams}");
+        assert_eq!(r.status_codes.get("200"), Some(&2000));
+        assert_eq!(r.totals.connections_opened, 4, "{streams}");
+        assert_eq!(r.plan.http3_streams, Some(streams.parse().unwrap()));
+        let q = r.quic.as_ref().expect("QUIC figures in the result");
+        assert_eq!((q.handshakes, q.handshakes_failed), (4, 0), "{streams}");
+        assert_eq!(q.streams_asked, streams.parse::<u32>().unwrap());
+        // 2,000 requests and their responses need at least as many datagrams each way.
+        assert!(q.datagrams_sent >= 2000 / 10 && q.datagrams_received >= 2000 / 10);
+        assert!(q.udp_bytes_received > 2000 * 5, "{q:?}");
+        assert!(q.path_mtu_min.is_some_and(|m| m >= 1200), "{q:?}");
+        let tls = r.tls.as_ref().expect("TLS figures");
+        assert_eq!((tls.full_handshakes, tls.alpn.as_deref()), (4, Some("h3")));
+        // The closed loop's connections were closed with H3_NO_ERROR at the end: no error.
+        assert!(q.connection_errors.is_empty(), "{q:?}");
+        crate::util::schema::assert_valid(&serde_json::to_value(&r).unwrap());
+        let log = caddy.log();
+        assert_eq!(log.len() - logged, 2000, "{streams}: Caddy logged");
+        logged = log.len();
+    }
+    all_http3_ok(&caddy.stop_and_read_log());
+}
+
+#[test]
+fn a_timed_run_counts_only_answers_and_ends_on_time() {
+    let Some(caddy) = caddy() else { return };
+    let started = std::time::Instant::now();
+    let r = run(&[
+        &caddy.url("/"),
+        "--http3",
+        "-k",
+        "--streams",
+        "10",
+        "-d",
+        "1s",
+        "-c",
+        "8",
+    ]);
+    let took = started.elapsed();
+    assert_consistent(&r);
+    let log = caddy.stop_and_read_log();
+    all_http3_ok(&log);
+    let counted = r.totals.requests;
+    assert!(counted > 0 && r.totals.errors == 0);
+    // Requests in flight at the deadline were answered too late to count: at most one per
+    // stream slot more in the log than counted.
+    let logged = log.len() as u64;
+    assert!(
+        counted <= logged && logged <= counted + 8 * 10,
+        "counted {counted}, Caddy logged {logged}"
+    );
+    assert!(took.as_secs_f64() < 5.0, "a 1 s run took {took:?}");
+}
+
+#[test]
+fn a_ten_mebibyte_body_flows_through_quic_flow_control() {
+    let Some(caddy) = Caddy::start(CaddyConfig {
+        files: &[("big", 10 << 20)],
+        ..CaddyConfig::default()
+    }) else {
+        return;
+    };
+    let r = run(&[
+        &caddy.url("/big"),
+        "--http3",
+        "-k",
+        "--streams",
+        "2",
+        "-n",
+        "12",
+        "-c",
+        "2",
+    ]);
+    assert_consistent(&r);
+    assert_eq!((r.totals.requests, r.totals.errors), (12, 0));
+    assert_eq!(r.totals.body_bytes, 12 * (10 << 20));
+    let log = caddy.stop_and_read_log();
+    all_http3_ok(&log);
+    assert_eq!(log.len(), 12);
+    assert!(log.iter().all(|l| l.uri == "/big" && l.size == 10 << 20));
+}
+
+#[test]
+fn an_untrusted_or_unpinned_certificate_fails_with_its_reason() {
+    let Some(caddy) = caddy() else { return };
+    let url = caddy.url("/");
+    let o = archbench(&[
+        "run", &url, "--http3", "-n", "10", "-c", "2", "-q", "-o", "json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["totals"]["requests"], 0);
+    assert_eq!(doc["errors"]["tls"], 10, "{}", doc["errors"]);
+    assert_eq!(
+        doc["totals"]["connections_opened"], 0,
+        "no handshake completed"
+    );
+    assert_eq!(
+        doc["tls"]["failures"][0]["reason"], "untrusted_certificate",
+        "{}",
+        doc["tls"]
+    );
+    assert!(doc["quic"]["handshakes_failed"].as_u64().unwrap() >= 2);
+    let said = stderr(&o);
+    assert!(said.contains("-k/--insecure skips verification"), "{said}");
+    crate::util::schema::assert_valid(&doc);
+
+    // The one certificate pinned is accepted; another (the file of a different server's)
+    // is refused as not the pinned one.
+    let cert = caddy.cert();
+    let r = run(&[
+        &url,
+        "--http3",
+        "--pinned-cert",
+        cert.to_str().unwrap(),
+        "-n",
+        "20",
+        "-c",
+        "2",
+    ]);
+    assert_eq!((r.totals.requests, r.totals.errors), (20, 0));
+    let Some(other) = caddy_other() else { return };
+    let o = archbench(&[
+        "run",
+        &url,
+        "--http3",
+        "--pinned-cert",
+        other.cert().to_str().unwrap(),
+        "-n",
+        "4",
+        "-c",
+        "1",
+        "-q",
+        "-o",
+        "json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        doc["tls"]["failures"][0]["reason"], "not_pinned",
+        "{}",
+        doc["tls"]
+    );
+    drop(other);
+    let log = caddy.stop_and_read_log();
+    assert_eq!(
+        log.len(),
+        20,
+        "only the pinned run's requests reached Caddy"
+    );
+}
+
+/// A second Caddy, for its certificate.
+fn caddy_other() -> Option<Caddy> {
+    caddy()
+}
+
+#[test]
+fn a_server_without_http3_is_said_in_one_line() {
+    let Some(caddy) = Caddy::start(CaddyConfig {
+        protocols: "h1 h2",
+        ..CaddyConfig::default()
+    }) else {
+        return;
+    };
+    let o = archbench(&[
+        "run",
+        &caddy.url("/"),
+        "--http3",
+        "-k",
+        "-n",
+        "4",
+        "-c",
+        "1",
+        "--timeout",
+        "2s",
+        "-q",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["totals"]["requests"], 0);
+    assert_eq!(doc["errors"]["connect"], 4, "{}", doc["errors"]);
+    let said = stderr(&o);
+    assert!(
+        said.contains("no HTTP/3") && said.contains("UDP"),
+        "one line says so: {said}"
+    );
+    assert!(caddy.stop_and_read_log().is_empty());
+}
+
+#[test]
+fn ctrl_c_mid_run_keeps_what_was_measured() {
+    let Some(caddy) = caddy() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let mut child = bin()
+        .args([
+            "run",
+            &caddy.url("/"),
+            "--http3",
+            "-k",
+            "-c",
+            "4",
+            "-d",
+            "60s",
+            "--json",
+        ])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = LineReader::new(child.stderr.take().unwrap());
+    err.wait_for("requests", PROMPTLY);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(130));
+    let doc = read_json(&file);
+    assert_eq!(doc["interrupted"], true);
+    let counted = doc["totals"]["requests"].as_u64().unwrap();
+    let log = caddy.stop_and_read_log();
+    assert!(
+        counted > 0 && counted <= log.len() as u64,
+        "{counted} vs {}",
+        log.len()
+    );
+    assert!(doc["quic"]["handshakes"].as_u64().unwrap() == 4);
+}
+
+#[test]
+fn http3_flags_that_do_not_combine_are_usage_errors() {
+    for (args, says) in [
+        (
+            &["https://127.0.0.1:9/", "--http3", "--http2"][..],
+            "--http2",
+        ),
+        (&["http://127.0.0.1:9/", "--http3"], "https://"),
+        (
+            &["https://127.0.0.1:9/", "--http3", "--streams", "0"],
+            "--streams",
+        ),
+        (
+            &["https://127.0.0.1:9/", "--http3", "--rate", "100"],
+            "--rate",
+        ),
+        (
+            &["https://127.0.0.1:9/", "--http3", "--no-keepalive"],
+            "--no-keepalive",
+        ),
+        (
+            &["https://127.0.0.1:9/", "--http3", "--tls-version", "1.2"],
+            "TLS 1.3",
+        ),
+    ] {
+        let mut argv = vec!["run", "-n", "1", "-c", "1"];
+        argv.extend_from_slice(args);
+        let out = archbench(&argv);
+        assert_eq!(out.status.code(), Some(2), "{argv:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(says), "{argv:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+}
