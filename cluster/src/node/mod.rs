@@ -254,12 +254,8 @@ fn observe(agent: &Arc<Agent>, p: Pod) {
     let Some(uid) = p.metadata.uid.clone() else {
         return;
     };
-    let value = match serde_json::to_value(&p) {
-        Ok(v) => v,
-        Err(_) => return,
-    };
     if let Some(rt) = lock(&agent.pods).get(&uid).cloned() {
-        rt.observe(value);
+        rt.observe(p.metadata);
         return;
     }
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -268,13 +264,13 @@ fn observe(agent: &Arc<Agent>, p: Pod) {
     }
     if p.metadata.deletion_timestamp.is_some() {
         // Never started here: nothing to stop; the object can go.
-        tokio::spawn(pod_lifecycle::finalize_unstarted(agent.clone(), value));
+        tokio::spawn(pod_lifecycle::finalize_unstarted(agent.clone(), p.metadata));
         return;
     }
-    match PodRuntime::new(agent, &value) {
+    match PodRuntime::new(agent, &p) {
         Ok(rt) => {
             lock(&agent.pods).insert(uid, rt.clone());
-            tokio::spawn(pod_lifecycle::run(agent.clone(), rt, value));
+            tokio::spawn(pod_lifecycle::run(agent.clone(), rt, Arc::new(p)));
         }
         Err(e) => eprintln!("node agent: cannot start pod {uid}: {e}"),
     }
