@@ -47,6 +47,17 @@ pub enum ClusterError {
     Certificate(#[from] rcgen::Error),
     #[error("{0}")]
     Invalid(String),
+    /// A pod bound to a node whose object the node agent cannot read as a Pod.
+    #[error(
+        "pod {pod} does not read as a Kubernetes Pod ({source}); this node agent does not run \
+         it: its object has a field of another type than Kubernetes' Pod schema gives (see \
+         kubectl get pod -o yaml)"
+    )]
+    UnreadablePod {
+        pod: String,
+        #[source]
+        source: serde_json::Error,
+    },
     /// A SPDY/3.1 peer (kubectl port-forward) sent what the protocol does not allow.
     #[error("SPDY: {0}")]
     Spdy(String),

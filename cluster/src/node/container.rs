@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
@@ -34,10 +35,6 @@ pub enum Ended {
     Failed,
     /// The pod is stopping.
     Stopped,
-}
-
-fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 /// The restart back-off before restart number `n` (0-based): none for the first, then
@@ -144,8 +141,8 @@ fn pod_mounts(agent: &Agent, rt: &PodRuntime, own_root: bool) -> io::Result<Vec<
 async fn prepare(
     agent: &Agent,
     rt: &PodRuntime,
-    pod: &Value,
-    spec: &Value,
+    pod: &Pod,
+    spec: &Container,
     image: &Image,
 ) -> Result<Prepared, PrepareError> {
     if let Some(e) = &rt.cgroup_error {
@@ -167,24 +164,23 @@ async fn prepare(
     let mounts = volumes::container_mounts(spec, &vols)
         .map_err(|m| ("CreateContainerError", m, "Failed"))?;
     let mut with_status = pod.clone();
-    with_status["status"]["podIP"] = json!(rt.ip.to_string());
-    with_status["status"]["hostIP"] = json!(rt.host_ip);
-    with_status["spec"]["nodeName"] = json!(agent.spec.name);
+    let status = with_status.status.get_or_insert_with(Default::default);
+    status.pod_ip = Some(rt.ip.to_string());
+    status.host_ip = Some(rt.host_ip.clone());
+    with_status
+        .spec
+        .get_or_insert_with(Default::default)
+        .node_name = Some(agent.spec.name.clone());
     let env = volumes::environment(agent, &with_status, spec, &rt.hostname)
         .await
         .map_err(|m| ("CreateContainerConfigError", m, "Failed"))?;
-    let strings = |k: &str| -> Vec<String> {
-        spec.get(k)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str())
-                    .map(|s| volumes::expand(s, &env))
-                    .collect()
-            })
-            .unwrap_or_default()
+    let strings = |list: &Option<Vec<String>>| -> Vec<String> {
+        list.iter()
+            .flatten()
+            .map(|s| volumes::expand(s, &env))
+            .collect()
     };
-    let argv = argv(image, strings("command"), strings("args"));
+    let argv = argv(image, strings(&spec.command), strings(&spec.args));
     let own_root = matches!(image, Image::Arm64Nginx { .. });
     let mut m = image_mounts(image);
     m.extend(mounts);
@@ -192,14 +188,14 @@ async fn prepare(
         pod_mounts(agent, rt, own_root)
             .map_err(|e| ("CreateContainerError", e.to_string(), "Failed"))?,
     );
-    let workdir = spec["workingDir"].as_str().unwrap_or("/").to_string();
+    let workdir = spec.working_dir.as_deref().unwrap_or("/").to_string();
     let emulated = match image {
         Image::Arm64Nginx { root, .. } => Some(emulated_root(agent, rt, spec, root)?),
         _ => None,
     };
     let cgroup_procs = match &rt.cgroup {
         Some(cg) => {
-            let own = cg.container(str_at(spec, "/name"));
+            let own = cg.container(&spec.name);
             own.create()
                 .map_err(|e| ("CreateContainerError", e.to_string(), "Failed"))?;
             own.procs_files()
@@ -208,8 +204,8 @@ async fn prepare(
     };
     Ok(Prepared {
         argv,
-        stdin: spec["stdin"].as_bool().unwrap_or(false),
-        stdin_once: spec["stdinOnce"].as_bool().unwrap_or(false),
+        stdin: spec.stdin.unwrap_or(false),
+        stdin_once: spec.stdin_once.unwrap_or(false),
         env,
         iso: Isolation {
             hostname: rt.hostname.clone(),
@@ -264,7 +260,7 @@ fn image_mounts(image: &Image) -> Vec<Mount> {
 fn emulated_root(
     agent: &Agent,
     rt: &PodRuntime,
-    spec: &Value,
+    spec: &Container,
     image: &Path,
 ) -> Result<EmulatedRoot, PrepareError> {
     let emulator = agent
@@ -279,27 +275,28 @@ fn emulated_root(
         ))?;
     Ok(EmulatedRoot {
         image: image.to_path_buf(),
-        scratch: rt.dir.join("roots").join(str_at(spec, "/name")),
+        scratch: rt.dir.join("roots").join(&spec.name),
         user_ns: emulator.user_ns().to_path_buf(),
     })
 }
 
 /// One container's loop: pull (resolve), prepare, start, wait, restart.
-pub async fn run(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Value, idx: usize) -> Ended {
+pub async fn run(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Arc<Pod>, idx: usize) -> Ended {
     let Some(c) = rt.container_states().get(idx).cloned() else {
         return Ended::Stopped;
     };
-    let spec = pod["spec"][c.kind.spec_field()]
-        .as_array()
-        .and_then(|a| a.iter().find(|s| s["name"] == c.name.as_str()))
+    let spec = pod
+        .spec
+        .as_ref()
+        .and_then(|s| c.kind.specs(s).iter().find(|s| s.name == c.name))
         .cloned()
-        .unwrap_or(Value::Null);
+        .unwrap_or_default();
     let mut stop = rt.stop.subscribe();
     let mut backoff_n = 0u32;
     if let Some(why) = &rt.refused {
         // the pod's spec asks for what this node does not model: it never starts
         let text = format!("Error: {why}");
-        events::record(&agent, &pod, "Warning", "Failed", &text).await;
+        events::record(&agent, &pod.metadata, "Warning", "Failed", &text).await;
         let _ = stop.changed().await;
         return Ended::Stopped;
     }
@@ -316,7 +313,7 @@ pub async fn run(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Value, idx: usize)
                         (reason != "ContainerCreating").then_some(msg.as_str()),
                     )
                 });
-                events::record(&agent, &pod, "Warning", ev, &msg).await;
+                events::record(&agent, &pod.metadata, "Warning", ev, &msg).await;
                 if sleep_or_stop(Duration::from_secs(1), &mut stop).await {
                     return Ended::Stopped;
                 }
@@ -378,7 +375,7 @@ fn restarts(kind: ContainerKind, policy: &str, exit_code: i32, by_probe: bool) -
 async fn pull(
     agent: &Arc<Agent>,
     rt: &PodRuntime,
-    pod: &Value,
+    pod: &Pod,
     idx: usize,
     image: &str,
     stop: &mut watch::Receiver<Option<Stop>>,
@@ -394,13 +391,13 @@ async fn pull(
         };
         rt.set(idx, |c| c.state = waiting("ErrImagePull", Some(&msg)));
         let text = format!("Failed to pull image \"{image}\": {msg}");
-        events::record(agent, pod, "Warning", "Failed", &text).await;
+        events::record(agent, &pod.metadata, "Warning", "Failed", &text).await;
         if sleep_or_stop(Duration::from_secs(1), stop).await {
             return None;
         }
         let back = format!("Back-off pulling image \"{image}\"");
         rt.set(idx, |c| c.state = waiting("ImagePullBackOff", Some(&back)));
-        events::record(agent, pod, "Normal", "BackOff", &back).await;
+        events::record(agent, &pod.metadata, "Normal", "BackOff", &back).await;
         pull_n += 1;
         if sleep_or_stop(backoff(Duration::from_secs(1), pull_n), stop).await {
             return None;
@@ -413,7 +410,7 @@ async fn pull(
 async fn back_off(
     agent: &Arc<Agent>,
     rt: &PodRuntime,
-    pod: &Value,
+    pod: &Pod,
     idx: usize,
     delay: Duration,
     stop: &mut watch::Receiver<Option<Stop>>,
@@ -441,7 +438,7 @@ async fn back_off(
             c.state = waiting("CrashLoopBackOff", Some(&msg));
         });
         let text = "Back-off restarting failed container";
-        events::record(agent, pod, "Warning", "BackOff", text).await;
+        events::record(agent, &pod.metadata, "Warning", "BackOff", text).await;
         if sleep_or_stop(delay, stop).await {
             return true;
         }
@@ -460,14 +457,14 @@ async fn back_off(
 async fn run_once(
     agent: &Arc<Agent>,
     rt: &Arc<PodRuntime>,
-    pod: &Value,
+    pod: &Pod,
     idx: usize,
-    spec: &Value,
+    spec: &Container,
     prepared: &Prepared,
     started_at: &str,
     stop: &mut watch::Receiver<Option<Stop>>,
 ) -> (i32, bool) {
-    let name = str_at(spec, "/name").to_string();
+    let name = spec.name.clone();
     let ooms_before = rt.oom_kills();
     rt.set(idx, |c| c.ooms_at_start = ooms_before);
     let run = rt
@@ -479,7 +476,7 @@ async fn run_once(
     let (exit_code, message, pumps, by_probe) = match outcome {
         Ok((mut child, pumps)) => {
             let text = format!("Started container {name}");
-            events::record(agent, pod, "Normal", "Started", &text).await;
+            events::record(agent, &pod.metadata, "Normal", "Started", &text).await;
             let (code, by_probe) = wait(agent, rt, pod, idx, spec, &mut child, stop).await;
             (code, None, pumps, by_probe)
         }
@@ -497,7 +494,7 @@ async fn run_once(
             "Container {name} was killed by the kernel's OOM killer: the pod's memory reached its limit ({} bytes)",
             limit.map_or("?".into(), |b| b.to_string())
         );
-        events::record(agent, pod, "Warning", "OOMKilled", &text).await;
+        events::record(agent, &pod.metadata, "Warning", "OOMKilled", &text).await;
     }
     rt.set(idx, |c| {
         if let Some(id) = &c.container_id {
@@ -521,13 +518,13 @@ async fn run_once(
 async fn wait(
     agent: &Arc<Agent>,
     rt: &Arc<PodRuntime>,
-    pod: &Value,
+    pod: &Pod,
     idx: usize,
-    spec: &Value,
+    spec: &Container,
     child: &mut tokio::process::Child,
     stop: &mut watch::Receiver<Option<Stop>>,
 ) -> (i32, bool) {
-    let name = str_at(spec, "/name");
+    let name = spec.name.as_str();
     // Refusals were made before the pod started: what is here parses.
     let probes = ContainerProbes::of(spec).unwrap_or_default();
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -548,14 +545,14 @@ async fn wait(
                 ProbeEvent::Ready(ready) => rt.set(idx, |c| c.ready = ready && c.running()),
                 ProbeEvent::Unhealthy { kind, output } => {
                     let text = format!("{} probe failed: {output}", kind.title());
-                    events::record(agent, pod, "Warning", "Unhealthy", &text).await;
+                    events::record(agent, &pod.metadata, "Warning", "Unhealthy", &text).await;
                 }
                 ProbeEvent::Restart { kind } => {
                     let text = format!(
                         "Container {name} failed {} probe, will be restarted",
                         kind.title().to_lowercase()
                     );
-                    events::record(agent, pod, "Normal", "Killing", &text).await;
+                    events::record(agent, &pod.metadata, "Normal", "Killing", &text).await;
                     break (terminate(rt, idx, child, Stop::Graceful(rt.grace)).await, true);
                 }
             },

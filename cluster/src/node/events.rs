@@ -8,8 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{clock, ids, Agent};
 
@@ -41,18 +42,13 @@ impl Recorded {
     }
 }
 
-/// Records one event about `pod` (errors are only logged: an event lost loses no pod).
-pub async fn record(agent: &Arc<Agent>, pod: &Value, kind: &str, reason: &str, message: &str) {
-    let (Some(ns), Some(name)) = (
-        pod.pointer("/metadata/namespace").and_then(Value::as_str),
-        pod.pointer("/metadata/name").and_then(Value::as_str),
-    ) else {
+/// Records one event about the pod of metadata `pod` (errors are only logged: an event lost
+/// loses no pod).
+pub async fn record(agent: &Arc<Agent>, pod: &ObjectMeta, kind: &str, reason: &str, message: &str) {
+    let (Some(ns), Some(name)) = (pod.namespace.as_deref(), pod.name.as_deref()) else {
         return;
     };
-    let uid = pod
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let uid = pod.uid.as_deref().unwrap_or("");
     let key = (uid.to_string(), kind.into(), reason.into(), message.into());
     let api: Api<Event> = Api::namespaced(agent.client.clone(), ns);
     let now = clock::now();
@@ -79,7 +75,7 @@ pub async fn record(agent: &Arc<Agent>, pod: &Value, kind: &str, reason: &str, m
         "involvedObject": {
             "apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name,
             "uid": uid,
-            "resourceVersion": pod.pointer("/metadata/resourceVersion"),
+            "resourceVersion": pod.resource_version,
         },
         "reason": reason,
         "message": message,

@@ -22,6 +22,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Api;
 use tokio::sync::watch;
@@ -227,8 +229,12 @@ async fn shutdown(agent: &Agent) {
 
 /// Watches the pods bound to this node: starts new ones, hands every later version to its
 /// runtime (deletion is how the API asks a pod to stop), stops pods whose object is gone.
+/// The watch types only each object's metadata (the rest stays the API's JSON); a new pod is
+/// read as a `Pod` once, in `observe`, so one that does not read is refused by itself instead
+/// of failing the watch's list, and with it every pod of the node.
 async fn sync_pods(agent: Arc<Agent>) {
-    let api: Api<Pod> = Api::all(agent.client.clone());
+    let api: Api<DynamicObject> =
+        Api::all_with(agent.client.clone(), &ApiResource::erase::<Pod>(&()));
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", agent.spec.name));
     let mut events = watcher(api, cfg).default_backoff().boxed();
     while let Some(ev) = events.next().await {
@@ -250,34 +256,63 @@ async fn sync_pods(agent: Arc<Agent>) {
     }
 }
 
-fn observe(agent: &Arc<Agent>, p: Pod) {
-    let Some(uid) = p.metadata.uid.clone() else {
+/// The typed pod of a watched object; Err names the pod and the field that does not read.
+fn read_pod(object: DynamicObject) -> Result<Pod> {
+    let meta = &object.metadata;
+    let pod = format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    );
+    serde_json::to_value(object)
+        .and_then(serde_json::from_value)
+        .map_err(|source| ClusterError::UnreadablePod { pod, source })
+}
+
+fn observe(agent: &Arc<Agent>, object: DynamicObject) {
+    let Some(uid) = object.metadata.uid.clone() else {
         return;
-    };
-    let value = match serde_json::to_value(&p) {
-        Ok(v) => v,
-        Err(_) => return,
     };
     if let Some(rt) = lock(&agent.pods).get(&uid).cloned() {
-        rt.observe(value);
+        rt.observe(object.metadata);
         return;
     }
+    let meta = object.metadata.clone();
+    let p = match read_pod(object) {
+        Ok(p) => p,
+        Err(e) => return unreadable(agent, meta, &e),
+    };
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Succeeded" | "Failed")) {
         return;
     }
     if p.metadata.deletion_timestamp.is_some() {
         // Never started here: nothing to stop; the object can go.
-        tokio::spawn(pod_lifecycle::finalize_unstarted(agent.clone(), value));
+        tokio::spawn(pod_lifecycle::finalize_unstarted(agent.clone(), p.metadata));
         return;
     }
-    match PodRuntime::new(agent, &value) {
+    match PodRuntime::new(agent, &p) {
         Ok(rt) => {
             lock(&agent.pods).insert(uid, rt.clone());
-            tokio::spawn(pod_lifecycle::run(agent.clone(), rt, value));
+            tokio::spawn(pod_lifecycle::run(agent.clone(), rt, Arc::new(p)));
         }
         Err(e) => eprintln!("node agent: cannot start pod {uid}: {e}"),
     }
+}
+
+/// A new pod whose object does not read as a Pod is not run: the agent's log and an Event
+/// on the pod say why, as for a pod it refuses; one being deleted goes at once (nothing of
+/// it ran here).
+fn unreadable(agent: &Arc<Agent>, meta: ObjectMeta, e: &ClusterError) {
+    eprintln!("node agent: {e}");
+    if meta.deletion_timestamp.is_some() {
+        tokio::spawn(pod_lifecycle::finalize_unstarted(agent.clone(), meta));
+        return;
+    }
+    let (agent, text) = (agent.clone(), format!("Error: {e}"));
+    tokio::spawn(async move {
+        events::record(&agent, &meta, "Warning", "Failed", &text).await;
+    });
 }
 
 /// `archbench-cluster kill-pod DIR NS/POD`: SIGKILL each container's PID 1 of that pod, found
@@ -326,4 +361,36 @@ pub fn kill_pod(dir: &Path, pod: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_pod_is_read_once_and_one_that_does_not_read_is_named() {
+        let object = |spec| {
+            serde_json::from_value::<DynamicObject>(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web", "namespace": "nginx", "uid": "u1"},
+                "spec": spec}))
+            .unwrap()
+        };
+        let pod = read_pod(object(
+            json!({"containers": [{"name": "nginx", "image": "nginx"}],
+            "hostNetwork": false}),
+        ))
+        .unwrap();
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.containers[0].image.as_deref(), Some("nginx"));
+        assert_eq!(spec.host_network, Some(false));
+        let err = read_pod(object(json!({"containers": [], "hostNetwork": "yes"}))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "pod nginx/web does not read as a Kubernetes Pod (invalid type: string \"yes\", \
+             expected a boolean); this node agent does not run it: its object has a field of \
+             another type than Kubernetes' Pod schema gives (see kubectl get pod -o yaml)"
+        );
+    }
 }

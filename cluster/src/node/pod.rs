@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -44,8 +46,8 @@ pub struct PodRuntime {
     pub start_time: String,
     pub containers: Mutex<Vec<CState>>,
     pub stop: watch::Sender<Option<Stop>>,
-    /// The newest version of the pod's object the watch delivered.
-    latest: watch::Sender<Value>,
+    /// The metadata of the newest version of the pod's object the watch delivered.
+    latest: watch::Sender<ObjectMeta>,
     /// The pod's network, once made.
     network: Mutex<Option<PathBuf>>,
     /// The pod's volumes, written once for all its containers and their restarts (rewriting
@@ -65,27 +67,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+/// A seconds field of the pod (`terminationGracePeriodSeconds`, say), 30 when unset.
+fn seconds_or_30(s: Option<i64>) -> Duration {
+    Duration::from_secs(s.and_then(|s| u64::try_from(s).ok()).unwrap_or(30))
 }
 
 /// What the node knows of a new pod's containers, init ones first: waiting to be created, a
 /// regular one behind the init containers, or all refused with the reason.
-fn container_records(pod: &Value, refused: Option<&str>) -> Vec<CState> {
+fn container_records(pod: &Pod, refused: Option<&str>) -> Vec<CState> {
     let first_state = match refused {
         Some(why) => waiting("CreateContainerConfigError", Some(why)),
         None => waiting("ContainerCreating", None),
     };
-    let has_init = pod
-        .pointer("/spec/initContainers")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty());
+    let Some(pod_spec) = &pod.spec else {
+        return Vec::new();
+    };
+    let has_init = !ContainerKind::Init.specs(pod_spec).is_empty();
     let mut containers = Vec::new();
     for kind in [ContainerKind::Init, ContainerKind::Regular] {
-        let specs = pod
-            .pointer(&format!("/spec/{}", kind.spec_field()))
-            .and_then(Value::as_array);
-        for spec in specs.into_iter().flatten() {
+        for spec in kind.specs(pod_spec) {
             let state = if kind == ContainerKind::Regular && has_init && refused.is_none() {
                 waiting("PodInitializing", None)
             } else {
@@ -108,18 +108,16 @@ pub fn container_pids(pod_dir: &Path) -> Vec<u32> {
 }
 
 impl PodRuntime {
-    pub fn new(agent: &Agent, pod: &Value) -> io::Result<Arc<PodRuntime>> {
-        let (ns, name, uid) = (
-            str_at(pod, "/metadata/namespace"),
-            str_at(pod, "/metadata/name"),
-            str_at(pod, "/metadata/uid"),
-        );
+    pub fn new(agent: &Agent, pod: &Pod) -> io::Result<Arc<PodRuntime>> {
+        let meta = &pod.metadata;
+        let text = |s: &Option<String>| s.clone().unwrap_or_default();
+        let (ns, name, uid) = (text(&meta.namespace), text(&meta.name), text(&meta.uid));
         let ip = lock(&agent.ips).take().ok_or_else(|| {
             io::Error::other(format!("node {} has no pod address left", agent.spec.name))
         })?;
         let dir = agent
             .pods_dir()
-            .join(format!("{ns}_{name}_{}", &uid[..uid.len().min(8)]));
+            .join(format!("{ns}_{name}_{}", uid.get(..8).unwrap_or(&uid)));
         if let Err(e) = std::fs::create_dir_all(&dir) {
             lock(&agent.ips).give_back(ip);
             return Err(e);
@@ -134,17 +132,17 @@ impl PodRuntime {
                 Err(e) => (None, Some(format!("the pod's cgroup: {e}"))),
             },
         };
-        let hostname = pod
-            .pointer("/spec/hostname")
-            .and_then(Value::as_str)
-            .unwrap_or(name)
+        let spec = pod.spec.as_ref();
+        let hostname = spec
+            .and_then(|s| s.hostname.as_deref())
+            .unwrap_or(&name)
             .to_string();
         let refused = unmodelled::refusal(pod);
         let containers = container_records(pod, refused.as_deref());
         Ok(Arc::new(PodRuntime {
-            uid: uid.to_string(),
-            ns: ns.to_string(),
-            name: name.to_string(),
+            uid,
+            ns,
+            name,
             host_ip: agent.spec.ip.to_string(),
             ip,
             hostname,
@@ -155,38 +153,31 @@ impl PodRuntime {
             start_time: clock::now(),
             containers: Mutex::new(containers),
             stop: watch::channel(None).0,
-            latest: watch::channel(pod.clone()).0,
+            latest: watch::channel(meta.clone()).0,
             network: Mutex::new(None),
             volumes: tokio::sync::Mutex::new(None),
             samples: Mutex::new(VecDeque::new()),
             conditions: Mutex::new(ConditionTimes::new()),
-            restart_policy: pod
-                .pointer("/spec/restartPolicy")
-                .and_then(Value::as_str)
+            restart_policy: spec
+                .and_then(|s| s.restart_policy.as_deref())
                 .unwrap_or("Always")
                 .to_string(),
-            grace: Duration::from_secs(
-                pod.pointer("/spec/terminationGracePeriodSeconds")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(30),
-            ),
+            grace: seconds_or_30(spec.and_then(|s| s.termination_grace_period_seconds)),
         }))
     }
 
-    /// A newer version of the object: deletion asks the pod to stop within its grace period.
-    pub fn observe(&self, pod: Value) {
-        if pod.pointer("/metadata/deletionTimestamp").is_some() {
-            let grace = pod
-                .pointer("/metadata/deletionGracePeriodSeconds")
-                .and_then(Value::as_u64)
-                .unwrap_or(30);
-            self.request_stop(if grace == 0 {
+    /// A newer version of the object (its metadata: all that is read of it once the pod
+    /// runs): deletion asks the pod to stop within its grace period.
+    pub fn observe(&self, meta: ObjectMeta) {
+        if meta.deletion_timestamp.is_some() {
+            let grace = seconds_or_30(meta.deletion_grace_period_seconds);
+            self.request_stop(if grace.is_zero() {
                 Stop::Now
             } else {
-                Stop::Graceful(Duration::from_secs(grace))
+                Stop::Graceful(grace)
             });
         }
-        self.latest.send_replace(pod);
+        self.latest.send_replace(meta);
     }
 
     pub fn request_stop(&self, s: Stop) {
@@ -408,10 +399,7 @@ impl PodRuntime {
 
     /// Whether the pod's object is being deleted.
     pub fn deleting(&self) -> bool {
-        self.latest
-            .borrow()
-            .pointer("/metadata/deletionTimestamp")
-            .is_some()
+        self.latest.borrow().deletion_timestamp.is_some()
     }
 
     /// The file of the pod's network namespace, once it has one.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{json, Value};
 
@@ -16,18 +17,12 @@ use super::pod::{sleep_or_stop, PodRuntime, Stop};
 use super::status::ContainerKind;
 use super::{events, Agent};
 
-fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
-
-/// A pod that was deleted before this node ran it: its object goes at once.
-pub async fn finalize_unstarted(agent: Arc<Agent>, pod: Value) {
-    let (ns, name, uid) = (
-        str_at(&pod, "/metadata/namespace"),
-        str_at(&pod, "/metadata/name"),
-        str_at(&pod, "/metadata/uid"),
-    );
-    delete_object(&agent, ns, name, uid).await;
+/// A pod that was deleted before this node ran it (of metadata `pod`): its object goes at
+/// once.
+pub async fn finalize_unstarted(agent: Arc<Agent>, pod: ObjectMeta) {
+    let text = |s: &Option<String>| s.clone().unwrap_or_default();
+    let (ns, name, uid) = (text(&pod.namespace), text(&pod.name), text(&pod.uid));
+    delete_object(&agent, &ns, &name, &uid).await;
 }
 
 async fn delete_object(agent: &Agent, ns: &str, name: &str, uid: &str) {
@@ -48,14 +43,21 @@ async fn delete_object(agent: &Agent, ns: &str, name: &str, uid: &str) {
 }
 
 /// The pod's network, made (tried again each second, with an event, until the pod stops).
-async fn network(agent: &Arc<Agent>, rt: &PodRuntime, pod: &Value) -> Option<PodNetwork> {
+async fn network(agent: &Arc<Agent>, rt: &PodRuntime, pod: &Pod) -> Option<PodNetwork> {
     let mut stop = rt.stop.subscribe();
     loop {
         match PodNetwork::create(&rt.uid, rt.ip, agent.spec.ip).await {
             Ok(n) => return Some(n),
             Err(e) => {
                 let msg = format!("Failed to create pod sandbox: {e}");
-                events::record(agent, pod, "Warning", "FailedCreatePodSandBox", &msg).await;
+                events::record(
+                    agent,
+                    &pod.metadata,
+                    "Warning",
+                    "FailedCreatePodSandBox",
+                    &msg,
+                )
+                .await;
                 write_status(agent, rt, &mut None).await;
                 if sleep_or_stop(Duration::from_secs(1), &mut stop).await {
                     return None;
@@ -68,7 +70,7 @@ async fn network(agent: &Arc<Agent>, rt: &PodRuntime, pod: &Value) -> Option<Pod
 /// The init containers in order, each to completion, then the containers together; an init
 /// container that fails for good (restart policy Never) leaves the pod Failed and the
 /// containers unstarted.
-async fn containers(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Value) {
+async fn containers(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Arc<Pod>) {
     let kinds: Vec<ContainerKind> = rt.container_states().iter().map(|c| c.kind).collect();
     for (idx, _) in kinds
         .iter()
@@ -93,7 +95,7 @@ async fn containers(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Value) {
 
 /// The pod loop: makes the network, runs the containers, refreshes the cgroup view, writes
 /// status; on deletion stops the containers and removes the object.
-pub async fn run(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Value) {
+pub async fn run(agent: Arc<Agent>, rt: Arc<PodRuntime>, pod: Arc<Pod>) {
     let mut stop = rt.stop.subscribe();
     let network = network(&agent, &rt, &pod).await;
     if let Some(n) = &network {

@@ -19,7 +19,8 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::{Container, Probe as ProbeSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -55,6 +56,15 @@ impl Kind {
             Kind::Startup => "startupProbe",
             Kind::Liveness => "livenessProbe",
             Kind::Readiness => "readinessProbe",
+        }
+    }
+
+    /// This probe of a container's spec.
+    fn of(self, container: &Container) -> Option<&ProbeSpec> {
+        match self {
+            Kind::Startup => container.startup_probe.as_ref(),
+            Kind::Liveness => container.liveness_probe.as_ref(),
+            Kind::Readiness => container.readiness_probe.as_ref(),
         }
     }
 }
@@ -98,120 +108,105 @@ pub struct ContainerProbes {
     pub readiness: Option<Probe>,
 }
 
-fn seconds(v: &Value, key: &str, default: u64, least: u64) -> Duration {
+fn seconds(v: Option<i32>, default: u64, least: u64) -> Duration {
     Duration::from_secs(
-        v.get(key)
-            .and_then(Value::as_u64)
+        v.and_then(|n| u64::try_from(n).ok())
             .unwrap_or(default)
             .max(least),
     )
 }
 
-fn count(v: &Value, key: &str, default: u32) -> u32 {
-    v.get(key)
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
+fn count(v: Option<i32>, default: u32) -> u32 {
+    v.and_then(|n| u32::try_from(n).ok())
         .unwrap_or(default)
         .max(1)
 }
 
 /// A port as a probe names it: a number, or the name of one of the container's ports.
-fn port(container: &Value, v: Option<&Value>, field: &str) -> Result<u16, String> {
+fn port(container: &Container, v: &IntOrString, field: &str) -> Result<u16, String> {
     let named = |name: &str| {
-        container
-            .get("ports")
-            .and_then(Value::as_array)?
+        let p = container
+            .ports
+            .as_ref()?
             .iter()
-            .find(|p| p["name"] == name)?
-            .get("containerPort")?
-            .as_u64()
+            .find(|p| p.name.as_deref() == Some(name))?;
+        u64::try_from(p.container_port).ok()
     };
     let number = match v {
-        Some(Value::Number(n)) => n.as_u64(),
-        Some(Value::String(s)) => s.parse().ok().or_else(|| named(s)),
-        _ => None,
+        IntOrString::Int(n) => u64::try_from(*n).ok(),
+        IntOrString::String(s) => s.parse().ok().or_else(|| named(s)),
     };
     number
         .and_then(|n| u16::try_from(n).ok())
         .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{field}.port {v:?} is not a port of the container"))
+        .ok_or_else(|| {
+            // Shown as the JSON value reads ("Some(String(\"web\"))"), as it always was.
+            let shown = match v {
+                IntOrString::Int(n) => serde_json::Value::from(*n),
+                IntOrString::String(s) => serde_json::Value::from(s.as_str()),
+            };
+            format!(
+                "{field}.port {:?} is not a port of the container",
+                Some(shown)
+            )
+        })
 }
 
 impl Probe {
-    /// The probe at `v` (a container's `readinessProbe`, say); Err names what is not modelled
-    /// or not valid.
-    fn parse(container: &Value, v: &Value, kind: Kind) -> Result<Probe, String> {
+    /// The probe `v` (a container's `readinessProbe`, say); Err names what is not modelled or
+    /// not valid.
+    fn parse(container: &Container, v: &ProbeSpec, kind: Kind) -> Result<Probe, String> {
         let field = kind.field();
-        let host = |a: &Value| a.get("host").and_then(Value::as_str).map(str::to_string);
-        let action = if let Some(a) = v.get("httpGet") {
+        let action = if let Some(a) = &v.http_get {
             let headers = a
-                .get("httpHeaders")
-                .and_then(Value::as_array)
-                .map(|hs| {
-                    hs.iter()
-                        .map(|h| {
-                            (
-                                h["name"].as_str().unwrap_or("").to_string(),
-                                h["value"].as_str().unwrap_or("").to_string(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+                .http_headers
+                .iter()
+                .flatten()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect();
             Action::HttpGet {
-                https: a.get("scheme").and_then(Value::as_str) == Some("HTTPS"),
-                host: host(a),
-                port: port(container, a.get("port"), &format!("{field}.httpGet"))?,
-                path: match a.get("path").and_then(Value::as_str) {
+                https: a.scheme.as_deref() == Some("HTTPS"),
+                host: a.host.clone(),
+                port: port(container, &a.port, &format!("{field}.httpGet"))?,
+                path: match a.path.as_deref() {
                     Some(p) if p.starts_with('/') => p.to_string(),
                     Some(p) => format!("/{p}"),
                     None => "/".into(),
                 },
                 headers,
             }
-        } else if let Some(a) = v.get("tcpSocket") {
+        } else if let Some(a) = &v.tcp_socket {
             Action::TcpSocket {
-                host: host(a),
-                port: port(container, a.get("port"), &format!("{field}.tcpSocket"))?,
+                host: a.host.clone(),
+                port: port(container, &a.port, &format!("{field}.tcpSocket"))?,
             }
-        } else if let Some(a) = v.get("exec") {
-            let command: Vec<String> = a
-                .get("command")
-                .and_then(Value::as_array)
-                .map(|c| {
-                    c.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
+        } else if let Some(a) = &v.exec {
+            let command = a.command.clone().unwrap_or_default();
             if command.is_empty() {
                 return Err(format!("{field}.exec has no command"));
             }
             Action::Exec { command }
-        } else if v.get("grpc").is_some() {
+        } else if v.grpc.is_some() {
             return Err(format!("{field}.grpc is not modelled by this node agent"));
         } else {
             return Err(format!("{field} has no httpGet, tcpSocket or exec"));
         };
         Ok(Probe {
             action,
-            initial_delay: seconds(v, "initialDelaySeconds", 0, 0),
-            period: seconds(v, "periodSeconds", 10, 1),
-            timeout: seconds(v, "timeoutSeconds", 1, 1),
-            success_threshold: count(v, "successThreshold", 1),
-            failure_threshold: count(v, "failureThreshold", 3),
+            initial_delay: seconds(v.initial_delay_seconds, 0, 0),
+            period: seconds(v.period_seconds, 10, 1),
+            timeout: seconds(v.timeout_seconds, 1, 1),
+            success_threshold: count(v.success_threshold, 1),
+            failure_threshold: count(v.failure_threshold, 3),
         })
     }
 }
 
 impl ContainerProbes {
     /// The probes of a container's spec; Err names the first one that cannot be run here.
-    pub fn of(container: &Value) -> Result<ContainerProbes, String> {
+    pub fn of(container: &Container) -> Result<ContainerProbes, String> {
         let get = |kind: Kind| {
-            container
-                .get(kind.field())
-                .filter(|v| !v.is_null())
+            kind.of(container)
                 .map(|v| Probe::parse(container, v, kind))
                 .transpose()
         };
@@ -614,7 +609,11 @@ pub async fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    fn container(c: Value) -> Container {
+        serde_json::from_value(c).unwrap()
+    }
 
     fn probe(success: u32, failure: u32) -> Probe {
         Probe {
@@ -647,14 +646,14 @@ mod tests {
 
     #[test]
     fn probes_are_read_with_named_ports_and_the_kubelets_defaults() {
-        let c = json!({
+        let c = container(json!({
             "ports": [{"name": "http", "containerPort": 80}],
             "readinessProbe": {"httpGet": {"path": "healthz", "port": "http", "scheme": "HTTPS",
                 "httpHeaders": [{"name": "X-A", "value": "b"}]}, "periodSeconds": 2},
             "livenessProbe": {"tcpSocket": {"port": 8080}, "initialDelaySeconds": 5,
                 "failureThreshold": 1},
             "startupProbe": {"exec": {"command": ["cat", "/tmp/up"]}},
-        });
+        }));
         let p = ContainerProbes::of(&c).unwrap();
         let r = p.readiness.unwrap();
         assert_eq!(
@@ -680,22 +679,28 @@ mod tests {
             }
         );
         assert_eq!(
-            ContainerProbes::of(&json!({})).unwrap(),
+            ContainerProbes::of(&Container::default()).unwrap(),
             ContainerProbes::default()
         );
     }
 
     #[test]
     fn what_cannot_run_here_is_named() {
-        let grpc = json!({"livenessProbe": {"grpc": {"port": 9000}}});
+        let grpc = container(json!({"livenessProbe": {"grpc": {"port": 9000}}}));
         assert_eq!(
             ContainerProbes::of(&grpc).unwrap_err(),
             "livenessProbe.grpc is not modelled by this node agent"
         );
-        let unnamed = json!({"readinessProbe": {"httpGet": {"port": "web"}}});
-        assert!(ContainerProbes::of(&unnamed)
-            .unwrap_err()
-            .starts_with("readinessProbe.httpGet.port"));
+        let unnamed = container(json!({"readinessProbe": {"httpGet": {"port": "web"}}}));
+        assert_eq!(
+            ContainerProbes::of(&unnamed).unwrap_err(),
+            "readinessProbe.httpGet.port Some(String(\"web\")) is not a port of the container"
+        );
+        let zero = container(json!({"livenessProbe": {"tcpSocket": {"port": 0}}}));
+        assert_eq!(
+            ContainerProbes::of(&zero).unwrap_err(),
+            "livenessProbe.tcpSocket.port Some(Number(0)) is not a port of the container"
+        );
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! sets a pod-level limit only when every container has one (else any container may use the
 //! whole node), and the pod's requests are the sum of its containers'.
 
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// The CFS period the kubelet uses (100 ms).
 pub const CFS_PERIOD_US: u64 = 100_000;
@@ -26,26 +29,32 @@ pub struct PodLimits {
 impl PodLimits {
     /// From the pod object (`spec.containers[].resources`); an unreadable quantity is an
     /// error naming it (the API server validates them, so it means a quantity we misread).
-    pub fn of(pod: &Value) -> Result<PodLimits, String> {
+    pub fn of(pod: &Pod) -> Result<PodLimits, String> {
         let containers = pod
-            .pointer("/spec/containers")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
+            .spec
+            .as_ref()
+            .map(|s| s.containers.as_slice())
             .unwrap_or_default();
-        let quantity = |c: &Value, path: &str, parse: fn(&str) -> Option<u64>| {
-            c.pointer(path)
-                .and_then(Value::as_str)
-                .map(|q| parse(q).ok_or_else(|| format!("cannot read {path} {q:?}")))
+        // `path` names the quantity in the error as the object's JSON does.
+        let quantity = |list: Option<&BTreeMap<String, Quantity>>,
+                        key: &str,
+                        path: &str,
+                        parse: fn(&str) -> Option<u64>| {
+            list.and_then(|l| l.get(key))
+                .map(|Quantity(q)| parse(q).ok_or_else(|| format!("cannot read {path} {q:?}")))
                 .transpose()
         };
         let (mut cpu_limit, mut memory_limit, mut cpu_request) = (Some(0), Some(0), 0);
         for c in containers {
-            let limit = quantity(c, "/resources/limits/cpu", millicores)?;
+            let resources = c.resources.as_ref();
+            let limits = resources.and_then(|r| r.limits.as_ref());
+            let requests = resources.and_then(|r| r.requests.as_ref());
+            let limit = quantity(limits, "cpu", "/resources/limits/cpu", millicores)?;
             cpu_limit = cpu_limit.zip(limit).map(|(a, b)| a + b);
-            let memory = quantity(c, "/resources/limits/memory", bytes)?;
+            let memory = quantity(limits, "memory", "/resources/limits/memory", bytes)?;
             memory_limit = memory_limit.zip(memory).map(|(a, b)| a + b);
             // No request but a limit: the API server defaults the request to the limit.
-            cpu_request += quantity(c, "/resources/requests/cpu", millicores)?
+            cpu_request += quantity(requests, "cpu", "/resources/requests/cpu", millicores)?
                 .or(limit)
                 .unwrap_or(0);
         }
@@ -122,10 +131,10 @@ fn bytes(q: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
-    fn pod(containers: Value) -> Value {
-        json!({"spec": {"containers": containers}})
+    fn pod(containers: Value) -> Pod {
+        serde_json::from_value(json!({"spec": {"containers": containers}})).unwrap()
     }
 
     #[test]
@@ -173,6 +182,9 @@ mod tests {
         // A tiny limit gets the kubelet's minimum quota.
         let tiny = pod(json!([{"resources": {"limits": {"cpu": "1m"}}}]));
         assert_eq!(PodLimits::of(&tiny).unwrap().cpu_quota_us, Some(1_000));
-        assert!(PodLimits::of(&pod(json!([{"resources": {"limits": {"cpu": "lots"}}}]))).is_err());
+        assert_eq!(
+            PodLimits::of(&pod(json!([{"resources": {"limits": {"cpu": "lots"}}}]))),
+            Err("cannot read /resources/limits/cpu \"lots\"".to_string())
+        );
     }
 }

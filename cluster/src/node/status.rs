@@ -1,10 +1,15 @@
 //! What the node knows of a pod's containers, and the pod status it reports from that: phase,
 //! conditions, init and regular container statuses, addresses.
+//!
+//! The status stays JSON rather than k8s-openapi's `PodStatus`: it is sent as a merge patch,
+//! in which `"lastProbeTime": null` is part of what the API server receives, and a typed
+//! struct leaves an unset field out; the container states are kept as that same JSON.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde_json::{json, Value};
 
 use super::clock;
@@ -19,11 +24,11 @@ pub enum ContainerKind {
 }
 
 impl ContainerKind {
-    /// The pod spec's list of this kind.
-    pub fn spec_field(self) -> &'static str {
+    /// The pod spec's containers of this kind.
+    pub fn specs(self, spec: &PodSpec) -> &[Container] {
         match self {
-            ContainerKind::Init => "initContainers",
-            ContainerKind::Regular => "containers",
+            ContainerKind::Init => spec.init_containers.as_deref().unwrap_or_default(),
+            ContainerKind::Regular => &spec.containers,
         }
     }
 }
@@ -64,11 +69,10 @@ pub struct CState {
 }
 
 impl CState {
-    pub fn new(spec: &Value, kind: ContainerKind, state: Value) -> CState {
-        let text = |k: &str| spec[k].as_str().unwrap_or("").to_string();
+    pub fn new(spec: &Container, kind: ContainerKind, state: Value) -> CState {
         CState {
-            name: text("name"),
-            image: text("image"),
+            name: spec.name.clone(),
+            image: spec.image.clone().unwrap_or_default(),
             kind,
             state,
             last_state: json!({}),
@@ -82,7 +86,7 @@ impl CState {
             middle: None,
             init: None,
             env: Vec::new(),
-            workdir: spec["workingDir"].as_str().unwrap_or("/").to_string(),
+            workdir: spec.working_dir.as_deref().unwrap_or("/").to_string(),
             emulated: false,
             ooms_at_start: 0,
             io: None,
@@ -252,7 +256,12 @@ mod tests {
     use super::*;
 
     fn container(name: &str, kind: ContainerKind, state: Value) -> CState {
-        CState::new(&json!({"name": name, "image": "nginx"}), kind, state)
+        let spec = Container {
+            name: name.into(),
+            image: Some("nginx".into()),
+            ..Container::default()
+        };
+        CState::new(&spec, kind, state)
     }
 
     #[test]

@@ -9,7 +9,10 @@ use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, DownwardAPIVolumeFile, EnvVar, KeyToPath, Pod, ProjectedVolumeSource,
+    Secret, ServiceAccount, ServiceAccountTokenProjection, Volume,
+};
 use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
 
@@ -138,7 +141,7 @@ fn secret_values(s: &Secret) -> KeyValues {
     out
 }
 
-/// Key → bytes of the ConfigMap (`secret` false) or Secret named `r["name"]`; None when it is
+/// Key → bytes of the ConfigMap (`secret` false) or Secret named `name`; None when it is
 /// absent and optional; Err (the kubelet's words) when absent and required.
 async fn lookup(
     agent: &Agent,
@@ -167,17 +170,17 @@ async fn lookup(
     }
 }
 
-/// The files of a ConfigMap/Secret volume: all keys, or the `items` chosen.
-fn select(kv: KeyValues, items: Option<&Value>) -> Vec<(String, Vec<u8>)> {
-    match items.and_then(Value::as_array) {
+/// The files of a ConfigMap/Secret volume: all keys, or the `items` chosen (each at its
+/// `path`, else at its key).
+fn select(kv: KeyValues, items: Option<&[KeyToPath]>) -> Vec<(String, Vec<u8>)> {
+    match items {
         Some(items) => items
             .iter()
             .filter_map(|i| {
-                let key = i["key"].as_str()?;
-                let path = i["path"].as_str().unwrap_or(key);
+                let path = if i.path.is_empty() { &i.key } else { &i.path };
                 kv.iter()
-                    .find(|(k, _)| k == key)
-                    .map(|(_, b)| (path.to_string(), b.clone()))
+                    .find(|(k, _)| *k == i.key)
+                    .map(|(_, b)| (path.clone(), b.clone()))
             })
             .collect(),
         None => kv,
@@ -199,22 +202,26 @@ fn write_files(target: &Path, files: &[(String, Vec<u8>)], mode: u32) -> Result<
     Ok(())
 }
 
-/// A service-account token bound to the pod, from the TokenRequest API.
-async fn token(agent: &Agent, pod: &Value, source: &Value) -> Result<Vec<u8>, String> {
-    let ns = pod
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("default");
+/// A service-account token bound to the pod, from the TokenRequest API. (The request and its
+/// answer are JSON: the answer's only field read is `status.token`.)
+async fn token(
+    agent: &Agent,
+    pod: &Pod,
+    source: &ServiceAccountTokenProjection,
+) -> Result<Vec<u8>, String> {
+    let meta = &pod.metadata;
+    let ns = meta.namespace.as_deref().unwrap_or("default");
     let sa = pod
-        .pointer("/spec/serviceAccountName")
-        .and_then(Value::as_str)
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.as_deref())
         .unwrap_or("default");
     let mut spec = json!({
-        "expirationSeconds": source.get("expirationSeconds").and_then(Value::as_i64).unwrap_or(3600),
+        "expirationSeconds": source.expiration_seconds.unwrap_or(3600),
         "boundObjectRef": {"apiVersion": "v1", "kind": "Pod",
-            "name": pod.pointer("/metadata/name"), "uid": pod.pointer("/metadata/uid")},
+            "name": meta.name, "uid": meta.uid},
     });
-    if let Some(a) = source.get("audience").and_then(Value::as_str) {
+    if let Some(a) = &source.audience {
         spec["audiences"] = json!([a]);
     }
     let body =
@@ -232,15 +239,13 @@ async fn token(agent: &Agent, pod: &Value, source: &Value) -> Result<Vec<u8>, St
 }
 
 /// The files of a downwardAPI volume (or projected source).
-fn downward_files(pod: &Value, items: Option<&Value>) -> Vec<(String, Vec<u8>)> {
+fn downward_files(pod: &Pod, items: Option<&[DownwardAPIVolumeFile]>) -> Vec<(String, Vec<u8>)> {
     items
-        .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|i| {
-            let path = i["path"].as_str()?;
-            let field = i.pointer("/fieldRef/fieldPath").and_then(Value::as_str)?;
-            Some((path.to_string(), field_ref(pod, field).into_bytes()))
+            let field = &i.field_ref.as_ref()?.field_path;
+            Some((i.path.clone(), field_ref(pod, field).into_bytes()))
         })
         .collect()
 }
@@ -255,75 +260,71 @@ enum Source {
     Host(PathBuf),
 }
 
-/// The keys of the ConfigMap or Secret a volume source names (`name`, or `secretName` for a
-/// Secret volume), the `items` chosen.
+/// The keys of the ConfigMap or Secret `name` a volume source names, the `items` chosen.
 async fn referenced(
     agent: &Agent,
     ns: &str,
     secret: bool,
-    src: &Value,
-    name_key: &str,
+    name: &str,
+    optional: Option<bool>,
+    items: Option<&[KeyToPath]>,
 ) -> Result<KeyValues, String> {
-    let optional = src
-        .get("optional")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let name = src[name_key].as_str().unwrap_or_default();
-    let kv = lookup(agent, ns, secret, name, optional)
+    let kv = lookup(agent, ns, secret, name, optional.unwrap_or(false))
         .await?
         .unwrap_or_default();
-    Ok(select(kv, src.get("items")))
+    Ok(select(kv, items))
 }
 
 /// The files of a projected volume: token, ConfigMaps, Secrets and downward API in order.
-async fn projected(agent: &Agent, pod: &Value, ns: &str, p: &Value) -> Result<KeyValues, String> {
+async fn projected(
+    agent: &Agent,
+    pod: &Pod,
+    ns: &str,
+    p: &ProjectedVolumeSource,
+) -> Result<KeyValues, String> {
     let mut all = Vec::new();
-    for src in p
-        .get("sources")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(t) = src.get("serviceAccountToken") {
-            let path = t["path"].as_str().unwrap_or("token").to_string();
-            all.push((path, token(agent, pod, t).await?));
-        } else if let Some(cm) = src.get("configMap") {
-            all.extend(referenced(agent, ns, false, cm, "name").await?);
-        } else if let Some(s) = src.get("secret") {
-            all.extend(referenced(agent, ns, true, s, "name").await?);
-        } else if let Some(d) = src.get("downwardAPI") {
-            all.extend(downward_files(pod, d.get("items")));
+    for src in p.sources.iter().flatten() {
+        if let Some(t) = &src.service_account_token {
+            let path = if t.path.is_empty() { "token" } else { &t.path };
+            all.push((path.to_string(), token(agent, pod, t).await?));
+        } else if let Some(cm) = &src.config_map {
+            let items = cm.items.as_deref();
+            all.extend(referenced(agent, ns, false, &cm.name, cm.optional, items).await?);
+        } else if let Some(s) = &src.secret {
+            let items = s.items.as_deref();
+            all.extend(referenced(agent, ns, true, &s.name, s.optional, items).await?);
+        } else if let Some(d) = &src.downward_api {
+            all.extend(downward_files(pod, d.items.as_deref()));
         }
     }
     Ok(all)
 }
 
-async fn source(agent: &Agent, pod: &Value, ns: &str, v: &Value) -> Result<Source, String> {
-    let mode = |src: &Value| {
-        src.get("defaultMode")
-            .and_then(Value::as_u64)
-            .and_then(|m| u32::try_from(m).ok())
-            .unwrap_or(0o644)
-    };
-    if let Some(cm) = v.get("configMap") {
-        let files = referenced(agent, ns, false, cm, "name").await?;
-        return Ok(Source::Files(files, mode(cm)));
+async fn source(agent: &Agent, pod: &Pod, ns: &str, v: &Volume) -> Result<Source, String> {
+    let mode = |m: Option<i32>| m.and_then(|m| u32::try_from(m).ok()).unwrap_or(0o644);
+    if let Some(cm) = &v.config_map {
+        let items = cm.items.as_deref();
+        let files = referenced(agent, ns, false, &cm.name, cm.optional, items).await?;
+        return Ok(Source::Files(files, mode(cm.default_mode)));
     }
-    if let Some(s) = v.get("secret") {
-        let files = referenced(agent, ns, true, s, "secretName").await?;
-        return Ok(Source::Files(files, mode(s)));
+    if let Some(s) = &v.secret {
+        let name = s.secret_name.as_deref().unwrap_or_default();
+        let files = referenced(agent, ns, true, name, s.optional, s.items.as_deref()).await?;
+        return Ok(Source::Files(files, mode(s.default_mode)));
     }
-    if let Some(p) = v.get("projected") {
-        return Ok(Source::Files(projected(agent, pod, ns, p).await?, mode(p)));
+    if let Some(p) = &v.projected {
+        let files = projected(agent, pod, ns, p).await?;
+        return Ok(Source::Files(files, mode(p.default_mode)));
     }
-    if let Some(d) = v.get("downwardAPI") {
-        return Ok(Source::Files(downward_files(pod, d.get("items")), mode(d)));
+    if let Some(d) = &v.downward_api {
+        let files = downward_files(pod, d.items.as_deref());
+        return Ok(Source::Files(files, mode(d.default_mode)));
     }
-    if v.get("emptyDir").is_some() {
+    if v.empty_dir.is_some() {
         return Ok(Source::Empty);
     }
-    if let Some(p) = v.pointer("/hostPath/path").and_then(Value::as_str) {
-        return Ok(Source::Host(PathBuf::from(p)));
+    if let Some(h) = &v.host_path {
+        return Ok(Source::Host(PathBuf::from(&h.path)));
     }
     Err("the node agent supports configMap, secret, projected, downwardAPI, emptyDir and hostPath volumes only".into())
 }
@@ -332,21 +333,13 @@ async fn source(agent: &Agent, pod: &Value, ns: &str, v: &Value) -> Result<Sourc
 /// Err is the kubelet's FailedMount message (the pod waits in ContainerCreating).
 pub async fn materialize(
     agent: &Agent,
-    pod: &Value,
+    pod: &Pod,
     dir: &Path,
 ) -> Result<HashMap<String, PathBuf>, String> {
-    let ns = pod
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("default");
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut out = HashMap::new();
-    for v in pod
-        .pointer("/spec/volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let name = v["name"].as_str().unwrap_or_default().to_string();
+    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let name = v.name.clone();
         let fail = |why: String| format!("MountVolume.SetUp failed for volume \"{name}\" : {why}");
         let target = dir.join("volumes").join(&name);
         match source(agent, pod, ns, v).await.map_err(fail)? {
@@ -380,31 +373,22 @@ fn makeable(dst: &Path) -> bool {
 /// A container's volume mounts, in order. Mount points must exist on the host (pods share
 /// its filesystem) unless they lie under the container's /run.
 pub fn container_mounts(
-    container: &Value,
+    container: &Container,
     volumes: &HashMap<String, PathBuf>,
 ) -> Result<Vec<Mount>, String> {
     let mut out = Vec::new();
-    for m in container
-        .get("volumeMounts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let name = m["name"].as_str().unwrap_or_default();
+    for m in container.volume_mounts.iter().flatten() {
+        let name = m.name.as_str();
         let Some(src) = volumes.get(name) else {
             return Err(format!(
                 "volume \"{name}\" of a volumeMount is not in spec.volumes"
             ));
         };
-        let src = match m
-            .get("subPath")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-        {
+        let src = match m.sub_path.as_deref().filter(|s| !s.is_empty()) {
             Some(sub) => src.join(sub),
             None => src.clone(),
         };
-        let dst = PathBuf::from(m["mountPath"].as_str().unwrap_or_default());
+        let dst = PathBuf::from(&m.mount_path);
         if !src.exists() {
             return Err(format!(
                 "failed to prepare subPath for volumeMount \"{name}\": {} does not exist",
@@ -420,7 +404,7 @@ pub fn container_mounts(
             }
             out.push(Mount::Dir { dst: dst.clone() });
         }
-        let read_only = m.get("readOnly").and_then(Value::as_bool).unwrap_or(false);
+        let read_only = m.read_only.unwrap_or(false);
         out.push(Mount::Bind {
             src,
             dst,
@@ -430,36 +414,49 @@ pub fn container_mounts(
     Ok(out)
 }
 
-/// `metadata.labels['x']` and friends.
-fn field_ref(pod: &Value, path: &str) -> String {
+/// The value of a downward-API `fieldPath`: the ones the API server accepts, `metadata.name`
+/// to `status.podIPs` and `metadata.labels['x']` and friends (a whole map as its JSON text);
+/// what is unset, empty.
+fn field_ref(pod: &Pod, path: &str) -> String {
     let bracket = |prefix: &str| {
         path.strip_prefix(prefix)
             .and_then(|r| r.strip_prefix("['").or_else(|| r.strip_prefix("[\"")))
             .and_then(|r| r.strip_suffix("']").or_else(|| r.strip_suffix("\"]")))
     };
-    for (prefix, field) in [
-        ("metadata.labels", "labels"),
-        ("metadata.annotations", "annotations"),
-    ] {
+    let meta = &pod.metadata;
+    let maps = [
+        ("metadata.labels", &meta.labels),
+        ("metadata.annotations", &meta.annotations),
+    ];
+    for (prefix, map) in maps {
         if let Some(k) = bracket(prefix) {
-            return pod
-                .pointer(&format!("/metadata/{field}"))
-                .and_then(|l| l.get(k))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .into();
+            return map
+                .as_ref()
+                .and_then(|m| m.get(k))
+                .cloned()
+                .unwrap_or_default();
+        }
+        if path == prefix {
+            // serializing a map of strings cannot fail
+            return map
+                .as_ref()
+                .and_then(|m| serde_json::to_string(m).ok())
+                .unwrap_or_default();
         }
     }
-    let p = match path {
-        "status.podIPs" => "/status/podIP".to_string(),
-        "status.hostIPs" => "/status/hostIP".to_string(),
-        other => format!("/{}", other.replace('.', "/")),
+    let spec = pod.spec.as_ref();
+    let status = pod.status.as_ref();
+    let text = match path {
+        "metadata.name" => meta.name.as_ref(),
+        "metadata.namespace" => meta.namespace.as_ref(),
+        "metadata.uid" => meta.uid.as_ref(),
+        "spec.nodeName" => spec.and_then(|s| s.node_name.as_ref()),
+        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.as_ref()),
+        "status.podIP" | "status.podIPs" => status.and_then(|s| s.pod_ip.as_ref()),
+        "status.hostIP" | "status.hostIPs" => status.and_then(|s| s.host_ip.as_ref()),
+        _ => None,
     };
-    match pod.pointer(&p) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => String::new(),
-        Some(v) => v.to_string(),
-    }
+    text.cloned().unwrap_or_default()
 }
 
 /// `$(VAR)` → value of an earlier variable; `$$(VAR)` → literal `$(VAR)`; unknown stays as is.
@@ -528,26 +525,17 @@ fn service_addresses(agent: &Agent) -> Vec<(String, String, String, Option<i32>)
 /// (later wins). `pod` must carry its status (podIP).
 pub async fn environment(
     agent: &Agent,
-    pod: &Value,
-    container: &Value,
+    pod: &Pod,
+    container: &Container,
     hostname: &str,
 ) -> Result<Vec<(String, String)>, String> {
-    let ns = pod
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("default");
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut env = service_environment(agent, pod, ns, hostname);
     env_from(agent, ns, container, &mut env).await?;
-    for e in container
-        .get("env")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let name = e["name"].as_str().unwrap_or_default().to_string();
+    for e in container.env.iter().flatten() {
         let value = env_value(agent, pod, ns, e, &env).await?;
-        env.retain(|(k, _)| *k != name);
-        env.push((name, value));
+        env.retain(|(k, _)| *k != e.name);
+        env.push((e.name.clone(), value));
     }
     Ok(env)
 }
@@ -556,7 +544,7 @@ pub async fn environment(
 /// `enableServiceLinks`, the default) each Service of the namespace's host and port.
 fn service_environment(
     agent: &Agent,
-    pod: &Value,
+    pod: &Pod,
     ns: &str,
     hostname: &str,
 ) -> Vec<(String, String)> {
@@ -572,11 +560,8 @@ fn service_environment(
         ("KUBERNETES_SERVICE_PORT_HTTPS".into(), "443".into()),
         ("KUBERNETES_PORT".into(), format!("tcp://{api}:443")),
     ];
-    if pod
-        .pointer("/spec/enableServiceLinks")
-        .and_then(Value::as_bool)
-        .unwrap_or(true)
-    {
+    let links = pod.spec.as_ref().and_then(|s| s.enable_service_links);
+    if links.unwrap_or(true) {
         for (name, sns, ip, port) in service_addresses(agent) {
             if sns != ns || name == "kubernetes" {
                 continue;
@@ -595,31 +580,20 @@ fn service_environment(
 async fn env_from(
     agent: &Agent,
     ns: &str,
-    container: &Value,
+    container: &Container,
     env: &mut Vec<(String, String)>,
 ) -> Result<(), String> {
-    for from in container
-        .get("envFrom")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let prefix = from.get("prefix").and_then(Value::as_str).unwrap_or("");
-        let (secret, r) = match (from.get("configMapRef"), from.get("secretRef")) {
-            (Some(r), _) => (false, r),
-            (_, Some(r)) => (true, r),
+    for from in container.env_from.iter().flatten() {
+        let prefix = from.prefix.as_deref().unwrap_or("");
+        let (secret, name, optional) = match (&from.config_map_ref, &from.secret_ref) {
+            (Some(r), _) => (false, &r.name, r.optional),
+            (_, Some(r)) => (true, &r.name, r.optional),
             _ => continue,
         };
-        let optional = r.get("optional").and_then(Value::as_bool) == Some(true);
-        for (k, v) in lookup(
-            agent,
-            ns,
-            secret,
-            r["name"].as_str().unwrap_or_default(),
-            optional,
-        )
-        .await?
-        .unwrap_or_default()
+        let optional = optional == Some(true);
+        for (k, v) in lookup(agent, ns, secret, name, optional)
+            .await?
+            .unwrap_or_default()
         {
             env.push((
                 format!("{prefix}{k}"),
@@ -634,30 +608,31 @@ async fn env_from(
 /// of the pod, or a key of a ConfigMap or Secret.
 async fn env_value(
     agent: &Agent,
-    pod: &Value,
+    pod: &Pod,
     ns: &str,
-    e: &Value,
+    e: &EnvVar,
     env: &[(String, String)],
 ) -> Result<String, String> {
-    if let Some(v) = e.get("value").and_then(Value::as_str) {
+    if let Some(v) = &e.value {
         return Ok(expand(v, env));
     }
-    if let Some(f) = e
-        .pointer("/valueFrom/fieldRef/fieldPath")
-        .and_then(Value::as_str)
-    {
-        return Ok(field_ref(pod, f));
+    let from = e.value_from.as_ref();
+    if let Some(f) = from.and_then(|f| f.field_ref.as_ref()) {
+        return Ok(field_ref(pod, &f.field_path));
     }
-    let Some((secret, r)) = e
-        .pointer("/valueFrom/configMapKeyRef")
-        .map(|r| (false, r))
-        .or_else(|| e.pointer("/valueFrom/secretKeyRef").map(|r| (true, r)))
-    else {
+    let Some((secret, obj, key, optional)) = from.and_then(|f| {
+        f.config_map_key_ref
+            .as_ref()
+            .map(|r| (false, &r.name, &r.key, r.optional))
+            .or_else(|| {
+                f.secret_key_ref
+                    .as_ref()
+                    .map(|r| (true, &r.name, &r.key, r.optional))
+            })
+    }) else {
         return Ok(String::new());
     };
-    let obj = r["name"].as_str().unwrap_or_default();
-    let optional = r.get("optional").and_then(Value::as_bool) == Some(true);
-    let key = r["key"].as_str().unwrap_or_default();
+    let optional = optional == Some(true);
     Ok(lookup(agent, ns, secret, obj, optional)
         .await?
         .and_then(|kv| kv.into_iter().find(|(k, _)| k == key))
@@ -738,14 +713,46 @@ mod tests {
     }
 
     #[test]
+    fn items_choose_keys_and_their_paths() {
+        let kv: KeyValues = vec![("a".into(), b"1".to_vec()), ("b".into(), b"2".to_vec())];
+        let items: Vec<KeyToPath> = serde_json::from_value(json!([
+            {"key": "b", "path": "dir/b.txt"}, {"key": "missing", "path": "m"}]))
+        .unwrap();
+        assert_eq!(
+            select(kv.clone(), Some(&items)),
+            vec![("dir/b.txt".to_string(), b"2".to_vec())]
+        );
+        assert_eq!(select(kv.clone(), None), kv);
+    }
+
+    #[test]
     fn downward_files_read_the_pod() {
-        let pod = json!({"metadata": {"namespace": "nginx", "labels": {"app": "web"}}});
-        let items = json!([
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"namespace": "nginx", "labels": {"app": "web", "tier": "front"}},
+            "spec": {"containers": [], "serviceAccountName": "runner"},
+            "status": {"podIP": "10.244.0.5"}}))
+        .unwrap();
+        let items: Vec<DownwardAPIVolumeFile> = serde_json::from_value(json!([
             {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}},
             {"path": "app", "fieldRef": {"fieldPath": "metadata.labels['app']"}},
-        ]);
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+            {"path": "limits", "resourceFieldRef": {"resource": "limits.cpu"}},
+        ]))
+        .unwrap();
         let files = downward_files(&pod, Some(&items));
         assert_eq!(files[0], ("namespace".to_string(), b"nginx".to_vec()));
         assert_eq!(files[1], ("app".to_string(), b"web".to_vec()));
+        assert_eq!(
+            files[2],
+            (
+                "labels".to_string(),
+                br#"{"app":"web","tier":"front"}"#.to_vec()
+            )
+        );
+        assert_eq!(files.len(), 3, "a resourceFieldRef is not modelled");
+        assert_eq!(field_ref(&pod, "status.podIPs"), "10.244.0.5");
+        assert_eq!(field_ref(&pod, "spec.serviceAccountName"), "runner");
+        assert_eq!(field_ref(&pod, "spec.nodeName"), "");
+        assert_eq!(field_ref(&pod, "metadata.annotations['a']"), "");
     }
 }
