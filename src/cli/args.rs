@@ -293,6 +293,11 @@ pub struct H2loadArgs {
     /// HTTP/1.1 only (as -p http/1.1).
     #[arg(long = "h1")]
     pub h1: bool,
+    /// The application protocols offered by ALPN over https, comma-separated, in order of
+    /// preference (h2load's; `--npn-list` is its older name): h3 first speaks HTTP/3 over
+    /// QUIC, as h2load built with ngtcp2 does.
+    #[arg(long = "alpn-list", alias = "npn-list")]
+    pub alpn_list: Option<String>,
     /// Requests per second for each client (open loop).
     #[arg(long = "rps", value_parser = super::values::rate)]
     pub rps: Option<f64>,

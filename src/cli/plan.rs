@@ -504,7 +504,8 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
             "-N is h2load's --connection-inactivity-timeout (how long a client waits without reading or writing anything, then gives up on its connection and its remaining requests), which archbench h2load does not implement; the nearest is --timeout D, a per-request timeout",
         ));
     }
-    let h1 = a.h1 || a.proto == "http/1.1";
+    let alpn = h2load_alpn(a.alpn_list.as_deref(), &a.url)?;
+    let h1 = a.h1 || a.proto == "http/1.1" || alpn == Some(H2loadAlpn::Http11);
     if !h1 && a.proto != "h2c" {
         return Err(invalid(format!(
             "-p {}: archbench h2load speaks h2c or http/1.1 (h2 over https by ALPN)",
@@ -544,10 +545,45 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         part: Part::WHOLE,
         start_at: None,
         // Over https h2load offers h2 and http/1.1 by ALPN and speaks what the server chooses.
-        http2: (!h1).then_some((a.streams, a.url.starts_with("https://"))),
-        http3: None,
+        http2: (!h1 && alpn != Some(H2loadAlpn::H3))
+            .then_some((a.streams, a.url.starts_with("https://"))),
+        http3: (alpn == Some(H2loadAlpn::H3)).then_some(a.streams),
         stray_streams: None,
     })
+}
+
+/// What h2load's `--alpn-list` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum H2loadAlpn {
+    /// h3 first: QUIC (h2load's rule: the list's first protocol decides).
+    H3,
+    /// http/1.1 alone.
+    Http11,
+    /// h2, with http/1.1 as the server chooses.
+    H2,
+}
+
+fn h2load_alpn(list: Option<&str>, url: &str) -> Result<Option<H2loadAlpn>, PlanError> {
+    let Some(list) = list else { return Ok(None) };
+    let protocols: Vec<&str> = list.split(',').map(str::trim).collect();
+    if let Some(p) = protocols
+        .iter()
+        .find(|p| !matches!(**p, "h3" | "h2" | "http/1.1"))
+    {
+        return Err(invalid(format!(
+            "--alpn-list {list}: {p:?} is none of h3, h2, http/1.1 (what archbench h2load speaks)"
+        )));
+    }
+    if !url.starts_with("https://") {
+        return Err(invalid(
+            "--alpn-list is negotiated in the TLS handshake: it needs an https:// URL",
+        ));
+    }
+    Ok(Some(match protocols.as_slice() {
+        ["h3", ..] => H2loadAlpn::H3,
+        ["http/1.1"] => H2loadAlpn::Http11,
+        _ => H2loadAlpn::H2,
+    }))
 }
 
 /// `archbench wrk`'s plan, resolved.

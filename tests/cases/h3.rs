@@ -51,9 +51,11 @@ fn streams_carry_exactly_the_count_caddy_logs() {
         let q = r.quic.as_ref().expect("QUIC figures in the result");
         assert_eq!((q.handshakes, q.handshakes_failed), (4, 0), "{streams}");
         assert_eq!(q.streams_asked, streams.parse::<u32>().unwrap());
-        // 2,000 requests and their responses need at least as many datagrams each way.
-        assert!(q.datagrams_sent >= 2000 / 10 && q.datagrams_received >= 2000 / 10);
-        assert!(q.udp_bytes_received > 2000 * 5, "{q:?}");
+        // Each request's HEADERS frame is over 20 bytes, each response's over 10: what the
+        // datagrams carried is at least that (QUIC packs many streams into one datagram).
+        assert!(q.datagrams_sent > 0 && q.datagrams_received > 0, "{q:?}");
+        assert!(q.udp_bytes_sent > 2000 * 20, "{q:?}");
+        assert!(q.udp_bytes_received > 2000 * 10, "{q:?}");
         assert!(q.path_mtu_min.is_some_and(|m| m >= 1200), "{q:?}");
         let tls = r.tls.as_ref().expect("TLS figures");
         assert_eq!((tls.full_handshakes, tls.alpn.as_deref()), (4, Some("h3")));
@@ -308,4 +310,27 @@ fn http3_flags_that_do_not_combine_are_usage_errors() {
         assert!(err.contains(says), "{argv:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     }
+}
+
+#[test]
+fn h2load_command_lines_for_h3_run_unchanged() {
+    let Some(caddy) = caddy() else { return };
+    let url = caddy.url("/");
+    for alpn in ["--alpn-list=h3", "--npn-list=h3,h2"] {
+        let o = archbench(&["h2load", "-n", "200", "-c", "2", "-m", "10", alpn, &url]);
+        assert_eq!(o.status.code(), Some(0), "{alpn}: {}", stderr(&o));
+        let text = stdout(&o);
+        assert!(text.contains("Application protocol: h3"), "{alpn}: {text}");
+        assert!(text.contains("200 succeeded"), "{alpn}: {text}");
+    }
+    let o = archbench(&["h2load", "-n", "2", "--alpn-list=h4", &url]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("none of h3, h2, http/1.1"),
+        "{}",
+        stderr(&o)
+    );
+    let log = caddy.stop_and_read_log();
+    assert_eq!(log.len(), 400);
+    all_http3_ok(&log);
 }

@@ -1213,7 +1213,7 @@ fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
             "--http3 is not built for the cluster",
         ),
         (
-            &["sweep", "both", "--http3"][..],
+            &["sweep", "both", "--http3", "--connections", "1,2"][..],
             "--http3 is not built for the cluster",
         ),
         (
