@@ -213,11 +213,6 @@ fn http3(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http3>, PlanEr
             "--http3 runs over QUIC, which needs TLS 1.3; drop --tls-version 1.2",
         ));
     }
-    if input.rate.is_some() {
-        return Err(invalid(
-            "--http3 runs the closed loop only so far: drop --rate (the open loop over HTTP/3 is not built yet)",
-        ));
-    }
     Ok(Some(Http3 {
         streams: streams as u32,
     }))

@@ -11,6 +11,7 @@ mod h2;
 mod h3;
 pub mod hook;
 pub mod live;
+mod slot_schedule;
 pub mod wake;
 mod worker;
 mod worker_base;

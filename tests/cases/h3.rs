@@ -290,10 +290,6 @@ fn http3_flags_that_do_not_combine_are_usage_errors() {
             "--streams",
         ),
         (
-            &["https://127.0.0.1:9/", "--http3", "--rate", "100"],
-            "--rate",
-        ),
-        (
             &["https://127.0.0.1:9/", "--http3", "--no-keepalive"],
             "--no-keepalive",
         ),
@@ -333,4 +329,69 @@ fn h2load_command_lines_for_h3_run_unchanged() {
     let log = caddy.stop_and_read_log();
     assert_eq!(log.len(), 400);
     all_http3_ok(&log);
+}
+
+/// The open loop over HTTP/3: each stream slot is a sender of the schedule.
+#[test]
+fn a_rate_over_quic_streams_is_kept_and_counted_as_caddy_logs() {
+    let Some(caddy) = caddy() else { return };
+    let started = std::time::Instant::now();
+    let r = run(&[
+        &caddy.url("/"),
+        "--http3",
+        "-k",
+        "--streams",
+        "4",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "--rate",
+        "2000",
+        "-n",
+        "1000",
+    ]);
+    let took = started.elapsed();
+    assert_consistent(&r);
+    assert_eq!((r.totals.requests, r.totals.errors), (1000, 0));
+    // 1,000 at 2,000/s: half a second, not as fast as Caddy answers.
+    assert!(took.as_millis() >= 450, "{took:?}");
+    let p = r.pacing.as_ref().expect("open loop: pacing figures");
+    assert!((p.achieved_rate - 2000.0).abs() < 100.0, "{p:?}");
+    // One lateness per request sent (a retried one is sent twice).
+    let retried = r.quic.as_ref().unwrap().retried;
+    assert_eq!(p.lateness.count, 1000 + retried, "{p:?} {:?}", r.quic);
+    let log = caddy.stop_and_read_log();
+    assert_eq!(log.len(), 1000);
+    all_http3_ok(&log);
+}
+
+#[test]
+fn too_few_quic_slots_for_the_rate_are_reported_as_held_sends() {
+    let Some(caddy) = caddy() else { return };
+    // One stream cannot carry 100,000 requests a second: due sends wait for it.
+    let r = run(&[
+        &caddy.url("/"),
+        "--http3",
+        "-k",
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "--rate",
+        "100000",
+        "-n",
+        "2000",
+    ]);
+    assert_consistent(&r);
+    let log = caddy.stop_and_read_log();
+    assert_eq!((r.totals.requests, log.len()), (2000, 2000));
+    let p = r.pacing.as_ref().unwrap();
+    assert!(p.held_by_busy_connection > 0, "{p:?}");
+    // Latency from the due time: it grows with the backlog, well beyond the service time.
+    assert!(
+        r.latency.total.p99_us > 2 * r.latency.service.p99_us,
+        "{:?}",
+        r.latency
+    );
 }

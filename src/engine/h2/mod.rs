@@ -14,8 +14,6 @@
 
 mod conn;
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::io;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -26,9 +24,10 @@ use mio::{Events, Interest, Poll, Token};
 
 use self::conn::{Broken, ConnState, Ended};
 use super::conn::Transport;
-use super::worker_base::{micros, tls_failure, SendTimer, WorkerOutcome, WorkerSpec, READ_BUFFER};
+use super::slot_schedule::{self, SlotSchedule, Slots};
+use super::worker_base::{micros, tls_failure, WorkerOutcome, WorkerSpec, READ_BUFFER};
 use super::worker_loop::{self, Protocol, Readiness};
-use super::{EngineError, Pacing, WorkerProgress};
+use super::{EngineError, WorkerProgress};
 use crate::http::h2::frame::{FrameDecoder, FrameError};
 use crate::http::h2::hpack::RequestBlocks;
 use crate::http::h2::ErrorCode;
@@ -81,17 +80,7 @@ pub struct H2Worker<'a> {
     stop: &'a AtomicBool,
     progress: &'a WorkerProgress,
     /// Open loop: each slot's schedule.
-    open: Option<OpenLoop>,
-}
-
-/// The open loop's schedule over the slots (see the module documentation).
-struct OpenLoop {
-    /// Between one slot's sends: all senders of the load over the rate.
-    interval: Duration,
-    slack: Duration,
-    /// Slots waiting for their due time, soonest first: (due, connection, slot).
-    due: BinaryHeap<Reverse<(Instant, usize, usize)>>,
-    timer: SendTimer,
+    open: Option<SlotSchedule>,
 }
 
 impl<'a> H2Worker<'a> {
@@ -106,16 +95,7 @@ impl<'a> H2Worker<'a> {
         let mut rec = Recorder::new(spec.expected);
         rec.h2().streams_asked = h2.streams;
         let poll = Poll::new().map_err(EngineError::Poll)?;
-        let open = match spec.pacing {
-            Pacing::Closed => None,
-            Pacing::Open { rate, slack } => Some(OpenLoop {
-                interval: super::seconds((spec.total_connections * streams) as f64 / rate),
-                slack,
-                // One entry per slot, and room for as many again: it never grows.
-                due: BinaryHeap::with_capacity(spec.connections * streams * 2),
-                timer: SendTimer::new(&[&poll]).map_err(EngineError::Poll)?,
-            }),
-        };
+        let open = SlotSchedule::new(&spec, streams, &poll)?;
         Ok(H2Worker {
             open,
             poll,
@@ -552,25 +532,10 @@ impl<'a> H2Worker<'a> {
     }
 
     /// Slot `s`'s next request after one ended at `now`: closed loop at once; open loop at
-    /// its next due time, or at once (late, timed from the due time) when that has passed.
+    /// its next due time (`slot_schedule`).
     fn next(&mut self, i: usize, s: usize, now: Instant) {
-        let Some(open) = self.open.as_mut() else {
-            return self.request(i, s, now);
-        };
-        let slot = &mut self.conns[i].state.slots[s];
-        slot.next_due += open.interval;
-        let due = slot.next_due;
-        if due <= now {
-            let sent = Instant::now();
-            // Counted only when a request went out: the last response of a run whose tickets
-            // are spent frees a slot that sends nothing.
-            if self.request_at(i, s, due, sent) {
-                self.rec.sends_held_by_busy_connection += 1;
-                self.rec
-                    .sent_late(micros(sent.saturating_duration_since(now)));
-            }
-        } else {
-            open.due.push(Reverse((due, i, s)));
+        if !slot_schedule::after_response(self, i, s, now) {
+            self.request(i, s, now);
         }
     }
 
@@ -578,18 +543,8 @@ impl<'a> H2Worker<'a> {
     /// request is queued, not sent, so a failing connect cannot recurse; the next settle or
     /// timeout scan opens the connection. Open loop: at its next due time.
     fn retry_later(&mut self, i: usize, s: usize, now: Instant) {
-        let Some(open) = self.open.as_mut() else {
+        if !slot_schedule::retry_later(self, i, s, now) {
             self.queue(i, s, now);
-            return;
-        };
-        let slot = &mut self.conns[i].state.slots[s];
-        slot.next_due += open.interval;
-        let due = slot.next_due;
-        if due > now {
-            open.due.push(Reverse((due, i, s)));
-        } else if self.queue(i, s, now) {
-            self.rec.sends_held_by_busy_connection += 1;
-            self.conns[i].state.slots[s].intended = due;
         }
     }
 
@@ -597,19 +552,13 @@ impl<'a> H2Worker<'a> {
     /// in the schedule.
     fn begin(&mut self) {
         let now = Instant::now();
+        let streams = self.h2.streams.max(1) as usize;
+        if self.open.is_some() {
+            return slot_schedule::begin(self, self.conns.len(), streams);
+        }
         for i in 0..self.conns.len() {
-            for s in 0..self.conns[i].state.slots.len() {
-                match (&mut self.open, self.spec.pacing) {
-                    (Some(open), Pacing::Open { rate, .. }) => {
-                        // Slot s of global connection g is sender g + s * all connections.
-                        let g = self.spec.schedule.first + self.spec.schedule.stride * i;
-                        let k = g + s * self.spec.total_connections;
-                        let due = super::after(self.spec.start, k as f64 / rate);
-                        self.conns[i].state.slots[s].next_due = due;
-                        open.due.push(Reverse((due, i, s)));
-                    }
-                    _ => self.request(i, s, now),
-                }
+            for s in 0..streams {
+                self.request(i, s, now);
             }
             self.flush(i);
         }
@@ -617,53 +566,9 @@ impl<'a> H2Worker<'a> {
 
     /// Open loop: how long the poll may wait, the send timer armed for the next due time.
     fn arm_timer(&mut self, wake: Instant, now: Instant) -> Result<Duration, EngineError> {
-        let wait = wake.saturating_duration_since(now);
-        let Some(open) = self.open.as_mut() else {
-            return Ok(wait);
-        };
-        let Some(&Reverse((due, _, _))) = open.due.peek() else {
-            return Ok(wait);
-        };
-        if due <= now + open.slack {
-            return Ok(Duration::ZERO);
-        }
-        open.timer.arm(due, now).map_err(EngineError::Poll)?;
-        Ok(wait)
-    }
-
-    /// Open loop: sends what is due by `now` (timed from its due time) and within the slack
-    /// after it (early, timed from now), each connection's in one write.
-    fn send_due(&mut self, now: Instant) {
-        let Some(slack) = self.open.as_ref().map(|o| o.slack) else {
-            return;
-        };
-        let horizon = now + slack;
-        let mut touched = usize::MAX;
-        while let Some(&Reverse((due, i, s))) = self.open.as_ref().and_then(|o| o.due.peek()) {
-            if due > horizon {
-                break;
-            }
-            if let Some(open) = self.open.as_mut() {
-                open.due.pop();
-            }
-            let slot = &self.conns[i].state.slots[s];
-            if !slot.idle() || slot.next_due != due {
-                continue;
-            }
-            if touched != i && touched != usize::MAX {
-                self.flush(touched);
-            }
-            touched = i;
-            if self.request_at(i, s, due.min(now), now) {
-                if due <= now {
-                    self.rec.sent_late(micros(now.duration_since(due)));
-                } else {
-                    self.rec.sent_early(micros(due.duration_since(now)));
-                }
-            }
-        }
-        if touched != usize::MAX {
-            self.flush(touched);
+        match self.open.as_mut() {
+            Some(open) => open.arm(wake, now),
+            None => Ok(wake.saturating_duration_since(now)),
         }
     }
 
@@ -699,6 +604,45 @@ impl<'a> H2Worker<'a> {
                 self.settle(i, now);
             }
         }
+    }
+}
+
+/// The open loop over HTTP/2's stream slots.
+impl Slots for H2Worker<'_> {
+    fn schedule(&mut self) -> Option<&mut SlotSchedule> {
+        self.open.as_mut()
+    }
+
+    fn spec(&self) -> &WorkerSpec {
+        &self.spec
+    }
+
+    fn recorder(&mut self) -> &mut Recorder {
+        &mut self.rec
+    }
+
+    fn next_due(&mut self, i: usize, s: usize) -> &mut Instant {
+        &mut self.conns[i].state.slots[s].next_due
+    }
+
+    fn idle(&self, i: usize, s: usize) -> bool {
+        self.conns[i].state.slots[s].idle()
+    }
+
+    fn request_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool {
+        H2Worker::request_at(self, i, s, intended, now)
+    }
+
+    fn queue_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool {
+        let queued = self.queue(i, s, now);
+        if queued {
+            self.conns[i].state.slots[s].intended = intended;
+        }
+        queued
+    }
+
+    fn flush(&mut self, i: usize) {
+        H2Worker::flush(self, i)
     }
 }
 
@@ -739,7 +683,7 @@ impl Protocol for H2Worker<'_> {
     }
 
     fn send(&mut self, now: Instant) {
-        self.send_due(now);
+        slot_schedule::send_due(self, now);
     }
 
     fn expire(&mut self, now: Instant) {

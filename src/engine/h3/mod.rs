@@ -7,7 +7,10 @@
 //! GOAWAY stops new streams; the requests at or above its stream id go out again on a new
 //! connection, opened once the old one has answered the rest. A stream the server resets with
 //! H3_REQUEST_REJECTED was never processed and goes out again too; other resets are protocol
-//! errors of their request. (The open loop over HTTP/3 is not built yet: the plan refuses it.)
+//! errors of their request.
+//!
+//! Open loop: every slot of every connection is one sender of the schedule
+//! (`engine::slot_schedule`, shared with HTTP/2).
 
 mod quic;
 
@@ -19,6 +22,7 @@ use mio::{Events, Poll, Token};
 use quinn_proto::{ConnectionError, Dir, ReadError, StreamEvent, StreamId, VarInt};
 
 use self::quic::{QuicConn, Received};
+use super::slot_schedule::{self, SlotSchedule, Slots};
 use super::worker_base::{micros, WorkerOutcome, WorkerSpec};
 use super::worker_loop::{self, Protocol, Readiness};
 use super::{EngineError, WorkerProgress};
@@ -68,6 +72,8 @@ struct Slot {
     /// Request bytes written on its stream so far.
     written: usize,
     response: ResponseParser,
+    /// Open loop: when this slot's next request is due.
+    next_due: Instant,
 }
 
 impl Slot {
@@ -83,7 +89,13 @@ impl Slot {
             connect_us: None,
             written: 0,
             response: ResponseParser::new(DEFAULT_MAX_HEADERS_FRAME),
+            next_due: now,
         }
+    }
+
+    /// Neither in flight nor waiting for a stream, nor done.
+    fn idle(&self) -> bool {
+        self.stream.is_none() && !self.queued && !self.parked
     }
 }
 
@@ -137,6 +149,8 @@ pub struct H3Worker<'a> {
     progress: &'a WorkerProgress,
     /// Request streams that ended in this event batch: (connection, slot, how).
     ended: Vec<(usize, usize, Ended)>,
+    /// Open loop: each slot's schedule.
+    open: Option<SlotSchedule>,
 }
 
 impl<'a> H3Worker<'a> {
@@ -151,7 +165,9 @@ impl<'a> H3Worker<'a> {
         let mut rec = Recorder::new(spec.expected);
         rec.quic().streams_asked = h3.streams;
         let poll = Poll::new().map_err(EngineError::Poll)?;
+        let open = SlotSchedule::new(&spec, streams, &poll)?;
         Ok(H3Worker {
+            open,
             poll,
             conns: (0..spec.connections)
                 .map(|_| H3Conn {
@@ -217,8 +233,38 @@ impl<'a> H3Worker<'a> {
 
     /// Slot `s` of connection `i` begins its next request (a ticket permitting).
     fn request(&mut self, i: usize, s: usize, now: Instant) {
-        if self.queue(i, s, now) && self.conns[i].quic.is_none() {
+        self.request_at(i, s, now, now);
+    }
+
+    /// [`H3Worker::request`], timed from `intended` (open loop: its due time). False when
+    /// no request was begun (no ticket left, or the run is over).
+    fn request_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool {
+        if !self.queue(i, s, now) {
+            return false;
+        }
+        self.conns[i].slots[s].intended = intended;
+        if self.conns[i].quic.is_none() {
             self.open(i, now);
+        } else {
+            self.open_streams(i, now);
+        }
+        true
+    }
+
+    /// Slot `s`'s next request after one ended at `now`: closed loop at once; open loop at
+    /// its next due time (`slot_schedule`).
+    fn next(&mut self, i: usize, s: usize, now: Instant) {
+        if !slot_schedule::after_response(self, i, s, now) {
+            self.request(i, s, now);
+        }
+    }
+
+    /// After a failure the worker handles itself (a handshake, a timeout): slot `s`'s next
+    /// request is queued, not sent; the next settle or timeout scan connects. Open loop: at
+    /// its next due time.
+    fn retry_later(&mut self, i: usize, s: usize, now: Instant) {
+        if !slot_schedule::retry_later(self, i, s, now) {
+            self.queue(i, s, now);
         }
     }
 
@@ -254,7 +300,7 @@ impl<'a> H3Worker<'a> {
             if self.conns[i].slots[s].queued {
                 self.conns[i].slots[s].queued = false;
                 self.error(kind, now, second);
-                self.queue(i, s, now);
+                self.retry_later(i, s, now);
             }
         }
     }
@@ -452,7 +498,7 @@ impl<'a> H3Worker<'a> {
             let slot = &mut c.slots[s];
             // Closed loop: a request waiting for a stream begins when it goes out, as a
             // connection's next request does in HTTP/1.1.
-            if slot.connect_us.is_none() {
+            if slot.connect_us.is_none() && self.open.is_none() {
                 slot.intended = now;
             }
             slot.queued = false;
@@ -677,11 +723,15 @@ impl<'a> H3Worker<'a> {
                 }
             }
             Ended::Unprocessed => {
-                // Never processed: the request goes out again and counts once, when answered.
+                // Never processed: the request goes out again and counts once, when answered
+                // (open loop: still timed from when it was due).
                 self.rec.quic().retried += 1;
                 if let Some(t) = self.tickets.as_mut() {
                     *t += 1;
                 }
+                let intended = slot.intended;
+                self.request_at(i, s, intended, now);
+                return;
             }
             Ended::Reset(code) => {
                 self.rec.quic().reset(&code_name(code));
@@ -695,7 +745,7 @@ impl<'a> H3Worker<'a> {
             }
             Ended::Lost => self.error(ErrorKind::Read, now, second),
         }
-        self.request(i, s, now);
+        self.next(i, s, now);
     }
 
     fn error(&mut self, kind: ErrorKind, now: Instant, second: u32) {
@@ -725,7 +775,7 @@ impl<'a> H3Worker<'a> {
                 }
                 slot.queued = false;
                 self.error(ErrorKind::Timeout, now, second);
-                self.queue(i, s, now);
+                self.retry_later(i, s, now);
             }
             if late && handshaking {
                 // The handshake took longer than a request may: a new connection next.
@@ -834,6 +884,45 @@ fn varint(code: ErrorCode) -> VarInt {
     VarInt::from_u64(code.0).unwrap_or(VarInt::from_u32(ErrorCode::GENERAL_PROTOCOL_ERROR.0 as u32))
 }
 
+/// The open loop over HTTP/3's stream slots.
+impl Slots for H3Worker<'_> {
+    fn schedule(&mut self) -> Option<&mut SlotSchedule> {
+        self.open.as_mut()
+    }
+
+    fn spec(&self) -> &WorkerSpec {
+        &self.spec
+    }
+
+    fn recorder(&mut self) -> &mut Recorder {
+        &mut self.rec
+    }
+
+    fn next_due(&mut self, i: usize, s: usize) -> &mut Instant {
+        &mut self.conns[i].slots[s].next_due
+    }
+
+    fn idle(&self, i: usize, s: usize) -> bool {
+        self.conns[i].slots[s].idle()
+    }
+
+    fn request_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool {
+        H3Worker::request_at(self, i, s, intended, now)
+    }
+
+    fn queue_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool {
+        let queued = self.queue(i, s, now);
+        if queued {
+            self.conns[i].slots[s].intended = intended;
+        }
+        queued
+    }
+
+    fn flush(&mut self, i: usize) {
+        self.transmit(i, Instant::now());
+    }
+}
+
 /// HTTP/3 in the one worker loop.
 impl Protocol for H3Worker<'_> {
     fn spec(&mut self) -> &mut WorkerSpec {
@@ -850,6 +939,10 @@ impl Protocol for H3Worker<'_> {
 
     fn begin(&mut self) {
         let now = Instant::now();
+        let streams = self.h3.streams.max(1) as usize;
+        if self.open.is_some() {
+            return slot_schedule::begin(self, self.conns.len(), streams);
+        }
         for i in 0..self.conns.len() {
             for s in 0..self.conns[i].slots.len() {
                 self.request(i, s, now);
@@ -870,7 +963,10 @@ impl Protocol for H3Worker<'_> {
     ) -> Result<(), EngineError> {
         let timers = self.conns.iter().filter_map(|c| c.timer).min();
         let wake = timers.map_or(wake, |t| t.min(wake));
-        let wait = wake.saturating_duration_since(now);
+        let wait = match self.open.as_mut() {
+            Some(open) => open.arm(wake, now)?,
+            None => wake.saturating_duration_since(now),
+        };
         worker_loop::polled(self.poll.poll(events, Some(wait)))
     }
 
@@ -882,6 +978,7 @@ impl Protocol for H3Worker<'_> {
 
     fn send(&mut self, now: Instant) {
         self.timers(now);
+        slot_schedule::send_due(self, now);
     }
 
     fn expire(&mut self, now: Instant) {
