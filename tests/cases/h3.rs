@@ -395,3 +395,106 @@ fn too_few_quic_slots_for_the_rate_are_reported_as_held_sends() {
         r.latency
     );
 }
+
+/// The HTTP/3 fault matrix: each misbehaviour of a server of the tests' own (quinn-proto's
+/// server side) ends as the kind of error it is, in bounded time, with the right figures.
+mod faults {
+    use std::sync::atomic::Ordering;
+
+    use crate::util::faulty_h3::{FaultyH3Server, H3Fault};
+    use crate::util::{assert_consistent, run};
+    use archbench::stats::RunResult;
+
+    /// A run of `-n n -c 1 --streams streams` against a new server playing `fault`.
+    fn load(fault: H3Fault, streams: u32, n: u32) -> (FaultyH3Server, RunResult) {
+        let server = FaultyH3Server::start(fault);
+        let (streams, n) = (streams.to_string(), n.to_string());
+        let r = run(&[
+            &server.url(),
+            "--http3",
+            "-k",
+            "--streams",
+            &streams,
+            "-n",
+            &n,
+            "-c",
+            "1",
+            "--timeout",
+            "2s",
+        ]);
+        assert_consistent(&r);
+        (server, r)
+    }
+
+    fn count(codes: &[archbench::stats::H2CodeCount], code: &str) -> u64 {
+        codes.iter().find(|c| c.code == code).map_or(0, |c| c.count)
+    }
+
+    #[test]
+    fn a_goaway_loses_and_doubles_nothing() {
+        let (server, r) = load(H3Fault::GoAwayAfterTwo, 4, 20);
+        let q = r.quic.as_ref().unwrap();
+        assert_eq!((r.totals.requests, r.totals.errors), (20, 0), "{q:?}");
+        assert_eq!(server.counts.answered.load(Ordering::Relaxed), 20);
+        // Two answered per connection: ten connections, each ended by a GOAWAY.
+        assert!(q.goaways >= 9, "{q:?}");
+        assert!(server.counts.connections.load(Ordering::Relaxed) >= 10);
+        assert!(
+            q.retried >= server.counts.rejected.load(Ordering::Relaxed),
+            "{q:?}"
+        );
+        assert!(q.retried > 0, "{q:?}");
+    }
+
+    #[test]
+    fn rejected_requests_are_sent_again_and_counted_once() {
+        let (server, r) = load(H3Fault::RejectEveryThird, 1, 30);
+        let q = r.quic.as_ref().unwrap();
+        assert_eq!((r.totals.requests, r.totals.errors), (30, 0), "{q:?}");
+        assert_eq!(server.counts.answered.load(Ordering::Relaxed), 30);
+        let rejected = server.counts.rejected.load(Ordering::Relaxed);
+        assert!(rejected >= 14, "{rejected}");
+        assert_eq!(q.retried, rejected, "{q:?}");
+    }
+
+    #[test]
+    fn a_stream_reset_mid_body_is_a_protocol_error_by_its_code() {
+        let (_server, r) = load(H3Fault::ResetMidBody, 2, 10);
+        let q = r.quic.as_ref().unwrap();
+        assert_eq!((r.totals.requests, r.errors.protocol), (0, 10), "{q:?}");
+        assert_eq!(count(&q.resets, "h3_internal_error"), 10, "{q:?}");
+        assert_eq!(r.totals.body_bytes, 0);
+    }
+
+    #[test]
+    fn data_before_headers_closes_the_connection_with_frame_unexpected() {
+        let (_server, r) = load(H3Fault::DataBeforeHeaders, 1, 6);
+        let q = r.quic.as_ref().unwrap();
+        assert_eq!((r.totals.requests, r.errors.protocol), (0, 6), "{q:?}");
+        assert_eq!(
+            count(&q.connection_errors, "ours:h3_frame_unexpected"),
+            6,
+            "{q:?}"
+        );
+    }
+
+    #[test]
+    fn a_connection_closed_mid_run_fails_only_what_was_in_flight() {
+        let (server, r) = load(H3Fault::CloseAfterFive, 2, 40);
+        let q = r.quic.as_ref().unwrap();
+        let answered = server.counts.answered.load(Ordering::Relaxed);
+        assert_eq!(r.totals.requests, answered, "{q:?}");
+        assert_eq!(
+            r.totals.requests + r.totals.errors,
+            40,
+            "{:?} {:?} {q:?}",
+            r.totals,
+            r.errors
+        );
+        assert!(answered >= 30, "{answered}");
+        assert!(
+            count(&q.connection_errors, "application:h3_internal_error") >= 5,
+            "{q:?}"
+        );
+    }
+}

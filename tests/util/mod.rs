@@ -5,6 +5,7 @@
 pub mod caddy;
 pub mod faulty;
 pub mod faulty_h2;
+pub mod faulty_h3;
 pub mod kube;
 pub mod nginx;
 pub mod noise;
