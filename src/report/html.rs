@@ -436,6 +436,12 @@ fn about_run(name: &str, r: &RunResult) -> String {
         esc(&e.kernel),
         esc(&e.archbench_version),
     );
+    if let Some(q) = &r.quic {
+        s.push_str(&format!(
+            "<dd>QUIC: {}</dd>",
+            esc(&super::text::quic_summary(q))
+        ));
+    }
     for srv in &r.servers {
         for line in srv.fingerprint.lines() {
             s.push_str(&format!(

@@ -413,29 +413,7 @@ fn codes(what: &str, counts: &[crate::stats::H2CodeCount]) -> String {
 /// again, resets and connection errors by code.
 fn write_quic(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     let Some(q) = &r.quic else { return Ok(()) };
-    let mtu = match (q.path_mtu_min, q.path_mtu_max) {
-        (Some(a), Some(b)) if a == b => format!(", path MTU {a}"),
-        (Some(a), Some(b)) => format!(", path MTU {a}-{b}"),
-        _ => String::new(),
-    };
-    let failed = match q.handshakes_failed {
-        0 => String::new(),
-        n => format!(" ({} failed)", grouped(n)),
-    };
-    let dropped = match q.datagrams_dropped_by_socket {
-        0 => String::new(),
-        n => format!(", {} not taken by the socket", grouped(n)),
-    };
-    writeln!(
-        out,
-        "  QUIC       {} streams per connection; {} handshakes{failed}; datagrams {} sent, {} received{dropped}; {} packets lost, {} congestion events{mtu}",
-        q.streams_asked,
-        grouped(q.handshakes),
-        grouped(q.datagrams_sent),
-        grouped(q.datagrams_received),
-        grouped(q.packets_lost),
-        grouped(q.congestion_events),
-    )?;
+    writeln!(out, "  QUIC       {}", quic_summary(q))?;
     if q.goaways + q.retried > 0 || !q.resets.is_empty() || !q.connection_errors.is_empty() {
         writeln!(
             out,
@@ -450,6 +428,33 @@ fn write_quic(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "  QUIC errors {note}")?;
     }
     Ok(())
+}
+
+/// The QUIC line's figures: streams per connection, handshakes, datagrams, losses,
+/// congestion, path MTU.
+pub fn quic_summary(q: &crate::stats::QuicFigures) -> String {
+    let mtu = match (q.path_mtu_min, q.path_mtu_max) {
+        (Some(a), Some(b)) if a == b => format!(", path MTU {a}"),
+        (Some(a), Some(b)) => format!(", path MTU {a}-{b}"),
+        _ => String::new(),
+    };
+    let failed = match q.handshakes_failed {
+        0 => String::new(),
+        n => format!(" ({} failed)", grouped(n)),
+    };
+    let dropped = match q.datagrams_dropped_by_socket {
+        0 => String::new(),
+        n => format!(", {} not taken by the socket", grouped(n)),
+    };
+    format!(
+        "{} streams per connection; {} handshakes{failed}; datagrams {} sent, {} received{dropped}; {} packets lost, {} congestion events{mtu}",
+        q.streams_asked,
+        grouped(q.handshakes),
+        grouped(q.datagrams_sent),
+        grouped(q.datagrams_received),
+        grouped(q.packets_lost),
+        grouped(q.congestion_events),
+    )
 }
 
 /// Why TLS failed, in one line: how many, the main reason with what to do, the first message.
