@@ -437,8 +437,12 @@ fn h3_spec(plan: &Plan, h: Http3, tls: &worker_base::TlsSetup) -> Result<h3::H3S
     );
     let request = crate::http::h3::encode_request(&fields, &plan.request.body)
         .map_err(|e| EngineError::Tls(tls::TlsSetupError::Settings(e.to_string())))?;
-    let crypto = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls.config.clone())
-        .map_err(|e| {
+    // Every QUIC handshake is a full one: the QUIC stack does not say whether a session was
+    // resumed, and a count of "full" handshakes that were resumed would be a false figure.
+    let mut rustls_config = (*tls.config).clone();
+    rustls_config.resumption = rustls::client::Resumption::disabled();
+    let crypto =
+        quinn_proto::crypto::rustls::QuicClientConfig::try_from(rustls_config).map_err(|e| {
             EngineError::Tls(tls::TlsSetupError::Settings(format!(
                 "QUIC needs TLS 1.3 with TLS_AES_128_GCM_SHA256: {e}"
             )))
