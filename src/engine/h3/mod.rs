@@ -21,7 +21,7 @@ use std::time::Instant;
 use mio::{Events, Poll, Token};
 use quinn_proto::{ConnectionError, Dir, ReadError, StreamEvent, StreamId, VarInt};
 
-use self::quic::{QuicConn, Received};
+use self::quic::{DatagramBuffers, QuicConn, Received};
 use super::slot_schedule::{self, SlotSchedule, Slots};
 use super::worker_base::{micros, WorkerOutcome, WorkerSpec};
 use super::worker_loop::{self, Protocol, Readiness};
@@ -151,6 +151,8 @@ pub struct H3Worker<'a> {
     ended: Vec<(usize, usize, Ended)>,
     /// Open loop: each slot's schedule.
     open: Option<SlotSchedule>,
+    /// Every connection's datagrams pass through these.
+    bufs: DatagramBuffers,
 }
 
 impl<'a> H3Worker<'a> {
@@ -168,6 +170,7 @@ impl<'a> H3Worker<'a> {
         let open = SlotSchedule::new(&spec, streams, &poll)?;
         Ok(H3Worker {
             open,
+            bufs: DatagramBuffers::new(),
             poll,
             conns: (0..spec.connections)
                 .map(|_| H3Conn {
@@ -324,7 +327,7 @@ impl<'a> H3Worker<'a> {
         let Some(q) = self.conns[i].quic.as_mut() else {
             return;
         };
-        match q.receive(now) {
+        match q.receive(now, &mut self.bufs) {
             Received::Datagrams { bytes, .. } => {
                 let second = self.second(now);
                 self.rec.bytes_in(second, bytes);
@@ -375,7 +378,7 @@ impl<'a> H3Worker<'a> {
     fn transmit(&mut self, i: usize, now: Instant) {
         let c = &mut self.conns[i];
         if let Some(q) = c.quic.as_mut() {
-            self.rec.bytes_written += q.transmit(now);
+            self.rec.bytes_written += q.transmit(now, &mut self.bufs);
             c.timer = q.timeout();
             if q.conn.is_drained() {
                 self.drop_connection(i);
@@ -695,7 +698,7 @@ impl<'a> H3Worker<'a> {
         if let Some(q) = self.conns[i].quic.as_mut() {
             q.conn
                 .close(now, varint(ErrorCode::NO_ERROR), bytes::Bytes::new());
-            self.rec.bytes_written += q.transmit(now);
+            self.rec.bytes_written += q.transmit(now, &mut self.bufs);
         }
         self.drop_connection(i);
     }

@@ -18,10 +18,16 @@ use quinn_proto::{
 
 use crate::stats::QuicConnectionCounts;
 
-/// The receive buffer's size: a datagram is at most 64 KiB.
-const DATAGRAM_MAX: usize = 64 * 1024;
+/// A received datagram's room: QUIC's datagrams stay within the path MTU (quinn and
+/// quic-go send at most 1,452 bytes of UDP payload without GRO); a longer one is counted and
+/// dropped (QUIC sends its frames again).
+const DATAGRAM_ROOM: usize = 2048;
+/// Datagrams read per `recvmmsg`.
+const BATCH: usize = 8;
 /// The datagram pool's block.
-const POOL: usize = 1 << 20;
+const POOL: usize = 256 * 1024;
+/// The send buffer's room: one datagram at a time.
+const SEND_ROOM: usize = 64 * 1024;
 /// Datagrams written per `poll_transmit` (one: each its own send, no GSO yet).
 const DATAGRAMS_PER_TRANSMIT: usize = 1;
 
@@ -36,18 +42,35 @@ pub enum Received {
     Failed,
 }
 
+/// A worker's buffers for all its connections' datagrams (a connection holds none: at 10,000
+/// connections a buffer each would be hundreds of MiB).
+pub struct DatagramBuffers {
+    /// One batch of datagrams as `recvmmsg` reads them.
+    batch: Box<[u8]>,
+    /// Where datagrams are handed to quinn from: quinn keeps a datagram's bytes (stream data
+    /// it hands out later), as a slice of one large block whose space `reserve` reclaims once
+    /// they are all dropped, so the steady state allocates nothing per datagram.
+    pool: BytesMut,
+    send: Vec<u8>,
+}
+
+impl DatagramBuffers {
+    pub fn new() -> DatagramBuffers {
+        DatagramBuffers {
+            batch: vec![0; DATAGRAM_ROOM * BATCH].into_boxed_slice(),
+            pool: BytesMut::with_capacity(POOL),
+            send: Vec::with_capacity(SEND_ROOM),
+        }
+    }
+}
+
 pub struct QuicConn {
     sock: UdpSocket,
     remote: SocketAddr,
     endpoint: Endpoint,
     handle: ConnectionHandle,
     pub conn: Connection,
-    /// One datagram as read.
-    datagram: Box<[u8]>,
-    /// Where datagrams are handed to quinn from (see [`QuicConn::receive`]).
-    pool: BytesMut,
-    send: Vec<u8>,
-    /// Datagrams the socket would not take.
+    /// Datagrams the socket would not take, or too long to take in.
     pub dropped: u64,
 }
 
@@ -83,48 +106,61 @@ impl QuicConn {
             endpoint,
             handle,
             conn,
-            datagram: vec![0; DATAGRAM_MAX].into_boxed_slice(),
-            pool: BytesMut::with_capacity(POOL),
-            send: Vec::with_capacity(DATAGRAM_MAX),
             dropped: 0,
         })
     }
 
-    /// Reads every datagram the socket holds into the connection.
-    pub fn receive(&mut self, now: Instant) -> Received {
+    /// Reads every datagram the socket holds into the connection, a batch per call: a batch
+    /// that comes back short has emptied the socket (a later datagram is a new edge), so no
+    /// call is spent on learning it is empty.
+    pub fn receive(&mut self, now: Instant, bufs: &mut DatagramBuffers) -> Received {
         let (mut n, mut bytes) = (0, 0);
+        let DatagramBuffers { batch, pool, send } = bufs;
         loop {
-            let len = match self.sock.recv(&mut self.datagram) {
-                Ok(len) => len,
+            let mut lens = [0usize; BATCH];
+            let got = match recv_batch(&self.sock, batch, &mut lens) {
+                Ok(got) => got,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Received::Refused,
                 Err(_) => return Received::Failed,
             };
-            // quinn keeps the datagram's bytes (stream data it hands out later): a slice of
-            // one large buffer, whose space `reserve` reclaims once they are all dropped, so
-            // the steady state allocates nothing per datagram.
-            if self.pool.capacity() - self.pool.len() < len {
-                self.pool.reserve(POOL);
-            }
-            self.pool.extend_from_slice(&self.datagram[..len]);
-            let datagram = self.pool.split_to(len);
-            n += 1;
-            bytes += len as u64;
-            self.send.clear();
-            match self
-                .endpoint
-                .handle(now, self.remote, None, None, datagram, &mut self.send)
-            {
-                Some(DatagramEvent::ConnectionEvent(_, event)) => self.conn.handle_event(event),
-                Some(DatagramEvent::Response(t)) => {
-                    let _ = self.sock.send(&self.send[..t.size]);
+            for (k, &len) in lens.iter().enumerate().take(got) {
+                if len > DATAGRAM_ROOM {
+                    self.dropped += 1;
+                    continue;
                 }
-                Some(DatagramEvent::NewConnection(_)) | None => {}
+                let data = &batch[k * DATAGRAM_ROOM..k * DATAGRAM_ROOM + len];
+                n += 1;
+                bytes += len as u64;
+                self.take_in(now, data, pool, send);
+            }
+            if got < BATCH {
+                break;
             }
         }
         self.endpoint_events();
         Received::Datagrams { n, bytes }
+    }
+
+    /// One datagram into the connection.
+    fn take_in(&mut self, now: Instant, data: &[u8], pool: &mut BytesMut, send: &mut Vec<u8>) {
+        if pool.capacity() - pool.len() < data.len() {
+            pool.reserve(POOL);
+        }
+        pool.extend_from_slice(data);
+        let datagram = pool.split_to(data.len());
+        send.clear();
+        match self
+            .endpoint
+            .handle(now, self.remote, None, None, datagram, send)
+        {
+            Some(DatagramEvent::ConnectionEvent(_, event)) => self.conn.handle_event(event),
+            Some(DatagramEvent::Response(t)) => {
+                let _ = self.sock.send(&send[..t.size]);
+            }
+            Some(DatagramEvent::NewConnection(_)) | None => {}
+        }
     }
 
     /// What the connection tells its endpoint (retired connection ids, its drain), and back.
@@ -148,17 +184,17 @@ impl QuicConn {
     }
 
     /// Writes every datagram the connection has to send; the bytes written.
-    pub fn transmit(&mut self, now: Instant) -> u64 {
+    pub fn transmit(&mut self, now: Instant, bufs: &mut DatagramBuffers) -> u64 {
         let mut written = 0;
         loop {
-            self.send.clear();
+            bufs.send.clear();
             let Some(t) = self
                 .conn
-                .poll_transmit(now, DATAGRAMS_PER_TRANSMIT, &mut self.send)
+                .poll_transmit(now, DATAGRAMS_PER_TRANSMIT, &mut bufs.send)
             else {
                 break;
             };
-            match self.sock.send(&self.send[..t.size]) {
+            match self.sock.send(&bufs.send[..t.size]) {
                 Ok(n) => written += n as u64,
                 // UDP: a datagram the socket does not take is lost; QUIC sends its frames
                 // again. Counted, so a run says it happened.
@@ -187,4 +223,44 @@ impl QuicConn {
     pub fn deregister(&mut self, poll: &Poll) {
         let _ = poll.registry().deregister(&mut self.sock);
     }
+}
+
+/// `recvmmsg` of up to [`BATCH`] datagrams into `batch` (each in its [`DATAGRAM_ROOM`]),
+/// without waiting; their lengths in `lens` (a truncated one longer than its room), and how
+/// many came.
+fn recv_batch(sock: &UdpSocket, batch: &mut [u8], lens: &mut [usize; BATCH]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: all-zero is a valid value of these plain C structs.
+    let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    for (k, chunk) in batch.chunks_exact_mut(DATAGRAM_ROOM).take(BATCH).enumerate() {
+        iovs[k].iov_base = chunk.as_mut_ptr().cast();
+        iovs[k].iov_len = DATAGRAM_ROOM;
+        msgs[k].msg_hdr.msg_iov = &mut iovs[k];
+        msgs[k].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: every header points at one iovec over its own DATAGRAM_ROOM bytes of `batch`,
+    // all of which outlive the call; the kernel writes at most that much into each.
+    let got = unsafe {
+        libc::recvmmsg(
+            sock.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            BATCH as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let got = got as usize;
+    for k in 0..got {
+        let truncated = msgs[k].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+        lens[k] = if truncated {
+            DATAGRAM_ROOM + 1
+        } else {
+            msgs[k].msg_len as usize
+        };
+    }
+    Ok(got)
 }
