@@ -233,7 +233,11 @@ fn recv_batch(sock: &UdpSocket, batch: &mut [u8], lens: &mut [usize; BATCH]) -> 
     // SAFETY: all-zero is a valid value of these plain C structs.
     let mut iovs: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
     let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-    for (k, chunk) in batch.chunks_exact_mut(DATAGRAM_ROOM).take(BATCH).enumerate() {
+    for (k, chunk) in batch
+        .chunks_exact_mut(DATAGRAM_ROOM)
+        .take(BATCH)
+        .enumerate()
+    {
         iovs[k].iov_base = chunk.as_mut_ptr().cast();
         iovs[k].iov_len = DATAGRAM_ROOM;
         msgs[k].msg_hdr.msg_iov = &mut iovs[k];
