@@ -498,3 +498,53 @@ mod faults {
         );
     }
 }
+
+/// A certificate from a trusted authority (the test's own, trusted through SSL_CERT_FILE as
+/// the system's roots are read) for another name than the URL's: refused as a name mismatch.
+#[test]
+fn a_certificate_for_another_name_is_a_name_mismatch() {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["elsewhere.test".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    let Some(caddy) = Caddy::start(CaddyConfig {
+        cert: Some((leaf.pem(), leaf_key.serialize_pem())),
+        default_sni: Some("elsewhere.test"),
+        ..CaddyConfig::default()
+    }) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let roots = dir.path().join("roots.pem");
+    std::fs::write(&roots, ca.pem()).unwrap();
+    let o = bin()
+        .args([
+            "run",
+            &caddy.url("/"),
+            "--http3",
+            "-n",
+            "4",
+            "-c",
+            "1",
+            "-q",
+            "-o",
+            "json",
+        ])
+        .env("SSL_CERT_FILE", &roots)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["errors"]["tls"], 4, "{}", doc["errors"]);
+    assert_eq!(
+        doc["tls"]["failures"][0]["reason"], "name_mismatch",
+        "{}",
+        doc["tls"]
+    );
+    assert!(caddy.stop_and_read_log().is_empty());
+}

@@ -30,6 +30,11 @@ pub struct CaddyConfig<'a> {
     pub protocols: &'a str,
     /// Files served beside the default answer: (path under the site, size in bytes).
     pub files: &'a [(&'a str, usize)],
+    /// The certificate and key served (PEM); None: self-signed for 127.0.0.1.
+    pub cert: Option<(String, String)>,
+    /// The name whose certificate answers a handshake without one (a client asking for an IP
+    /// address sends no name): `cert`'s, when it is not for 127.0.0.1.
+    pub default_sni: Option<&'a str>,
 }
 
 /// How long Caddy may take to say its servers run.
@@ -40,11 +45,14 @@ impl Caddy {
     pub fn start(cfg: CaddyConfig<'_>) -> Option<Caddy> {
         let bin = super::require_tool("caddy")?;
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
-            .expect("a self-signed certificate");
+        let (cert, key) = cfg.cert.clone().unwrap_or_else(|| {
+            let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
+                .expect("a self-signed certificate");
+            (ck.cert.pem(), ck.key_pair.serialize_pem())
+        });
         let path = |name: &str| dir.path().join(name);
-        std::fs::write(path("cert.pem"), ck.cert.pem()).unwrap();
-        std::fs::write(path("key.pem"), ck.key_pair.serialize_pem()).unwrap();
+        std::fs::write(path("cert.pem"), cert).unwrap();
+        std::fs::write(path("key.pem"), key).unwrap();
         std::fs::create_dir_all(path("www")).unwrap();
         for (name, size) in cfg.files {
             std::fs::write(path("www").join(name), vec![b'x'; *size]).unwrap();
@@ -56,11 +64,15 @@ impl Caddy {
             cfg.protocols
         };
         let d = dir.path().display();
+        let default_sni = cfg
+            .default_sni
+            .map(|n| format!("\tdefault_sni {n}\n"))
+            .unwrap_or_default();
         let caddyfile = format!(
             "{{
 	admin off
 	auto_https off
-	storage file_system {d}/data
+{default_sni}	storage file_system {d}/data
 	servers {{
 		protocols {protocols}
 	}}
