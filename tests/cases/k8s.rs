@@ -606,7 +606,9 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
         (o.status.success() && stdout(&o).contains("metrics API")).then(|| stdout(&o))
     });
     assert!(top.contains(&pod), "{top}");
-    // A load whose pod's nginx is killed a moment in: the run is kept, the restart told.
+    // A load whose pod's nginx is killed a moment in: the run is kept, the restart told. The
+    // run lasts long enough for the restart to be seen within it on a loaded machine (at 4 s
+    // the full suite once ended the run first).
     let dir = tempfile::tempdir().unwrap();
     let child = k8s_command(
         c,
@@ -615,7 +617,7 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
             "load",
             "arm",
             "-d",
-            "4s",
+            "8s",
             "-c",
             "2",
             "--out-dir",
