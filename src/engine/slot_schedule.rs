@@ -76,9 +76,11 @@ pub(super) trait Slots {
     /// Begins the slot's next request, timed from `intended`; false when none was begun (no
     /// ticket left, or the run is over).
     fn request_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool;
-    /// Takes a ticket and queues the slot's next request, timed from `intended`, without
-    /// sending it (the next settle or timeout scan does); false when none was queued.
-    fn queue_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool;
+    /// Takes a ticket and queues the slot's next request without sending it (the next
+    /// settle or timeout scan does); false when none was queued.
+    fn queue(&mut self, i: usize, s: usize, now: Instant) -> bool;
+    /// Times the slot's queued request from `intended` rather than from its queueing.
+    fn set_intended(&mut self, i: usize, s: usize, intended: Instant);
     /// Writes what connection `i` has queued (once per connection per batch of sends).
     fn flush(&mut self, i: usize);
 }
@@ -103,12 +105,12 @@ pub(super) fn begin<W: Slots>(w: &mut W, conns: usize, slots: usize) {
     }
 }
 
-/// Slot `s`'s next request after one ended at `now`: at its next due time, or at once (late,
-/// timed from the due time) when that has passed. False in the closed loop (the caller sends
-/// at once).
-pub(super) fn after_response<W: Slots>(w: &mut W, i: usize, s: usize, now: Instant) -> bool {
+/// Slot `s`'s next request after one ended at `now`: closed loop at once; open loop at its
+/// next due time, or at once (late, timed from the due time) when that has passed.
+pub(super) fn after_response<W: Slots>(w: &mut W, i: usize, s: usize, now: Instant) {
     let Some(interval) = w.schedule().map(|o| o.interval) else {
-        return false;
+        w.request_at(i, s, now, now);
+        return;
     };
     let due = {
         let next = w.next_due(i, s);
@@ -127,15 +129,15 @@ pub(super) fn after_response<W: Slots>(w: &mut W, i: usize, s: usize, now: Insta
     } else if let Some(o) = w.schedule() {
         o.due.push(Reverse((due, i, s)));
     }
-    true
 }
 
 /// After a failure the worker handles itself (a connect, a timeout): slot `s`'s next request
-/// at its next due time, queued (not sent, so a failing connect cannot recurse) if that has
-/// passed. False in the closed loop (the caller queues it).
-pub(super) fn retry_later<W: Slots>(w: &mut W, i: usize, s: usize, now: Instant) -> bool {
+/// queued, not sent, so a failing connect cannot recurse (the next settle or timeout scan
+/// connects); open loop: at its next due time, queued at once if that has passed.
+pub(super) fn retry_later<W: Slots>(w: &mut W, i: usize, s: usize, now: Instant) {
     let Some(interval) = w.schedule().map(|o| o.interval) else {
-        return false;
+        w.queue(i, s, now);
+        return;
     };
     let due = {
         let next = w.next_due(i, s);
@@ -146,10 +148,10 @@ pub(super) fn retry_later<W: Slots>(w: &mut W, i: usize, s: usize, now: Instant)
         if let Some(o) = w.schedule() {
             o.due.push(Reverse((due, i, s)));
         }
-    } else if w.queue_at(i, s, due, now) {
+    } else if w.queue(i, s, now) {
+        w.set_intended(i, s, due);
         w.recorder().sends_held_by_busy_connection += 1;
     }
-    true
 }
 
 /// Sends what is due by `now` (timed from its due time) and within the slack after it (early,

@@ -157,6 +157,36 @@ pub(super) fn wait_for_start(start: Instant, stop: &AtomicBool) -> bool {
     }
 }
 
+/// Whether a multiplexed slot's next request may begin, by the run's stop rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ticket {
+    Granted,
+    /// The count is reached: the slot parks.
+    NoneLeft,
+    /// The deadline has passed.
+    RunOver,
+}
+
+/// Takes one ticket of a count-bounded run (none needed when bounded by time), unless the
+/// run is over.
+pub(super) fn take_ticket(
+    tickets: &mut Option<u64>,
+    deadline: Option<Instant>,
+    now: Instant,
+) -> Ticket {
+    if deadline.is_some_and(|d| now >= d) {
+        return Ticket::RunOver;
+    }
+    match tickets {
+        Some(0) => Ticket::NoneLeft,
+        Some(t) => {
+            *t -= 1;
+            Ticket::Granted
+        }
+        None => Ticket::Granted,
+    }
+}
+
 pub(super) fn micros(d: Duration) -> u64 {
     d.as_micros() as u64
 }

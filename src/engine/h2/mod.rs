@@ -25,7 +25,9 @@ use mio::{Events, Interest, Poll, Token};
 use self::conn::{Broken, ConnState, Ended};
 use super::conn::Transport;
 use super::slot_schedule::{self, SlotSchedule, Slots};
-use super::worker_base::{micros, tls_failure, WorkerOutcome, WorkerSpec, READ_BUFFER};
+use super::worker_base::{
+    micros, take_ticket, tls_failure, Ticket, WorkerOutcome, WorkerSpec, READ_BUFFER,
+};
 use super::worker_loop::{self, Protocol, Readiness};
 use super::{EngineError, WorkerProgress};
 use crate::http::h2::frame::{FrameDecoder, FrameError};
@@ -157,11 +159,10 @@ impl<'a> H2Worker<'a> {
     /// Takes a ticket for slot `s`'s next request and queues it; false when there is none
     /// (the slot is parked) or the run is over.
     fn queue(&mut self, i: usize, s: usize, now: Instant) -> bool {
-        if self.spec.deadline.is_some_and(|d| now >= d) {
-            return false;
-        }
-        if let Some(t) = self.tickets.as_mut() {
-            if *t == 0 {
+        match take_ticket(&mut self.tickets, self.spec.deadline, now) {
+            Ticket::Granted => {}
+            Ticket::RunOver => return false,
+            Ticket::NoneLeft => {
                 let slot = &mut self.conns[i].state.slots[s];
                 if !slot.parked {
                     slot.parked = true;
@@ -169,7 +170,6 @@ impl<'a> H2Worker<'a> {
                 }
                 return false;
             }
-            *t -= 1;
         }
         self.first_send.get_or_insert(now);
         let slot = &mut self.conns[i].state.slots[s];
@@ -247,7 +247,7 @@ impl<'a> H2Worker<'a> {
             if self.conns[i].state.slots[s].queued {
                 self.conns[i].state.slots[s].queued = false;
                 self.error(ErrorKind::Connect, now, second);
-                self.retry_later(i, s, now);
+                slot_schedule::retry_later(self, i, s, now);
             }
         }
     }
@@ -528,24 +528,7 @@ impl<'a> H2Worker<'a> {
             Ended::Broken(Broken::Tls) => self.error(ErrorKind::Tls, now, second),
             Ended::Broken(Broken::Protocol(_)) => self.error(ErrorKind::Protocol, now, second),
         }
-        self.next(i, s, now);
-    }
-
-    /// Slot `s`'s next request after one ended at `now`: closed loop at once; open loop at
-    /// its next due time (`slot_schedule`).
-    fn next(&mut self, i: usize, s: usize, now: Instant) {
-        if !slot_schedule::after_response(self, i, s, now) {
-            self.request(i, s, now);
-        }
-    }
-
-    /// After a failure the worker handles itself (a connect, a timeout): slot `s`'s next
-    /// request is queued, not sent, so a failing connect cannot recurse; the next settle or
-    /// timeout scan opens the connection. Open loop: at its next due time.
-    fn retry_later(&mut self, i: usize, s: usize, now: Instant) {
-        if !slot_schedule::retry_later(self, i, s, now) {
-            self.queue(i, s, now);
-        }
+        slot_schedule::after_response(self, i, s, now);
     }
 
     /// The first requests: closed loop, every slot at once; open loop, each slot at its place
@@ -596,7 +579,7 @@ impl<'a> H2Worker<'a> {
                 }
                 self.conns[i].state.slots[s].queued = false;
                 self.error(ErrorKind::Timeout, now, second);
-                self.retry_later(i, s, now);
+                slot_schedule::retry_later(self, i, s, now);
             }
             let c = &self.conns[i];
             let idle_closed = c.link == Link::Closed && c.state.slots.iter().any(|s| s.queued);
@@ -633,12 +616,12 @@ impl Slots for H2Worker<'_> {
         H2Worker::request_at(self, i, s, intended, now)
     }
 
-    fn queue_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool {
-        let queued = self.queue(i, s, now);
-        if queued {
-            self.conns[i].state.slots[s].intended = intended;
-        }
-        queued
+    fn queue(&mut self, i: usize, s: usize, now: Instant) -> bool {
+        H2Worker::queue(self, i, s, now)
+    }
+
+    fn set_intended(&mut self, i: usize, s: usize, intended: Instant) {
+        self.conns[i].state.slots[s].intended = intended;
     }
 
     fn flush(&mut self, i: usize) {

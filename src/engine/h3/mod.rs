@@ -23,7 +23,7 @@ use quinn_proto::{ConnectionError, Dir, ReadError, StreamEvent, StreamId, VarInt
 
 use self::quic::{DatagramBuffers, QuicConn, Received};
 use super::slot_schedule::{self, SlotSchedule, Slots};
-use super::worker_base::{micros, WorkerOutcome, WorkerSpec};
+use super::worker_base::{micros, take_ticket, Ticket, WorkerOutcome, WorkerSpec};
 use super::worker_loop::{self, Protocol, Readiness};
 use super::{EngineError, WorkerProgress};
 use crate::http::h3::{
@@ -211,11 +211,10 @@ impl<'a> H3Worker<'a> {
     /// Takes a ticket for slot `s`'s next request and queues it; false when there is none
     /// (the slot is parked) or the run is over.
     fn queue(&mut self, i: usize, s: usize, now: Instant) -> bool {
-        if self.spec.deadline.is_some_and(|d| now >= d) {
-            return false;
-        }
-        if let Some(t) = self.tickets.as_mut() {
-            if *t == 0 {
+        match take_ticket(&mut self.tickets, self.spec.deadline, now) {
+            Ticket::Granted => {}
+            Ticket::RunOver => return false,
+            Ticket::NoneLeft => {
                 let slot = &mut self.conns[i].slots[s];
                 if !slot.parked {
                     slot.parked = true;
@@ -223,7 +222,6 @@ impl<'a> H3Worker<'a> {
                 }
                 return false;
             }
-            *t -= 1;
         }
         self.first_send.get_or_insert(now);
         let slot = &mut self.conns[i].slots[s];
@@ -252,23 +250,6 @@ impl<'a> H3Worker<'a> {
             self.open_streams(i, now);
         }
         true
-    }
-
-    /// Slot `s`'s next request after one ended at `now`: closed loop at once; open loop at
-    /// its next due time (`slot_schedule`).
-    fn next(&mut self, i: usize, s: usize, now: Instant) {
-        if !slot_schedule::after_response(self, i, s, now) {
-            self.request(i, s, now);
-        }
-    }
-
-    /// After a failure the worker handles itself (a handshake, a timeout): slot `s`'s next
-    /// request is queued, not sent; the next settle or timeout scan connects. Open loop: at
-    /// its next due time.
-    fn retry_later(&mut self, i: usize, s: usize, now: Instant) {
-        if !slot_schedule::retry_later(self, i, s, now) {
-            self.queue(i, s, now);
-        }
     }
 
     fn open(&mut self, i: usize, now: Instant) {
@@ -303,7 +284,7 @@ impl<'a> H3Worker<'a> {
             if self.conns[i].slots[s].queued {
                 self.conns[i].slots[s].queued = false;
                 self.error(kind, now, second);
-                self.retry_later(i, s, now);
+                slot_schedule::retry_later(self, i, s, now);
             }
         }
     }
@@ -339,7 +320,7 @@ impl<'a> H3Worker<'a> {
                 };
                 self.rec.quic().connection_error(what);
                 let established = self.conns[i].established;
-                self.lost(i, now);
+                self.lost(i);
                 if !established {
                     self.rec.quic().handshakes_failed += 1;
                     self.connect_failed(i, ErrorKind::Connect, now);
@@ -676,14 +657,14 @@ impl<'a> H3Worker<'a> {
         if let Some(code) = error_name(reason) {
             self.rec.quic().connection_error(&code);
         }
-        self.lost(i, now);
+        self.lost(i);
         if !established {
             self.connect_failed(i, kind, now);
         }
     }
 
     /// Every request in flight on connection `i` ended with it; the connection is forgotten.
-    fn lost(&mut self, i: usize, _now: Instant) {
+    fn lost(&mut self, i: usize) {
         let c = &mut self.conns[i];
         for s in 0..c.slots.len() {
             if c.slots[s].stream.take().is_some() {
@@ -748,7 +729,7 @@ impl<'a> H3Worker<'a> {
             }
             Ended::Lost => self.error(ErrorKind::Read, now, second),
         }
-        self.next(i, s, now);
+        slot_schedule::after_response(self, i, s, now);
     }
 
     fn error(&mut self, kind: ErrorKind, now: Instant, second: u32) {
@@ -778,7 +759,7 @@ impl<'a> H3Worker<'a> {
                 }
                 slot.queued = false;
                 self.error(ErrorKind::Timeout, now, second);
-                self.retry_later(i, s, now);
+                slot_schedule::retry_later(self, i, s, now);
             }
             if late && handshaking {
                 // The handshake took longer than a request may: a new connection next.
@@ -913,12 +894,12 @@ impl Slots for H3Worker<'_> {
         H3Worker::request_at(self, i, s, intended, now)
     }
 
-    fn queue_at(&mut self, i: usize, s: usize, intended: Instant, now: Instant) -> bool {
-        let queued = self.queue(i, s, now);
-        if queued {
-            self.conns[i].slots[s].intended = intended;
-        }
-        queued
+    fn queue(&mut self, i: usize, s: usize, now: Instant) -> bool {
+        H3Worker::queue(self, i, s, now)
+    }
+
+    fn set_intended(&mut self, i: usize, s: usize, intended: Instant) {
+        self.conns[i].slots[s].intended = intended;
     }
 
     fn flush(&mut self, i: usize) {
