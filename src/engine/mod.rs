@@ -234,6 +234,9 @@ pub struct Progress<'a> {
     /// time it ran plus waited to run, as the final limiter verdict counts it (None where the
     /// kernel does not say).
     pub worker_busy: &'a [Option<f64>],
+    /// The QUIC counters of every worker, as of its latest tick (HTTP/3 runs; at the end the
+    /// run's own figures).
+    pub quic: Option<crate::stats::QuicNow>,
 }
 
 /// What a run measured.
@@ -280,6 +283,20 @@ struct WorkerProgress {
     errors: AtomicU64,
     /// The worker thread's kernel id, for its CPU time in /proc (0 until it starts).
     tid: AtomicU64,
+    /// Its QUIC counters as of its latest tick (None: it speaks no QUIC). A lock taken once a
+    /// tick by each side, never per request.
+    quic: std::sync::Mutex<Option<crate::stats::QuicNow>>,
+}
+
+impl WorkerProgress {
+    fn publish_quic(&self, q: crate::stats::QuicNow) {
+        // A reader that panicked leaves counters that are still whole.
+        *self.quic.lock().unwrap_or_else(|e| e.into_inner()) = Some(q);
+    }
+
+    fn quic(&self) -> Option<crate::stats::QuicNow> {
+        *self.quic.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Each worker's demand (ran + waited) since the previous reading, from
@@ -375,6 +392,7 @@ pub fn run_from(
         errors: merged.recording.error_total(),
         latency: collector.live(),
         worker_busy: busy.read(&progress),
+        quic: merged.recording.quic.as_ref().map(|q| q.now()),
     });
     Ok(RunOutcome {
         recording: merged.recording,
@@ -622,16 +640,31 @@ impl Watch<'_> {
             self.collector.drain();
             match waited {
                 Ok(()) => finished += 1,
-                Err(mpsc::RecvTimeoutError::Timeout) => on_progress(&Progress {
-                    elapsed: self.start.elapsed(),
-                    completed: self.sum(|p| &p.completed),
-                    errors: self.sum(|p| &p.errors),
-                    latency: self.collector.live(),
-                    worker_busy: self.busy.read(self.progress),
-                }),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let quic = self.quic();
+                    on_progress(&Progress {
+                        elapsed: self.start.elapsed(),
+                        completed: self.sum(|p| &p.completed),
+                        errors: self.sum(|p| &p.errors),
+                        latency: self.collector.live(),
+                        worker_busy: self.busy.read(self.progress),
+                        quic,
+                    })
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
+    }
+
+    /// The workers' QUIC counters added up, if any worker has published some.
+    fn quic(&self) -> Option<crate::stats::QuicNow> {
+        self.progress
+            .iter()
+            .filter_map(WorkerProgress::quic)
+            .reduce(|mut a, b| {
+                a.add(&b);
+                a
+            })
     }
 
     fn sum(&self, counter: impl Fn(&WorkerProgress) -> &AtomicU64) -> u64 {

@@ -15,7 +15,7 @@ use super::worker_base::{
     wait_for_start, WorkerOutcome, WorkerSpec, MAX_POLL_WAIT, RATE_SAMPLE, TIMER,
 };
 use super::{EngineError, WorkerProgress};
-use crate::stats::Recorder;
+use crate::stats::{QuicNow, Recorder};
 
 /// What a readiness event says of one connection's socket.
 #[derive(Debug, Clone, Copy)]
@@ -53,6 +53,10 @@ pub(super) trait Protocol {
     /// The run's end, before its recording is taken (a protocol that counts per connection
     /// adds the connections still open).
     fn finish(&mut self) {}
+    /// Its QUIC counters as they stand, for live views (a protocol over QUIC).
+    fn quic_now(&mut self) -> Option<QuicNow> {
+        None
+    }
 }
 
 /// Runs `p` until the stop rule or `stop`; its recording and whether `stop` ended it.
@@ -102,7 +106,7 @@ pub(super) fn run<P: Protocol>(
         }
         let now = Instant::now();
         p.send(now);
-        chores.run(&mut p, now);
+        chores.run(&mut p, now, progress);
         let rec = p.recorder();
         let (completed, errors) = (rec.completed, rec.error_total());
         progress.completed.store(completed, Ordering::Relaxed);
@@ -134,12 +138,13 @@ fn outcome<P: Protocol>(p: &mut P, interrupted: bool, stopped_at: Instant) -> Wo
     }
 }
 
-/// The worker's housekeeping beside the requests: the timeout scan and the per-second rate
-/// sample, each with its next time.
+/// The worker's housekeeping beside the requests: the timeout scan, the rate sample and the
+/// QUIC counters for live views, each with its next time.
 struct Chores {
     scan_every: Duration,
     next_scan: Instant,
     next_rate: Instant,
+    next_publish: Instant,
     /// When the last rate sample was taken, and the completed count then.
     rate_mark: (Instant, u64),
 }
@@ -151,17 +156,18 @@ impl Chores {
             scan_every,
             next_scan: start + scan_every,
             next_rate: start + RATE_SAMPLE,
+            next_publish: start + super::live::TICK,
             rate_mark: (start, 0),
         }
     }
 
     /// The next chore's time.
     fn next(&self) -> Instant {
-        self.next_scan.min(self.next_rate)
+        self.next_scan.min(self.next_rate).min(self.next_publish)
     }
 
     /// Does the chores that are due by `now`.
-    fn run<P: Protocol>(&mut self, p: &mut P, now: Instant) {
+    fn run<P: Protocol>(&mut self, p: &mut P, now: Instant, progress: &WorkerProgress) {
         if now >= self.next_scan {
             p.expire(now);
             self.next_scan = now + self.scan_every;
@@ -174,6 +180,13 @@ impl Chores {
                 .saturating_record((done as f64 * 1000.0 / ms) as u64);
             self.rate_mark = (now, rec.completed);
             self.next_rate += RATE_SAMPLE;
+        }
+        if now >= self.next_publish {
+            // A summing scan of the open connections: once a tick, not per request.
+            if let Some(q) = p.quic_now() {
+                progress.publish_quic(q);
+            }
+            self.next_publish += super::live::TICK;
         }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::engine::live::{HISTORY, TICK};
 use crate::engine::Progress;
 use crate::monitor::SATURATED;
-use crate::stats::{step_covered, ErrorKind, LatencySummary, ServerNow};
+use crate::stats::{step_covered, ErrorKind, LatencySummary, QuicNow, ServerNow};
 
 /// Latency bucket bounds of the Prometheus histogram, in microseconds (upper bounds; +Inf
 /// follows): 1-2-5 per decade from 10 µs, so `histogram_quantile` lands within a bucket of
@@ -66,6 +66,8 @@ pub struct TargetLive {
     /// Each worker's demand now (ran + waited, as a share of a core).
     pub worker_busy: Vec<Option<f64>>,
     pub servers: Vec<ServerLive>,
+    /// QUIC counters of every run of this target so far (HTTP/3 only).
+    pub quic: Option<QuicNow>,
     /// Totals of this target's earlier runs, which the counters above go on from.
     before: Totals,
 }
@@ -76,6 +78,7 @@ struct Totals {
     latency_sum_us: u64,
     errors_by_kind: [u64; ErrorKind::COUNT],
     buckets: [u64; BUCKETS_US.len()],
+    quic: Option<QuicNow>,
 }
 
 impl TargetLive {
@@ -100,6 +103,7 @@ impl TargetLive {
             latency_sum_us: 0,
             worker_busy: Vec::new(),
             servers: Vec::new(),
+            quic: None,
             before: Totals::default(),
         }
     }
@@ -143,6 +147,13 @@ impl TargetLive {
         self.answered_total = b.answered + h.len();
         self.latency_sum_us = b.latency_sum_us + l.latency_sum_us;
         self.worker_busy = p.worker_busy.to_vec();
+        self.quic = match (b.quic, p.quic) {
+            (Some(mut before), Some(now)) => {
+                before.add(&now);
+                Some(before)
+            }
+            (before, now) => now.or(before),
+        };
         for now in servers {
             match self.servers.iter_mut().find(|s| s.now.label == now.label) {
                 Some(s) => {
@@ -179,6 +190,7 @@ impl TargetLive {
             latency_sum_us: self.latency_sum_us,
             errors_by_kind: self.errors_by_kind,
             buckets: self.buckets,
+            quic: self.quic,
         };
         self.run_label = label.to_string();
         self.finished = false;
@@ -356,6 +368,7 @@ mod tests {
                 errors: 0,
                 latency: collector.live(),
                 worker_busy: &[],
+                quic: None,
             },
             &[],
         );

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Board, ServerLive, TargetLive, BUCKETS_US};
-use crate::stats::ErrorKind;
+use crate::stats::{ErrorKind, QuicNow};
 
 /// The endpoint: serving until dropped.
 pub struct Endpoint {
@@ -165,6 +165,7 @@ pub fn render(targets: &[TargetLive]) -> String {
     render_target_gauges(&mut out, targets);
     render_worker_busy(&mut out, targets);
     render_server_gauges(&mut out, targets);
+    render_quic(&mut out, targets);
     out.push_str("# EOF\n");
     out
 }
@@ -339,6 +340,88 @@ fn render_server_gauges(out: &mut String, targets: &[TargetLive]) {
                     value(s)
                 );
             }
+        }
+    }
+}
+
+/// A QUIC counter: name (before `_total`), unit ("" for none), help, and how to read it.
+type QuicCounter = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&QuicNow) -> u64,
+);
+
+/// The QUIC counters of the targets loaded over HTTP/3 (families only when one is): what
+/// the QUIC stack counted, of the ended connections and the open ones as of the workers'
+/// latest tick.
+fn render_quic(out: &mut String, targets: &[TargetLive]) {
+    let quic: Vec<(&TargetLive, &QuicNow)> = targets
+        .iter()
+        .filter_map(|t| Some((t, t.quic.as_ref()?)))
+        .collect();
+    if quic.is_empty() {
+        return;
+    }
+    let counters: [QuicCounter; 8] = [
+        (
+            "archbench_quic_handshakes",
+            "",
+            "QUIC handshakes completed.",
+            |q| q.handshakes,
+        ),
+        (
+            "archbench_quic_handshakes_failed",
+            "",
+            "QUIC connections whose handshake did not complete.",
+            |q| q.handshakes_failed,
+        ),
+        (
+            "archbench_quic_datagrams_sent",
+            "",
+            "UDP datagrams the QUIC stack sent.",
+            |q| q.datagrams_sent,
+        ),
+        (
+            "archbench_quic_datagrams_received",
+            "",
+            "UDP datagrams the QUIC stack received.",
+            |q| q.datagrams_received,
+        ),
+        (
+            "archbench_quic_sent_bytes",
+            "bytes",
+            "UDP payload bytes sent.",
+            |q| q.udp_bytes_sent,
+        ),
+        (
+            "archbench_quic_received_bytes",
+            "bytes",
+            "UDP payload bytes received.",
+            |q| q.udp_bytes_received,
+        ),
+        (
+            "archbench_quic_packets_lost",
+            "",
+            "Packets QUIC's loss detection declared lost (their frames sent again).",
+            |q| q.packets_lost,
+        ),
+        (
+            "archbench_quic_congestion_events",
+            "",
+            "Congestion events (the congestion window reduced).",
+            |q| q.congestion_events,
+        ),
+    ];
+    for (name, unit, help, value) in counters {
+        header(out, name, "counter", unit, help);
+        for (t, q) in &quic {
+            let _ = writeln!(
+                out,
+                "{name}_total{{target=\"{}\"}} {}",
+                label(&t.name),
+                value(q)
+            );
         }
     }
 }

@@ -548,3 +548,79 @@ fn a_certificate_for_another_name_is_a_name_mismatch() {
     );
     assert!(caddy.stop_and_read_log().is_empty());
 }
+
+#[test]
+fn prometheus_shows_the_quic_counters_grow_and_end_at_the_results_figures() {
+    use crate::util::prometheus::{one, parse, parser_available, scrape, serving};
+    if !parser_available() {
+        return;
+    }
+    let Some(caddy) = caddy() else { return };
+    let url = caddy.url("/");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut cmd = bin();
+    cmd.args([
+        "run",
+        &url,
+        "--http3",
+        "-k",
+        "--streams",
+        "4",
+        "-c",
+        "3",
+        "-t",
+        "1",
+        "-d",
+        "3s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (child, err, addr) = serving(cmd);
+    let target = [("target", url.as_str())];
+    // During the run: the datagram counters grow from one scrape to a later one (the open
+    // connections' counters, not only those of ended ones: none ends before the deadline).
+    crate::util::wait_for_change("the QUIC datagram counter to grow", PROMPTLY, || {
+        let s = parse(&scrape(&addr));
+        if one(&s, "archbench_running", &target) != 1.0 {
+            return None;
+        }
+        let n = s
+            .get("archbench_quic_datagrams_sent_total")
+            .map(|_| one(&s, "archbench_quic_datagrams_sent_total", &target))?;
+        (n > 0.0).then_some(n)
+    });
+    err.wait_for("--linger", PROMPTLY);
+    let s = parse(&scrape(&addr));
+    let r = read_json(&json);
+    let q = &r["quic"];
+    for (metric, field) in [
+        ("archbench_quic_handshakes_total", "handshakes"),
+        ("archbench_quic_handshakes_failed_total", "handshakes_failed"),
+        ("archbench_quic_datagrams_sent_total", "datagrams_sent"),
+        ("archbench_quic_datagrams_received_total", "datagrams_received"),
+        ("archbench_quic_sent_bytes_total", "udp_bytes_sent"),
+        ("archbench_quic_received_bytes_total", "udp_bytes_received"),
+        ("archbench_quic_packets_lost_total", "packets_lost"),
+        ("archbench_quic_congestion_events_total", "congestion_events"),
+    ] {
+        assert_eq!(
+            one(&s, metric, &target),
+            q[field].as_f64().unwrap(),
+            "{metric}"
+        );
+    }
+    assert_eq!(one(&s, "archbench_quic_handshakes_total", &target), 3.0);
+    assert!(one(&s, "archbench_quic_datagrams_received_total", &target) > 0.0);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
+    assert_eq!(o.status.code(), Some(0));
+    let requests = r["totals"]["requests"].as_u64().unwrap();
+    // A request in flight at the deadline may be logged and not counted: at most one per
+    // stream.
+    let logged = caddy.stop_and_read_log().len() as u64;
+    assert!(
+        requests <= logged && logged <= requests + 12,
+        "{requests} {logged}"
+    );
+}

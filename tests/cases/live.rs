@@ -110,6 +110,8 @@ fn prometheus_counters_grow_during_the_run_and_end_at_the_results_figures() {
         );
     }
     assert_eq!(one(&s, "archbench_running", &target), 0.0);
+    // No QUIC families for a load without QUIC (HTTP/3 runs have them: tests/cases/h3.rs).
+    assert!(!s.keys().any(|k| k.starts_with("archbench_quic")), "{s:?}");
     // Ctrl-C ends the lingering; the run itself was complete, so the exit status is 0.
     let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
     assert_eq!(o.status.code(), Some(0));

@@ -30,7 +30,7 @@ use crate::http::h3::{
     CriticalStreams, ErrorCode, ErrorScope, H3Error, ResponseParser, UniStreamParser,
     DEFAULT_MAX_HEADERS_FRAME,
 };
-use crate::stats::{ErrorKind, Recorder, TlsFailure};
+use crate::stats::{ErrorKind, QuicNow, Recorder, TlsFailure};
 
 /// What an HTTP/3 run sends, encoded once for all its connections, and how it connects.
 #[derive(Clone)]
@@ -971,5 +971,13 @@ impl Protocol for H3Worker<'_> {
 
     fn finish(&mut self) {
         H3Worker::finish(self)
+    }
+
+    fn quic_now(&mut self) -> Option<QuicNow> {
+        let mut now = self.rec.quic().now();
+        for q in self.conns.iter().filter_map(|c| c.quic.as_ref()) {
+            now.open_connection(&q.counts());
+        }
+        Some(now)
     }
 }
