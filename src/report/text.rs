@@ -20,8 +20,9 @@ pub fn ports_note(r: &RunResult) -> Option<String> {
     })
 }
 
-/// Why QUIC got nowhere, when every sign says no HTTP/3 listens: the UDP port answered with
-/// ICMP port unreachable, or nothing answered a handshake within the timeout.
+/// Why QUIC got nowhere, when every sign says no HTTP/3 listens as we speak it: the UDP port
+/// answered with ICMP port unreachable, or with a Version Negotiation listing no version we
+/// speak, or nothing answered a handshake within the timeout.
 pub fn quic_note(r: &RunResult) -> Option<String> {
     let q = r.quic.as_ref()?;
     let count = |code: &str| {
@@ -30,21 +31,9 @@ pub fn quic_note(r: &RunResult) -> Option<String> {
             .find(|c| c.code == code)
             .map_or(0, |c| c.count)
     };
-    let (unreachable, silent) = (count("port_unreachable"), count("handshake_timeout"));
-    if q.handshakes > 0 || unreachable + silent == 0 {
+    if q.handshakes > 0 {
         return None;
     }
-    let why = if unreachable > 0 {
-        format!(
-            "{} handshakes were answered with ICMP port unreachable",
-            grouped(unreachable)
-        )
-    } else {
-        format!(
-            "{} handshakes got no answer within the timeout",
-            grouped(silent)
-        )
-    };
     let at = url::Url::parse(&r.plan.url)
         .ok()
         .and_then(|u| {
@@ -55,6 +44,25 @@ pub fn quic_note(r: &RunResult) -> Option<String> {
             ))
         })
         .unwrap_or_else(|| format!("the UDP port of {}", r.plan.url));
+    let versions = count("version_mismatch");
+    if versions > 0 {
+        return Some(format!(
+            "{} handshakes were answered with a QUIC Version Negotiation listing versions, none of them QUIC v1 (RFC 9000), the one archbench speaks: the server at {at} speaks another QUIC version (an older draft?)",
+            grouped(versions)
+        ));
+    }
+    let (unreachable, silent) = (count("port_unreachable"), count("handshake_timeout"));
+    let why = match (unreachable, silent) {
+        (0, 0) => return None,
+        (0, _) => format!(
+            "{} handshakes got no answer within the timeout",
+            grouped(silent)
+        ),
+        _ => format!(
+            "{} handshakes were answered with ICMP port unreachable",
+            grouped(unreachable)
+        ),
+    };
     Some(format!(
         "{why}: no HTTP/3 at {at}; a server that offers it says so over https in an Alt-Svc: h3 header (`--http2` speaks h2 to its TCP port)"
     ))

@@ -499,6 +499,101 @@ mod faults {
     }
 }
 
+mod quic_failures {
+    use std::time::{Duration, Instant};
+
+    use crate::util::faulty_h3::{FaultyH3Server, H3Fault, SILENT_IDLE_TIMEOUT};
+    use crate::util::{archbench, stdout};
+
+    fn count(doc: &serde_json::Value, code: &str) -> u64 {
+        doc["quic"]["connection_errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["code"] == code)
+            .map_or(0, |c| c["count"].as_u64().unwrap())
+    }
+
+    #[test]
+    fn a_server_of_another_quic_version_is_named_in_one_line() {
+        let server = FaultyH3Server::start(H3Fault::OtherVersionOnly);
+        let url = server.url();
+        let args = [
+            "run",
+            &url,
+            "--http3",
+            "-k",
+            "-n",
+            "3",
+            "-c",
+            "1",
+            "--timeout",
+            "2s",
+        ];
+        let o = archbench(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", crate::util::stderr(&o));
+        let text = stdout(&o);
+        assert!(
+            text.contains("answered with a QUIC Version Negotiation")
+                && text.contains("none of them QUIC v1"),
+            "{text}"
+        );
+        let o = archbench(&[&args[..], &["-q", "-o", "json"]].concat());
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(doc["totals"]["requests"], 0);
+        assert_eq!(doc["errors"]["connect"], 3, "{}", doc["errors"]);
+        assert_eq!(count(&doc, "version_mismatch"), 3, "{}", doc["quic"]);
+        assert_eq!(doc["quic"]["handshakes"], 0);
+        assert_eq!(doc["quic"]["handshakes_failed"], 3);
+        assert_eq!(
+            server
+                .counts
+                .connections
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+    }
+
+    #[test]
+    fn a_server_gone_silent_ends_by_the_idle_timeout_it_offered() {
+        let server = FaultyH3Server::start(H3Fault::SilentAfterHandshake);
+        let started = Instant::now();
+        let o = archbench(&[
+            "run",
+            &server.url(),
+            "--http3",
+            "-k",
+            "-n",
+            "3",
+            "-c",
+            "1",
+            "--timeout",
+            "10s",
+            "-q",
+            "-o",
+            "json",
+        ]);
+        let took = started.elapsed();
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        // Each of the three connections was ended by QUIC's idle timeout (the server's 300
+        // ms, the lower of the two offered), not by the 10 s request timeout.
+        assert_eq!(count(&doc, "idle_timeout"), 3, "{}", doc["quic"]);
+        assert_eq!(doc["quic"]["handshakes"], 3, "{}", doc["quic"]);
+        assert_eq!(doc["totals"]["requests"], 0);
+        assert_eq!(doc["errors"]["read"], 3, "{}", doc["errors"]);
+        assert_eq!(doc["errors"]["timeout"], 0, "{}", doc["errors"]);
+        assert!(took >= 3 * SILENT_IDLE_TIMEOUT, "{took:?}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        assert_eq!(
+            server
+                .counts
+                .answered
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+    }
+}
+
 /// A certificate from a trusted authority (the test's own, trusted through SSL_CERT_FILE as
 /// the system's roots are read) for another name than the URL's: refused as a name mismatch.
 #[test]
@@ -597,13 +692,22 @@ fn prometheus_shows_the_quic_counters_grow_and_end_at_the_results_figures() {
     let q = &r["quic"];
     for (metric, field) in [
         ("archbench_quic_handshakes_total", "handshakes"),
-        ("archbench_quic_handshakes_failed_total", "handshakes_failed"),
+        (
+            "archbench_quic_handshakes_failed_total",
+            "handshakes_failed",
+        ),
         ("archbench_quic_datagrams_sent_total", "datagrams_sent"),
-        ("archbench_quic_datagrams_received_total", "datagrams_received"),
+        (
+            "archbench_quic_datagrams_received_total",
+            "datagrams_received",
+        ),
         ("archbench_quic_sent_bytes_total", "udp_bytes_sent"),
         ("archbench_quic_received_bytes_total", "udp_bytes_received"),
         ("archbench_quic_packets_lost_total", "packets_lost"),
-        ("archbench_quic_congestion_events_total", "congestion_events"),
+        (
+            "archbench_quic_congestion_events_total",
+            "congestion_events",
+        ),
     ] {
         assert_eq!(
             one(&s, metric, &target),

@@ -32,7 +32,18 @@ pub enum H3Fault {
     /// A connection's first five requests answered, later ones not; once the five are
     /// acknowledged, the connection closed with H3_INTERNAL_ERROR.
     CloseAfterFive,
+    /// QUIC draft-29 only: a client's QUIC v1 Initial is answered with a Version Negotiation
+    /// packet that lists no version it speaks.
+    OtherVersionOnly,
+    /// The handshake completes (idle timeout 300 ms), then the connection's first request
+    /// stream silences it: nothing answered, not even acknowledged, until its idle timeout.
+    SilentAfterHandshake,
 }
+
+/// The idle timeout [`H3Fault::SilentAfterHandshake`] offers.
+pub const SILENT_IDLE_TIMEOUT: Duration = Duration::from_millis(300);
+/// QUIC draft-29's version: the one [`H3Fault::OtherVersionOnly`] speaks.
+const DRAFT_29: u32 = 0xff00_001d;
 
 /// What the server counted, shared with its owner.
 #[derive(Default)]
@@ -72,8 +83,8 @@ impl FaultyH3Server {
         let server = Server {
             sock,
             endpoint: Endpoint::new(
-                Arc::new(EndpointConfig::default()),
-                Some(Arc::new(server_config())),
+                Arc::new(endpoint_config(fault)),
+                Some(Arc::new(server_config(fault))),
                 true,
                 None,
             ),
@@ -106,8 +117,16 @@ impl Drop for FaultyH3Server {
     }
 }
 
+fn endpoint_config(fault: H3Fault) -> EndpointConfig {
+    let mut config = EndpointConfig::default();
+    if fault == H3Fault::OtherVersionOnly {
+        config.supported_versions(vec![DRAFT_29]);
+    }
+    config
+}
+
 /// TLS 1.3 with ALPN h3 and a self-signed certificate for 127.0.0.1 (the client runs -k).
-fn server_config() -> ServerConfig {
+fn server_config(fault: H3Fault) -> ServerConfig {
     let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
     let cert = ck.cert.der().clone();
     let key = rustls::pki_types::PrivateKeyDer::try_from(ck.key_pair.serialize_der()).unwrap();
@@ -120,7 +139,13 @@ fn server_config() -> ServerConfig {
         .unwrap();
     tls.alpn_protocols = vec![b"h3".to_vec()];
     let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
-    ServerConfig::with_crypto(Arc::new(crypto))
+    let mut config = ServerConfig::with_crypto(Arc::new(crypto));
+    if fault == H3Fault::SilentAfterHandshake {
+        let mut transport = quinn_proto::TransportConfig::default();
+        transport.max_idle_timeout(Some(SILENT_IDLE_TIMEOUT.try_into().unwrap()));
+        config.transport_config(Arc::new(transport));
+    }
+    config
 }
 
 /// One connection and its script's state.
@@ -138,6 +163,8 @@ struct Conn {
     unacked: std::collections::HashSet<StreamId>,
     /// GOAWAY sent naming this stream id: later streams are rejected.
     goaway: Option<u64>,
+    /// Silenced ([`H3Fault::SilentAfterHandshake`]): its datagrams are dropped unread.
+    silent: bool,
 }
 
 struct Server {
@@ -188,6 +215,7 @@ impl Server {
                                 acked: 0,
                                 unacked: std::collections::HashSet::new(),
                                 goaway: None,
+                                silent: false,
                             },
                         );
                     }
@@ -199,7 +227,7 @@ impl Server {
                 }
             }
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
-                if let Some(c) = self.conns.get_mut(&ch) {
+                if let Some(c) = self.conns.get_mut(&ch).filter(|c| !c.silent) {
                     c.conn.handle_event(ev);
                 }
             }
@@ -212,7 +240,7 @@ impl Server {
 
     /// A connection's timer, events, script and datagrams.
     fn drive(&mut self, ch: ConnectionHandle, now: Instant) {
-        let Some(c) = self.conns.get_mut(&ch) else {
+        let Some(c) = self.conns.get_mut(&ch).filter(|c| !c.silent) else {
             return;
         };
         if c.conn.poll_timeout().is_some_and(|t| t <= now) {
@@ -230,6 +258,13 @@ impl Server {
                         let _ = c.conn.send_stream(id).write(&CONTROL);
                         c.control = Some(id);
                     }
+                }
+                Event::Stream(StreamEvent::Opened { dir: Dir::Bi })
+                    if self.fault == H3Fault::SilentAfterHandshake =>
+                {
+                    // Not even the request's acknowledgement goes out.
+                    c.silent = true;
+                    return;
                 }
                 Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
                     while let Some(id) = c.conn.streams().accept(Dir::Bi) {
