@@ -208,6 +208,11 @@ pub struct Http2 {
     /// Speak HTTP/3 over QUIC (https:// only: UDP to the URL's port, h3 by ALPN).
     #[arg(long, conflicts_with = "http2")]
     pub http3: bool,
+    /// HTTP/3: resume a TLS session fetched before the run (one handshake, not counted) on
+    /// every connection, and send its first requests in 0-RTT early data; the result says
+    /// how many the server accepted.
+    #[arg(long = "0rtt", requires = "http3")]
+    pub zero_rtt: bool,
     /// HTTP/2 and HTTP/3: concurrent streams per connection [default: 1]; the server's
     /// limit on concurrent streams caps it (the report says so).
     #[arg(long, value_parser = values::count)]
@@ -220,9 +225,10 @@ impl Http2 {
         self.http2.then(|| self.streams.unwrap_or(1))
     }
 
-    /// With --http3, its streams per connection.
-    pub fn http3_streams(&self) -> Option<u64> {
-        self.http3.then(|| self.streams.unwrap_or(1))
+    /// With --http3, its streams per connection and whether it asks for 0-RTT.
+    pub fn http3_streams(&self) -> Option<(u64, bool)> {
+        self.http3
+            .then(|| (self.streams.unwrap_or(1), self.zero_rtt))
     }
 
     /// `--streams` given without a protocol that has streams: the one-line refusal.

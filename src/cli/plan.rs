@@ -90,8 +90,8 @@ struct PlanInput<'a> {
     /// `--http2`: the streams per connection (`--streams`, default 1), and whether http/1.1
     /// is offered beside h2 (`--alpn h2,http/1.1`).
     http2: Option<(u64, bool)>,
-    /// `--http3`: the streams per connection (`--streams`, default 1).
-    http3: Option<u64>,
+    /// `--http3`: the streams per connection (`--streams`, default 1), and `--0rtt`.
+    http3: Option<(u64, bool)>,
     /// Why `--streams` was given in vain (without --http2 or --http3), if it was.
     stray_streams: Option<&'static str>,
 }
@@ -185,7 +185,7 @@ fn http2(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http2>, PlanEr
 
 /// `--http3` and `--streams`, and what HTTP/3 does not combine with yet.
 fn http3(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http3>, PlanError> {
-    let Some(streams) = input.http3 else {
+    let Some((streams, zero_rtt)) = input.http3 else {
         return Ok(None);
     };
     if streams == 0 || streams > MAX_STREAMS {
@@ -213,8 +213,14 @@ fn http3(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http3>, PlanEr
             "--http3 runs over QUIC, which needs TLS 1.3; drop --tls-version 1.2",
         ));
     }
+    if zero_rtt && !input.tls.resume {
+        return Err(invalid(
+            "--0rtt resumes a TLS session, which --tls-resume off forbids; drop one",
+        ));
+    }
     Ok(Some(Http3 {
         streams: streams as u32,
+        zero_rtt,
     }))
 }
 
@@ -542,7 +548,7 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         // Over https h2load offers h2 and http/1.1 by ALPN and speaks what the server chooses.
         http2: (!h1 && alpn != Some(H2loadAlpn::H3))
             .then_some((a.streams, a.url.starts_with("https://"))),
-        http3: (alpn == Some(H2loadAlpn::H3)).then_some(a.streams),
+        http3: (alpn == Some(H2loadAlpn::H3)).then_some((a.streams, false)),
         stray_streams: None,
     })
 }
@@ -942,6 +948,9 @@ fn reproduce_protocol<A>(plan: &Plan<A>, w: &mut super::argv::Argv) {
         w.switch("http3");
         if h3.streams != 1 {
             w.value("streams", h3.streams.to_string());
+        }
+        if h3.zero_rtt {
+            w.switch("0rtt");
         }
     }
 }

@@ -87,6 +87,9 @@ pub struct Plan<A = Addresses> {
 pub struct Http3 {
     /// Concurrent request streams per QUIC connection (`--streams`).
     pub streams: u32,
+    /// `--0rtt`: a session fetched before the run, resumed by every connection, whose first
+    /// requests go in 0-RTT early data.
+    pub zero_rtt: bool,
 }
 
 /// How a run speaks HTTP/2.
@@ -350,13 +353,32 @@ pub fn run(
     stop: &AtomicBool,
     on_progress: impl FnMut(&Progress),
 ) -> Result<RunOutcome, EngineError> {
-    run_from(plan, start_instant(plan.start_at), stop, on_progress)
+    let prepared = prepare(plan)?;
+    run_prepared(
+        plan,
+        prepared,
+        start_instant(plan.start_at),
+        stop,
+        on_progress,
+    )
 }
 
 /// [`run`] from a start already fixed (`start_instant`), so monitors can start their figures
 /// at the same instant.
 pub fn run_from(
     plan: &Plan,
+    clock: (SystemTime, Instant),
+    stop: &AtomicBool,
+    on_progress: impl FnMut(&Progress),
+) -> Result<RunOutcome, EngineError> {
+    let prepared = prepare(plan)?;
+    run_prepared(plan, prepared, clock, stop, on_progress)
+}
+
+/// The run itself, all that comes before its clock done.
+fn run_prepared(
+    plan: &Plan,
+    prepared: Prepared,
     (started_at, start): (SystemTime, Instant),
     stop: &AtomicBool,
     mut on_progress: impl FnMut(&Progress),
@@ -365,10 +387,10 @@ pub fn run_from(
     raise_file_limit(plan.local_connections(), threads)?;
     let progress: Vec<WorkerProgress> = (0..threads).map(|_| WorkerProgress::default()).collect();
     let (mut collector, shippers) = live::channels(threads, start);
-    let (specs, wire) = worker_specs(plan, start, shippers)?;
+    let specs = worker_specs(plan, &prepared, start, shippers)?;
     let mut busy = WorkerBusy::new(threads);
     let results = std::thread::scope(|scope| {
-        let (handles, done) = spawn_workers(scope, specs, &wire, stop, &progress);
+        let (handles, done) = spawn_workers(scope, specs, &prepared.wire, stop, &progress);
         let spawned = handles.iter().filter(|h| h.is_ok()).count();
         let mut watch = Watch {
             start,
@@ -384,6 +406,11 @@ pub fn run_from(
         merged.add(r?)?;
     }
     merged.recording.latency = collector.finish();
+    if let Some(p) = prepared.primed {
+        let q = merged.recording.quic();
+        q.sessions_fetched += p.tickets;
+        q.fetch_handshakes += p.handshakes;
+    }
     let elapsed = merged.stopped_at.saturating_duration_since(start);
     // One last view of the whole run, every interval in.
     on_progress(&Progress {
@@ -455,10 +482,15 @@ fn h3_spec(plan: &Plan, h: Http3, tls: &worker_base::TlsSetup) -> Result<h3::H3S
     );
     let request = crate::http::h3::encode_request(&fields, &plan.request.body)
         .map_err(|e| EngineError::Tls(tls::TlsSetupError::Settings(e.to_string())))?;
-    // Every QUIC handshake is a full one: the QUIC stack does not say whether a session was
-    // resumed, and a count of "full" handshakes that were resumed would be a false figure.
     let mut rustls_config = (*tls.config).clone();
-    rustls_config.resumption = rustls::client::Resumption::disabled();
+    if plan.tls.resume {
+        // A store that keeps a ticket for each connection (and counts them as they come).
+        let per_server = 2 * plan.local_connections().max(4);
+        rustls_config.resumption = rustls::client::Resumption::store(Arc::new(
+            crate::http::handshake_witness::TicketStore::new(per_server),
+        ));
+    }
+    rustls_config.enable_early_data = h.zero_rtt;
     let crypto =
         quinn_proto::crypto::rustls::QuicClientConfig::try_from(rustls_config).map_err(|e| {
             EngineError::Tls(tls::TlsSetupError::Settings(format!(
@@ -474,18 +506,21 @@ fn h3_spec(plan: &Plan, h: Http3, tls: &worker_base::TlsSetup) -> Result<h3::H3S
         streams: h.streams,
         quic,
         server_name: plan.target.host.clone(),
+        zero_rtt: h.zero_rtt,
     })
 }
 
-/// One spec per worker thread: its share of the connections, its place in the open-loop
-/// schedule and of a count-bounded load, and the request encoded once for all of them.
-fn worker_specs(
-    plan: &Plan,
-    start: Instant,
-    shippers: Vec<live::IntervalShipper>,
-) -> Result<(Vec<worker_base::WorkerSpec>, Wire), EngineError> {
-    let threads = shippers.len();
-    let local_connections = plan.local_connections();
+/// What a run needs before its clock starts: the request encoded once, the TLS client, the
+/// protocol its workers speak, and for `--0rtt` the sessions to resume (fetched by
+/// handshakes that must not eat into the run).
+struct Prepared {
+    request: Arc<[u8]>,
+    tls: Option<worker_base::TlsSetup>,
+    wire: Wire,
+    primed: Option<h3::Primed>,
+}
+
+fn prepare(plan: &Plan) -> Result<Prepared, EngineError> {
     let request: Arc<[u8]> = plan
         .request
         .encode(&plan.target, plan.basic_auth.clone())
@@ -505,6 +540,37 @@ fn worker_specs(
         (Some(h), Some(t)) => Wire::Http3(h3_spec(plan, h, t)?),
         _ => h2_spec(plan, tls.as_ref()).map_or(Wire::Http1, Wire::Http2),
     };
+    let primed = match &wire {
+        Wire::Http3(h) if h.zero_rtt => Some(h3::fetch_tickets(
+            &h3::Fetch {
+                config: &h.quic,
+                server_name: &h.server_name,
+                addr: plan.addrs.first(),
+                timeout: plan.timeout,
+            },
+            plan.local_connections() as u64,
+        )?),
+        _ => None,
+    };
+    Ok(Prepared {
+        request,
+        tls,
+        wire,
+        primed,
+    })
+}
+
+/// One spec per worker thread: its share of the connections, its place in the open-loop
+/// schedule and of a count-bounded load, and the request encoded once for all of them.
+fn worker_specs(
+    plan: &Plan,
+    prepared: &Prepared,
+    start: Instant,
+    shippers: Vec<live::IntervalShipper>,
+) -> Result<Vec<worker_base::WorkerSpec>, EngineError> {
+    let threads = shippers.len();
+    let local_connections = plan.local_connections();
+    let (request, tls) = (&prepared.request, &prepared.tls);
     let part = plan.part;
     let mut first_conn = 0;
     let mut specs = Vec::with_capacity(threads);
@@ -556,7 +622,7 @@ fn worker_specs(
         });
         first_conn += conns;
     }
-    Ok((specs, wire))
+    Ok(specs)
 }
 
 type WorkerHandle<'scope> = Result<
@@ -842,6 +908,7 @@ impl<A> Plan<A> {
             tls_version: self.tls.version.map(|v| v.number().to_string()),
             http2_streams: self.http2.map(|h| h.streams),
             http3_streams: self.http3.map(|h| h.streams),
+            http3_0rtt: self.http3.is_some_and(|h| h.zero_rtt),
             alpn: (self.target.scheme == Scheme::Https).then(|| {
                 alpn_offer(self.http2, self.http3)
                     .iter()

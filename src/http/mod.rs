@@ -6,6 +6,7 @@
 
 pub mod h2;
 pub mod h3;
+pub mod handshake_witness;
 mod request;
 mod response;
 mod target;

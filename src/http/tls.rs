@@ -9,6 +9,8 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
 use thiserror::Error;
 
+use super::handshake_witness::Witness;
+
 #[derive(Debug, Error)]
 pub enum TlsSetupError {
     #[error("no trusted root certificates found on this system; install ca-certificates or pass --insecure")]
@@ -139,15 +141,11 @@ pub fn client_config(
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
         .map_err(|e| TlsSetupError::Settings(e.to_string()))?;
-    let mut config = if insecure || options.pinned.is_some() {
-        let verifier = AcceptCertificate {
-            provider,
+    let verifier: Arc<dyn ServerCertVerifier> = if insecure || options.pinned.is_some() {
+        Arc::new(AcceptCertificate {
+            provider: provider.clone(),
             pinned: options.pinned.as_ref().map(|p| p.der.clone()),
-        };
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth()
+        })
     } else {
         let mut roots = rustls::RootCertStore::empty();
         let found = rustls_native_certs::load_native_certs();
@@ -157,8 +155,15 @@ pub fn client_config(
         if roots.is_empty() {
             return Err(TlsSetupError::NoRoots);
         }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| TlsSetupError::Settings(e.to_string()))?
     };
+    // Witnessed, so that a QUIC connection's handshake can be told full or resumed.
+    let mut config = builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Witness { inner: verifier }))
+        .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     if !options.resume {
         config.resumption = rustls::client::Resumption::disabled();

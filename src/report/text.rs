@@ -455,13 +455,33 @@ pub fn quic_summary(q: &crate::stats::QuicFigures) -> String {
         n => format!(", {} not taken by the socket", grouped(n)),
     };
     format!(
-        "{} streams per connection; {} handshakes{failed}; datagrams {} sent, {} received{dropped}; {} packets lost, {} congestion events{mtu}",
+        "{} streams per connection; {} handshakes{failed}{}; datagrams {} sent, {} received{dropped}; {} packets lost, {} congestion events{mtu}",
         q.streams_asked,
         grouped(q.handshakes),
+        zero_rtt_summary(q),
         grouped(q.datagrams_sent),
         grouped(q.datagrams_received),
         grouped(q.packets_lost),
         grouped(q.congestion_events),
+    )
+}
+
+/// `--0rtt`: what the server did with the early data, and the sessions fetched for it.
+fn zero_rtt_summary(q: &crate::stats::QuicFigures) -> String {
+    if q.fetch_handshakes == 0 {
+        return String::new();
+    }
+    let offered = q.zero_rtt_accepted + q.zero_rtt_rejected;
+    let without = match q.zero_rtt_unavailable {
+        0 => String::new(),
+        n => format!(", {} without a session", grouped(n)),
+    };
+    format!(
+        " (0-RTT accepted on {} of {} offered{without}; {} sessions fetched by {} handshakes before the run)",
+        grouped(q.zero_rtt_accepted),
+        grouped(offered),
+        grouped(q.sessions_fetched),
+        grouped(q.fetch_handshakes)
     )
 }
 

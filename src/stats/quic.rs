@@ -17,6 +17,21 @@ pub struct QuicFigures {
     pub handshakes: u64,
     /// Connections whose handshake did not complete.
     pub handshakes_failed: u64,
+    /// `--0rtt`: connections whose first requests went in 0-RTT early data and the server
+    /// accepted them, or refused them (they were sent again once the handshake was done,
+    /// and are in `retried`); and connections opened with no session to resume (no 0-RTT).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub zero_rtt_accepted: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub zero_rtt_rejected: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub zero_rtt_unavailable: u64,
+    /// `--0rtt`: session tickets fetched before the run, and the handshakes that fetched
+    /// them (not counted in the run's handshakes or its time).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sessions_fetched: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fetch_handshakes: u64,
     /// UDP datagrams and their bytes, as the QUIC stack sent and received them.
     pub datagrams_sent: u64,
     pub datagrams_received: u64,
@@ -43,6 +58,10 @@ pub struct QuicFigures {
     /// Connections that ended with an error, by its kind and code (`transport:0x2`,
     /// `application:h3_frame_error`, `idle_timeout`, `version_mismatch`, ...).
     pub connection_errors: Vec<CodeCount>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What one connection's QUIC stack counted over its life, taken when it ends.
@@ -146,6 +165,11 @@ impl QuicFigures {
         self.streams_asked = self.streams_asked.max(other.streams_asked);
         self.handshakes += other.handshakes;
         self.handshakes_failed += other.handshakes_failed;
+        self.zero_rtt_accepted += other.zero_rtt_accepted;
+        self.zero_rtt_rejected += other.zero_rtt_rejected;
+        self.zero_rtt_unavailable += other.zero_rtt_unavailable;
+        self.sessions_fetched += other.sessions_fetched;
+        self.fetch_handshakes += other.fetch_handshakes;
         self.connection_ended(&QuicConnectionCounts {
             datagrams_sent: other.datagrams_sent,
             datagrams_received: other.datagrams_received,

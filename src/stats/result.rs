@@ -345,6 +345,10 @@ pub struct PlanSummary {
     /// HTTP/3 (`--http3`): the concurrent request streams asked for per connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http3_streams: Option<u32>,
+    /// `--0rtt`: connections resumed a session fetched before the run and sent their first
+    /// requests in 0-RTT early data (the quic block counts what the server accepted).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub http3_0rtt: bool,
     /// Over https: the application protocols offered by ALPN, in order of preference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpn: Option<Vec<String>>,

@@ -430,6 +430,66 @@ mod faults {
         codes.iter().find(|c| c.code == code).map_or(0, |c| c.count)
     }
 
+    /// [`load`] with more arguments.
+    fn load_with(fault: H3Fault, args: &[&str]) -> (FaultyH3Server, RunResult) {
+        let server = FaultyH3Server::start(fault);
+        let url = server.url();
+        let r = run(&[
+            &[url.as_str(), "--http3", "-k", "--timeout", "2s"][..],
+            args,
+        ]
+        .concat());
+        assert_consistent(&r);
+        (server, r)
+    }
+
+    #[test]
+    fn reconnections_resume_the_session_and_are_counted_as_resumed() {
+        // Two requests per connection: ten connections one after another, the first with a
+        // full handshake, the next nine resuming a ticket the one before brought.
+        let (server, r) = load_with(H3Fault::GoAwayAfterTwo, &["-c", "1", "-n", "20"]);
+        let tls = r.tls.as_ref().unwrap();
+        let connections = server.counts.connections.load(Ordering::Relaxed);
+        assert_eq!(r.quic.as_ref().unwrap().handshakes, connections);
+        assert_eq!(
+            (tls.full_handshakes, tls.resumed_handshakes),
+            (1, connections - 1),
+            "{tls:?}"
+        );
+        // Without resumption, every one is full.
+        let (server, r) = load_with(
+            H3Fault::GoAwayAfterTwo,
+            &["-c", "1", "-n", "20", "--tls-resume", "off"],
+        );
+        let tls = r.tls.as_ref().unwrap();
+        let connections = server.counts.connections.load(Ordering::Relaxed);
+        assert_eq!(
+            (tls.full_handshakes, tls.resumed_handshakes),
+            (connections, 0)
+        );
+    }
+
+    #[test]
+    fn refused_early_data_is_sent_again_and_counted_once() {
+        let (server, r) = load_with(
+            H3Fault::ForgetsSessions,
+            &["--0rtt", "-c", "2", "--streams", "3", "-n", "30"],
+        );
+        let q = r.quic.as_ref().unwrap();
+        assert_eq!((r.totals.requests, r.totals.errors), (30, 0), "{q:?}");
+        // The server processed each request once: the early ones it refused it never saw.
+        assert_eq!(server.counts.answered.load(Ordering::Relaxed), 30);
+        // rustls's server sends two tickets per handshake.
+        assert_eq!(q.fetch_handshakes, 2, "{q:?}");
+        assert!(q.sessions_fetched >= 2, "{q:?}");
+        assert_eq!((q.zero_rtt_rejected, q.zero_rtt_accepted), (2, 0), "{q:?}");
+        // Three early requests per connection, each sent again after the handshake.
+        assert_eq!(q.retried, 6, "{q:?}");
+        let tls = r.tls.as_ref().unwrap();
+        assert_eq!((tls.full_handshakes, tls.resumed_handshakes), (2, 0));
+        assert!(r.plan.http3_0rtt);
+    }
+
     #[test]
     fn a_goaway_loses_and_doubles_nothing() {
         let (server, r) = load(H3Fault::GoAwayAfterTwo, 4, 20);
@@ -497,6 +557,75 @@ mod faults {
             "{q:?}"
         );
     }
+}
+
+/// `--0rtt` against Caddy (quic-go accepts early data): a session fetched for each connection
+/// before the run, every connection resumed with its first requests in 0-RTT, each request
+/// counted once, as Caddy logged it.
+#[test]
+fn zero_rtt_resumes_every_connection_and_caddy_answers_the_early_requests() {
+    let Some(caddy) = caddy() else { return };
+    let r = run(&[
+        &caddy.url("/"),
+        "--http3",
+        "--0rtt",
+        "-k",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "--streams",
+        "2",
+        "-n",
+        "400",
+    ]);
+    assert_consistent(&r);
+    assert_eq!((r.totals.requests, r.totals.errors), (400, 0));
+    let q = r.quic.as_ref().unwrap();
+    assert_eq!((q.sessions_fetched, q.fetch_handshakes), (4, 4), "{q:?}");
+    assert_eq!(
+        (
+            q.zero_rtt_accepted,
+            q.zero_rtt_rejected,
+            q.zero_rtt_unavailable
+        ),
+        (4, 0, 0),
+        "{q:?}"
+    );
+    assert_eq!((q.handshakes, q.retried), (4, 0), "{q:?}");
+    let tls = r.tls.as_ref().unwrap();
+    assert_eq!(
+        (tls.full_handshakes, tls.resumed_handshakes),
+        (0, 4),
+        "{tls:?}"
+    );
+    crate::util::schema::assert_valid(&serde_json::to_value(&r).unwrap());
+    // The fetching handshakes sent no request: Caddy logged the run's and no more.
+    let log = caddy.stop_and_read_log();
+    assert_eq!(log.len(), 400);
+    all_http3_ok(&log);
+}
+
+#[test]
+fn zero_rtt_without_http3_or_resumption_is_a_usage_error() {
+    let o = archbench(&["run", "https://127.0.0.1:9/", "--0rtt", "-n", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--http3"), "{}", stderr(&o));
+    let o = archbench(&[
+        "run",
+        "https://127.0.0.1:9/",
+        "--http3",
+        "--0rtt",
+        "--tls-resume",
+        "off",
+        "-c",
+        "1",
+        "-n",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("--tls-resume off"), "{}", stderr(&o));
 }
 
 mod quic_failures {

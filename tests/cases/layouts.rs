@@ -60,6 +60,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             pinned_cert: None,
             http2_streams: None,
             http3_streams: None,
+            http3_0rtt: false,
             alpn: None,
             pacing_slack_us: None,
             script: None,

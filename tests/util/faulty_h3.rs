@@ -38,6 +38,10 @@ pub enum H3Fault {
     /// The handshake completes (idle timeout 300 ms), then the connection's first request
     /// stream silences it: nothing answered, not even acknowledged, until its idle timeout.
     SilentAfterHandshake,
+    /// Answers every request, and sends session tickets that allow 0-RTT, but finds none of
+    /// its sessions again: every resumption (and its early data) is refused, as after a
+    /// restart.
+    ForgetsSessions,
 }
 
 /// The idle timeout [`H3Fault::SilentAfterHandshake`] offers.
@@ -138,6 +142,11 @@ fn server_config(fault: H3Fault) -> ServerConfig {
         .with_single_cert(vec![cert], key)
         .unwrap();
     tls.alpn_protocols = vec![b"h3".to_vec()];
+    // Tickets that allow 0-RTT (QUIC's only size for it): early data is accepted.
+    tls.max_early_data_size = u32::MAX;
+    if fault == H3Fault::ForgetsSessions {
+        tls.session_storage = Arc::new(Forgetful);
+    }
     let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
     let mut config = ServerConfig::with_crypto(Arc::new(crypto));
     if fault == H3Fault::SilentAfterHandshake {
@@ -146,6 +155,28 @@ fn server_config(fault: H3Fault) -> ServerConfig {
         config.transport_config(Arc::new(transport));
     }
     config
+}
+
+/// A session store that takes every session and gives none back.
+#[derive(Debug)]
+struct Forgetful;
+
+impl rustls::server::StoresServerSessions for Forgetful {
+    fn put(&self, _key: Vec<u8>, _value: Vec<u8>) -> bool {
+        true
+    }
+
+    fn get(&self, _key: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn take(&self, _key: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn can_cache(&self) -> bool {
+        true
+    }
 }
 
 /// One connection and its script's state.

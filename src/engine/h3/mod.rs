@@ -12,6 +12,7 @@
 //! Open loop: every slot of every connection is one sender of the schedule
 //! (`engine::slot_schedule`, shared with HTTP/2).
 
+mod prime;
 mod quic;
 
 use std::sync::atomic::AtomicBool;
@@ -21,6 +22,7 @@ use std::time::Instant;
 use mio::{Events, Poll, Token};
 use quinn_proto::{ConnectionError, Dir, ReadError, StreamEvent, StreamId, VarInt};
 
+pub use self::prime::{fetch_tickets, Fetch, Primed};
 use self::quic::{DatagramBuffers, QuicConn, Received};
 use super::slot_schedule::{self, SlotSchedule, Slots};
 use super::worker_base::{micros, take_ticket, Ticket, WorkerOutcome, WorkerSpec};
@@ -45,6 +47,9 @@ pub struct H3Spec {
     pub streams: u32,
     pub quic: quinn_proto::ClientConfig,
     pub server_name: String,
+    /// `--0rtt`: a connection that has a session to resume sends its first requests as
+    /// 0-RTT early data.
+    pub zero_rtt: bool,
 }
 
 /// The QUIC transport of a run's connections: the server may open the few unidirectional
@@ -119,6 +124,8 @@ struct H3Conn {
     quic: Option<QuicConn>,
     /// The handshake completed.
     established: bool,
+    /// Requests went out in 0-RTT early data, before the handshake completed.
+    early: bool,
     slots: Vec<Slot>,
     /// The server's unidirectional streams (control, QPACK's) and what each says.
     uni: Vec<(StreamId, UniStreamParser)>,
@@ -176,6 +183,7 @@ impl<'a> H3Worker<'a> {
                 .map(|_| H3Conn {
                     quic: None,
                     established: false,
+                    early: false,
                     slots: (0..streams).map(|_| Slot::new(now)).collect(),
                     uni: Vec::with_capacity(4),
                     critical: CriticalStreams::default(),
@@ -270,7 +278,36 @@ impl<'a> H3Worker<'a> {
             now,
         ) {
             Ok(q) => self.conns[i].quic = Some(q),
-            Err(_) => self.connect_failed(i, ErrorKind::Connect, now),
+            Err(_) => return self.connect_failed(i, ErrorKind::Connect, now),
+        }
+        if self.h3.zero_rtt {
+            self.early_requests(i, now);
+        }
+    }
+
+    /// `--0rtt`: with a session to resume, the connection's control stream and its queued
+    /// requests go out at once, in 0-RTT early data.
+    fn early_requests(&mut self, i: usize, now: Instant) {
+        let c = &mut self.conns[i];
+        let Some(q) = c.quic.as_mut() else { return };
+        if !q.conn.has_0rtt() {
+            self.rec.quic().zero_rtt_unavailable += 1;
+            return;
+        }
+        c.early = true;
+        self.open_control(i);
+        self.open_streams(i, now);
+    }
+
+    /// Opens our control stream, if it is not open, and writes it.
+    fn open_control(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        let Some(q) = c.quic.as_mut().filter(|_| c.control.is_none()) else {
+            return;
+        };
+        if let Some(id) = q.conn.streams().open(Dir::Uni) {
+            c.control = Some((id, 0));
+            self.write(i, id);
         }
     }
 
@@ -299,6 +336,7 @@ impl<'a> H3Worker<'a> {
             figures.datagrams_dropped_by_socket += q.dropped;
         }
         c.established = false;
+        c.early = false;
         c.timer = None;
     }
 
@@ -417,9 +455,14 @@ impl<'a> H3Worker<'a> {
             return self.connect_failed(i, ErrorKind::Tls, now);
         }
         c.established = true;
+        // A full handshake verified the server's certificate; a resumed one has none.
+        let resumed = !q.verified;
         self.rec.connections_opened += 1;
         self.rec.quic().handshakes += 1;
-        self.rec.tls_handshake(false, took);
+        self.rec.tls_handshake(resumed, took);
+        if std::mem::take(&mut self.conns[i].early) {
+            self.early_answered(i);
+        }
         let figures = self.rec.tls();
         if figures.wants_negotiated(true) {
             figures.version = Some("TLSv1_3".into());
@@ -429,11 +472,30 @@ impl<'a> H3Worker<'a> {
         if let Some(s) = c.slots.iter_mut().find(|s| s.queued) {
             s.connect_us = Some(took);
         }
-        let Some(q) = c.quic.as_mut() else { return };
-        if let Some(id) = q.conn.streams().open(Dir::Uni) {
-            c.control = Some((id, 0));
-            self.write(i, id);
+        self.open_control(i);
+    }
+
+    /// The handshake of a connection that sent 0-RTT early data is done: the server accepted
+    /// the early data, or refused it, and then QUIC forgot the streams it carried (their
+    /// requests go out again, never processed, and are counted once) and our control stream.
+    fn early_answered(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        let Some(q) = c.quic.as_ref() else { return };
+        if q.conn.accepted_0rtt() {
+            self.rec.quic().zero_rtt_accepted += 1;
+            return;
         }
+        let mut again = 0;
+        for slot in c.slots.iter_mut() {
+            if slot.stream.take().is_some() {
+                slot.queued = true;
+                again += 1;
+            }
+        }
+        c.control = None;
+        let q = self.rec.quic();
+        q.zero_rtt_rejected += 1;
+        q.retried += again;
     }
 
     /// Writes what is left of our control stream or of a request on stream `id`.
@@ -466,7 +528,7 @@ impl<'a> H3Worker<'a> {
     /// Opens streams for queued slots while the connection takes them.
     fn open_streams(&mut self, i: usize, now: Instant) {
         let c = &mut self.conns[i];
-        if !c.established || c.goaway.is_some() {
+        if !(c.established || c.early) || c.goaway.is_some() {
             return;
         }
         for s in 0..c.slots.len() {

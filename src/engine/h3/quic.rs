@@ -16,6 +16,7 @@ use quinn_proto::{
     ClientConfig, Connection, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig,
 };
 
+use crate::http::handshake_witness;
 use crate::stats::QuicConnectionCounts;
 
 /// A received datagram's room: QUIC's datagrams stay within the path MTU (quinn and
@@ -72,6 +73,11 @@ pub struct QuicConn {
     pub conn: Connection,
     /// Datagrams the socket would not take, or too long to take in.
     pub dropped: u64,
+    /// The server's certificate was verified in this connection's handshake: a full one (a
+    /// resumed handshake verifies none).
+    pub verified: bool,
+    /// TLS 1.3 session tickets the server sent on this connection.
+    pub tickets: u64,
 }
 
 impl QuicConn {
@@ -107,6 +113,8 @@ impl QuicConn {
             handle,
             conn,
             dropped: 0,
+            verified: false,
+            tickets: 0,
         })
     }
 
@@ -116,6 +124,8 @@ impl QuicConn {
     pub fn receive(&mut self, now: Instant, bufs: &mut DatagramBuffers) -> Received {
         let (mut n, mut bytes) = (0, 0);
         let DatagramBuffers { batch, pool, send } = bufs;
+        let verified_before = handshake_witness::certificates_verified_here();
+        let tickets_before = handshake_witness::tickets_received_here();
         loop {
             let mut lens = [0usize; BATCH];
             let got = match recv_batch(&self.sock, batch, &mut lens) {
@@ -140,6 +150,8 @@ impl QuicConn {
             }
         }
         self.endpoint_events();
+        self.verified |= handshake_witness::certificates_verified_here() != verified_before;
+        self.tickets += handshake_witness::tickets_received_here() - tickets_before;
         Received::Datagrams { n, bytes }
     }
 
