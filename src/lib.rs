@@ -23,6 +23,7 @@ pub mod report;
 pub mod script;
 pub mod serve;
 pub mod slo;
+pub mod stages;
 pub mod stats;
 pub mod stop;
 pub mod sweep;

@@ -101,13 +101,36 @@ pub struct Connections {
     pub connections: u64,
 }
 
-/// `-r`.
-#[derive(Debug, Clone, Copy, Default, Args)]
+/// `-r` and `--stages`.
+#[derive(Debug, Clone, Default, Args)]
 pub struct Rate {
     /// Open loop: requests per second per target, each request's latency measured from its
-    /// intended send time.
-    #[arg(short = 'r', long, value_parser = values::rate)]
-    pub rate: Option<f64>,
+    /// intended send time; `FROM:TO/LENGTH` (e.g. 1k:20k/60s) ramps linearly over the run.
+    #[arg(short = 'r', long, value_parser = values::rate_or_ramp)]
+    pub rate: Option<values::RateArg>,
+    /// Open loop whose rate changes: stages `LENGTH@RATE` (steady) or `LENGTH@FROM..TO`
+    /// (linear), comma-separated, e.g. '30s@1k, 60s@1k..20k, 30s@20k'; the run lasts their
+    /// sum.
+    #[arg(long, value_parser = values::stages, conflicts_with = "rate")]
+    pub stages: Option<crate::stages::Stages>,
+}
+
+impl Rate {
+    /// A steady `--rate`.
+    pub fn steady(&self) -> Option<f64> {
+        match self.rate {
+            Some(values::RateArg::Steady(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The stages of `--stages` or of a ramp given to `--rate`.
+    pub fn staged(&self) -> Option<crate::stages::Stages> {
+        match &self.rate {
+            Some(values::RateArg::Ramp(s)) => Some(s.clone()),
+            _ => self.stages.clone(),
+        }
+    }
 }
 
 /// `-d` where every run lasts a duration (`run` and `compare` may end on `-n` instead: theirs

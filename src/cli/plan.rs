@@ -12,6 +12,7 @@ use super::args::{AbArgs, CompareArgs, H2loadArgs, LoadArgs, RunArgs, WrkArgs};
 use crate::engine::{wake, Http2, Http3, Pacing, Part, Plan, StopRule};
 use crate::http::tls::TlsOptions;
 use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError, Unresolved};
+use crate::stages::Stages;
 
 /// A command line that cannot become a plan. Always the user's to fix: exit status 2.
 #[derive(Debug, Error)]
@@ -62,6 +63,17 @@ pub fn runs(runs: u64) -> Result<usize, PlanError> {
     }
 }
 
+/// A command whose loads keep one rate: `--stages` (or a ramp) is refused in one line.
+#[cfg(feature = "k8s")]
+pub fn steady_rate_only(rate: &super::flags::Rate, command: &str) -> Result<(), PlanError> {
+    match rate.staged() {
+        Some(_) => Err(invalid(format!(
+            "{command} keeps one rate so far: --stages and ramps (--rate FROM:TO/LENGTH) are for run and compare"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Run durations when none is given.
 pub const RUN_DURATION: Duration = Duration::from_secs(10);
 pub const COMPARE_DURATION: Duration = Duration::from_secs(3);
@@ -80,6 +92,8 @@ struct PlanInput<'a> {
     duration: Option<Duration>,
     requests: Option<u64>,
     rate: Option<f64>,
+    /// `--stages` (or a ramp given to `--rate`): the open loop's rate over the run.
+    stages: Option<Stages>,
     /// `--pacing-slack`; None: measured.
     slack: Option<Duration>,
     timeout: Duration,
@@ -137,6 +151,7 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
             requests: input.requests,
         },
         pacing,
+        stages: input.stages,
         timeout: input.timeout,
         insecure: input.insecure,
         tls: input.tls,
@@ -290,6 +305,9 @@ fn check_part(input: &PlanInput<'_>) -> Result<(), PlanError> {
 
 /// Closed loop without `--rate`; open at a rate this process's share of which it can keep.
 fn pacing(input: &PlanInput<'_>) -> Result<Pacing, PlanError> {
+    if let Some(stages) = &input.stages {
+        return staged_pacing(input, stages);
+    }
     match input.rate {
         None if input.slack.is_some() => Err(invalid(
             "--pacing-slack applies to an open loop only: give --rate too".to_string(),
@@ -311,6 +329,39 @@ fn pacing(input: &PlanInput<'_>) -> Result<Pacing, PlanError> {
             "--rate {r} is below {MIN_RATE} requests per second (one per 1,000 s); omit it for a closed loop"
         ))),
     }
+}
+
+/// The open loop of `--stages`: paced at their mean rate (the figure results compare the
+/// achieved rate with), the schedule following them; no stage may ask for more than one
+/// process keeps, and the stages set the run's length.
+fn staged_pacing(input: &PlanInput<'_>, stages: &Stages) -> Result<Pacing, PlanError> {
+    let peak = stages.peak_rate();
+    let local = peak * input.part.share(input.connections) as f64 / input.connections as f64;
+    if local > MAX_LOCAL_RATE {
+        return Err(invalid(format!(
+            "--stages: a rate of {peak} requests per second is more than {MAX_LOCAL_RATE} from one process, beyond one machine; split the load with --part"
+        )));
+    }
+    if stages.mean_rate() < MIN_RATE {
+        return Err(invalid(format!(
+            "--stages ask for {} requests over {}s, below {MIN_RATE} per second",
+            stages.total(),
+            stages.length_s()
+        )));
+    }
+    if input
+        .duration
+        .is_some_and(|d| (d.as_secs_f64() - stages.length_s()).abs() > 1e-6)
+    {
+        return Err(invalid(format!(
+            "the stages last {}s, which is the run's length: drop -d",
+            stages.length_s()
+        )));
+    }
+    Ok(Pacing::Open {
+        rate: stages.mean_rate(),
+        slack: slack(input.slack)?,
+    })
 }
 
 /// `--pacing-slack`, or a wake-up's latency measured here (in whole µs); never above the bound, so no send
@@ -413,9 +464,11 @@ pub fn run_draft(a: &RunArgs) -> Result<Plan<Unresolved>, PlanError> {
         (None, Some(p)) => read_body(p)?,
         (None, None) => Vec::new(),
     };
-    let duration = match (a.load.duration, a.requests) {
-        (None, None) => Some(RUN_DURATION),
-        (d, _) => d,
+    let duration = match (a.load.duration, a.requests, a.load.rate.staged()) {
+        // The stages are the run's length.
+        (None, _, Some(st)) => Some(Duration::from_secs_f64(st.length_s())),
+        (None, None, None) => Some(RUN_DURATION),
+        (d, _, _) => d,
     };
     let mut plan = build(PlanInput {
         method: a.method.to_ascii_uppercase(),
@@ -467,7 +520,8 @@ fn load_input<'a>(url: &'a str, l: &LoadArgs) -> PlanInput<'a> {
         threads: l.threads.threads.unwrap_or_else(default_threads),
         duration: l.duration,
         requests: None,
-        rate: l.rate.rate,
+        rate: l.rate.steady(),
+        stages: l.rate.staged(),
         slack: l.pacing_slack.pacing_slack,
         timeout: l.request.timeout.timeout,
         insecure: l.request.insecure,
@@ -539,6 +593,7 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         duration: a.duration,
         requests: a.duration.is_none().then_some(a.requests),
         rate: a.rps.map(|r| r * a.clients as f64),
+        stages: None,
         slack: None,
         timeout: a.timeout.timeout,
         insecure: true,
@@ -617,6 +672,7 @@ pub fn wrk_draft(a: &WrkArgs) -> Result<Plan<Unresolved>, PlanError> {
         duration: Some(a.duration),
         requests: None,
         rate: None,
+        stages: None,
         slack: None,
         timeout: a.timeout,
         insecure: true,
@@ -693,6 +749,7 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         duration: a.timelimit,
         requests: Some(requests),
         rate: None,
+        stages: None,
         slack: None,
         timeout: a.timeout,
         insecure: true,
@@ -717,7 +774,12 @@ pub fn compare_plan(a: &CompareArgs) -> Result<crate::compare::ComparePlan, Plan
         Schedule::Interleave
     };
     let load = LoadArgs {
-        duration: Some(a.load.duration.unwrap_or(COMPARE_DURATION)),
+        duration: Some(a.load.duration.unwrap_or_else(|| {
+            // Staged, each run lasts the stages.
+            a.load.rate.staged().map_or(COMPARE_DURATION, |st| {
+                Duration::from_secs_f64(st.length_s())
+            })
+        })),
         ..a.load.clone()
     };
     targets_plan(
@@ -812,6 +874,7 @@ pub fn service_plan(
         duration: Some(duration),
         requests: None,
         rate,
+        stages: None,
         slack: None,
         timeout,
         insecure: false,
@@ -869,7 +932,10 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     }
     reproduce_tls(plan, &mut w);
     if let Pacing::Open { rate, slack } = plan.pacing {
-        w.value("rate", rate.to_string());
+        match &plan.stages {
+            Some(stages) => w.value("stages", shell_word(&stages.to_string())),
+            None => w.value("rate", rate.to_string()),
+        };
         w.value("pacing_slack", duration_arg(slack));
     }
     w.value("timeout", duration_arg(plan.timeout));

@@ -416,3 +416,67 @@ mod tests {
         assert!(header("Bad Name: x").is_err());
     }
 }
+
+/// What `--rate` takes: a steady rate, or a linear ramp `FROM:TO/LENGTH`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RateArg {
+    Steady(f64),
+    Ramp(crate::stages::Stages),
+}
+
+/// `--rate`: `10k`, or `1k:20k/60s` (from 1k to 20k req/s linearly over 60 s).
+pub fn rate_or_ramp(text: &str) -> Result<RateArg, String> {
+    let Some((rates, length)) = text.split_once('/') else {
+        if text.contains(':') {
+            return Err(format!(
+                "invalid ramp {text:?}: it needs its length, FROM:TO/LENGTH, e.g. 1k:20k/60s"
+            ));
+        }
+        return rate(text).map(RateArg::Steady);
+    };
+    let (from, to) = rates
+        .split_once(':')
+        .ok_or_else(|| format!("invalid ramp {text:?}; use FROM:TO/LENGTH, e.g. 1k:20k/60s"))?;
+    let stage = crate::stages::Stage {
+        length_s: stage_length(length, text)?,
+        from: rate(from)?,
+        to: rate(to)?,
+    };
+    crate::stages::Stages::new(vec![stage])
+        .map(RateArg::Ramp)
+        .map_err(|e| format!("ramp {text:?}: {e}"))
+}
+
+/// `--stages`: `LENGTH@RATE` or `LENGTH@FROM..TO`, comma-separated.
+pub fn stages(text: &str) -> Result<crate::stages::Stages, String> {
+    let list = text
+        .split(',')
+        .map(|one| {
+            let one = one.trim();
+            let (length, rates) = one.split_once('@').ok_or_else(|| {
+                format!(
+                    "stage {one:?}: use LENGTH@RATE or LENGTH@FROM..TO, e.g. 30s@1k or 60s@1k..20k"
+                )
+            })?;
+            let (from, to) = match rates.split_once("..") {
+                Some((a, b)) => (rate(a)?, rate(b)?),
+                None => {
+                    let r = rate(rates)?;
+                    (r, r)
+                }
+            };
+            Ok(crate::stages::Stage {
+                length_s: stage_length(length, one)?,
+                from,
+                to,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    crate::stages::Stages::new(list).map_err(|e| format!("--stages {text:?}: {e}"))
+}
+
+/// A stage's length: a duration with its unit.
+fn stage_length(text: &str, whole: &str) -> Result<f64, String> {
+    let d = duration(text.trim()).map_err(|e| format!("{whole:?}: {e}"))?;
+    Ok(d.as_secs_f64())
+}

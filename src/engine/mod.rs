@@ -63,6 +63,9 @@ pub struct Plan<A = Addresses> {
     pub stop: StopRule,
     /// Open loop: the rate of the whole load (this process sends its share).
     pub pacing: Pacing,
+    /// Open loop: how the rate changes over the run (`--stages`; the pacing's rate is their
+    /// mean); None: steady.
+    pub stages: Option<crate::stages::Stages>,
     /// Per-request timeout, from the request's start to its last byte.
     pub timeout: Duration,
     pub insecure: bool,
@@ -156,6 +159,7 @@ impl Plan<Unresolved> {
             threads: self.threads,
             stop: self.stop,
             pacing: self.pacing,
+            stages: self.stages,
             timeout: self.timeout,
             insecure: self.insecure,
             tls: self.tls,
@@ -614,6 +618,7 @@ fn worker_specs(
             }),
             deadline: plan.stop.duration.map(|d| start + d),
             pacing: plan.pacing,
+            stages: plan.stages.clone(),
             timeout: plan.timeout,
             start,
             expected: plan.stop.duration,
@@ -887,6 +892,7 @@ impl<A> Plan<A> {
             duration_s: self.stop.duration.map(|d| d.as_secs_f64()),
             requests: self.local_requests(),
             rate: self.local_rate(),
+            stages: self.stages.as_ref().map(|s| s.list().to_vec()),
             keepalive: self.request.keepalive,
             timeout_s: self.timeout.as_secs_f64(),
             insecure: self.insecure,

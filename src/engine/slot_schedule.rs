@@ -14,15 +14,14 @@ use std::time::{Duration, Instant};
 
 use mio::Poll;
 
-use super::worker_base::{micros, SendTimer, WorkerSpec};
+use super::worker_base::{micros, Cadence, SendTimer, WorkerSpec};
 use super::{EngineError, Pacing};
 use crate::stats::Recorder;
 
 /// The schedule: each slot's next due time, soonest first, and the timer.
 pub(super) struct SlotSchedule {
-    /// Between one slot's sends: all senders of the load over the rate.
-    interval: Duration,
-    rate: f64,
+    /// When each sender's requests are due (all senders of the load share it).
+    cadence: Cadence,
     slack: Duration,
     /// Slots waiting for their due time: (due, connection, slot).
     due: BinaryHeap<Reverse<(Instant, usize, usize)>>,
@@ -36,12 +35,14 @@ impl SlotSchedule {
         slots: usize,
         poll: &Poll,
     ) -> Result<Option<SlotSchedule>, EngineError> {
-        let Pacing::Open { rate, slack } = spec.pacing else {
+        let (Pacing::Open { slack, .. }, Some(cadence)) = (
+            spec.pacing,
+            Cadence::of(spec, spec.total_connections * slots),
+        ) else {
             return Ok(None);
         };
         Ok(Some(SlotSchedule {
-            interval: super::seconds((spec.total_connections * slots) as f64 / rate),
-            rate,
+            cadence,
             slack,
             // One entry per slot, and room for as many again: it never grows.
             due: BinaryHeap::with_capacity(spec.connections * slots * 2),
@@ -88,7 +89,7 @@ pub(super) trait Slots {
 /// The first requests of the open loop: each slot at its place in the schedule (slot s of
 /// global connection g is sender g + s * all connections).
 pub(super) fn begin<W: Slots>(w: &mut W, conns: usize, slots: usize) {
-    let Some(rate) = w.schedule().map(|o| o.rate) else {
+    let Some(cadence) = w.schedule().map(|o| o.cadence.clone()) else {
         return;
     };
     for i in 0..conns {
@@ -96,7 +97,7 @@ pub(super) fn begin<W: Slots>(w: &mut W, conns: usize, slots: usize) {
             let spec = w.spec();
             let g = spec.schedule.first + spec.schedule.stride * i;
             let k = g + s * spec.total_connections;
-            let due = super::after(spec.start, k as f64 / rate);
+            let due = cadence.first(k);
             *w.next_due(i, s) = due;
             if let Some(o) = w.schedule() {
                 o.due.push(Reverse((due, i, s)));
@@ -108,15 +109,11 @@ pub(super) fn begin<W: Slots>(w: &mut W, conns: usize, slots: usize) {
 /// Slot `s`'s next request after one ended at `now`: closed loop at once; open loop at its
 /// next due time, or at once (late, timed from the due time) when that has passed.
 pub(super) fn after_response<W: Slots>(w: &mut W, i: usize, s: usize, now: Instant) {
-    let Some(interval) = w.schedule().map(|o| o.interval) else {
+    if w.schedule().is_none() {
         w.request_at(i, s, now, now);
         return;
-    };
-    let due = {
-        let next = w.next_due(i, s);
-        *next += interval;
-        *next
-    };
+    }
+    let due = advance(w, i, s);
     if due <= now {
         let sent = Instant::now();
         // Counted only when a request went out: the last response of a run whose tickets
@@ -131,19 +128,23 @@ pub(super) fn after_response<W: Slots>(w: &mut W, i: usize, s: usize, now: Insta
     }
 }
 
+/// Moves slot `s`'s next due time on by its cadence; the new one.
+fn advance<W: Slots>(w: &mut W, i: usize, s: usize) -> Instant {
+    let prev = *w.next_due(i, s);
+    let due = w.schedule().map_or(prev, |o| o.cadence.next(prev));
+    *w.next_due(i, s) = due;
+    due
+}
+
 /// After a failure the worker handles itself (a connect, a timeout): slot `s`'s next request
 /// queued, not sent, so a failing connect cannot recurse (the next settle or timeout scan
 /// connects); open loop: at its next due time, queued at once if that has passed.
 pub(super) fn retry_later<W: Slots>(w: &mut W, i: usize, s: usize, now: Instant) {
-    let Some(interval) = w.schedule().map(|o| o.interval) else {
+    if w.schedule().is_none() {
         w.queue(i, s, now);
         return;
-    };
-    let due = {
-        let next = w.next_due(i, s);
-        *next += interval;
-        *next
-    };
+    }
+    let due = advance(w, i, s);
     if due > now {
         if let Some(o) = w.schedule() {
             o.due.push(Reverse((due, i, s)));

@@ -16,7 +16,9 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::conn::{Conn, Phase, Transport};
 use super::hook::Scripted;
-use super::worker_base::{micros, tls_failure, SendTimer, WorkerOutcome, WorkerSpec, READ_BUFFER};
+use super::worker_base::{
+    micros, tls_failure, Cadence, SendTimer, WorkerOutcome, WorkerSpec, READ_BUFFER,
+};
 use super::worker_loop::{self, Protocol, Readiness};
 use super::{EngineError, Pacing, WorkerProgress};
 use crate::http::tls::{tls_error, TlsStream};
@@ -45,7 +47,8 @@ pub struct Worker<'a> {
     /// do we). Two vectors sized up front, swapped each iteration: no allocation.
     ready: Vec<usize>,
     sending: Vec<usize>,
-    interval: Duration,
+    /// Open loop: when each connection's requests are due (None: closed loop).
+    cadence: Option<Cadence>,
     /// Open loop: a send due within this much after a wake-up goes out in it, early (and is
     /// timed from its actual send); the plan's `Pacing::Open::slack`.
     slack: Duration,
@@ -142,9 +145,9 @@ impl<'a> Worker<'a> {
             .map(|s| Scripted::new(s, spec.connections));
         let poll = Poll::new().map_err(EngineError::Poll)?;
         let now = spec.start;
-        let (interval, timer, deferred) = match spec.pacing {
-            Pacing::Closed => (Duration::ZERO, None, None),
-            Pacing::Open { rate, .. } => {
+        let (timer, deferred) = match spec.pacing {
+            Pacing::Closed => (None, None),
+            Pacing::Open { .. } => {
                 // TLS reads through rustls, without the kernel's timestamps: no deferring.
                 let deferred = match spec.tls {
                     Some(_) => None,
@@ -159,11 +162,7 @@ impl<'a> Worker<'a> {
                 let mut polls = vec![&poll];
                 polls.extend(deferred.as_ref().map(|d| &d.timer_poll));
                 let timer = SendTimer::new(&polls).map_err(EngineError::Poll)?;
-                (
-                    super::seconds(spec.total_connections as f64 / rate),
-                    Some(timer),
-                    deferred,
-                )
+                (Some(timer), deferred)
             }
         };
         Ok(Worker {
@@ -178,7 +177,7 @@ impl<'a> Worker<'a> {
             timers: BinaryHeap::with_capacity(spec.connections * 4),
             ready: Vec::with_capacity(spec.connections),
             sending: Vec::with_capacity(spec.connections),
-            interval,
+            cadence: Cadence::of(&spec, spec.total_connections),
             slack: match spec.pacing {
                 Pacing::Closed => Duration::ZERO,
                 Pacing::Open { slack, .. } => slack,
@@ -193,6 +192,12 @@ impl<'a> Worker<'a> {
             progress,
             spec,
         })
+    }
+
+    /// Open loop: a connection's next due time after the one at `prev`.
+    #[inline]
+    fn next_due_after(&self, prev: Instant) -> Instant {
+        self.cadence.as_ref().map_or(prev, |c| c.next(prev))
     }
 
     /// Runs until the stop rule or the stop flag; returns the recording and whether the flag
@@ -216,9 +221,9 @@ impl<'a> Worker<'a> {
                         self.start_request(i, now, now, None)
                     }
                 }
-                Pacing::Open { rate, .. } => {
+                Pacing::Open { .. } => {
                     let g = self.spec.schedule.first + self.spec.schedule.stride * i;
-                    let due = super::after(start, g as f64 / rate);
+                    let due = self.cadence.as_ref().map_or(start, |c| c.first(g));
                     self.conns[i].next_due = due;
                     self.set_phase(i, Phase::Waiting);
                     self.timers.push(Reverse((due, i)));
@@ -427,7 +432,7 @@ impl<'a> Worker<'a> {
             if self.deferred.is_some() {
                 // The connection's next send time, known now: the timer is never armed past
                 // it, so a response read late never makes its own next request late.
-                let next = self.conns[i].next_due + self.interval;
+                let next = self.next_due_after(self.conns[i].next_due);
                 self.timers.push(Reverse((next, i)));
             }
         }
@@ -763,9 +768,8 @@ impl<'a> Worker<'a> {
                 }
             }
             Pacing::Open { .. } => {
-                let conn = &mut self.conns[i];
-                conn.next_due += self.interval;
-                let due = conn.next_due;
+                let due = self.next_due_after(self.conns[i].next_due);
+                self.conns[i].next_due = due;
                 if due <= now {
                     // The response came after this request was due: the server held it up,
                     // and it goes out at once (its latency still counts from `due`; it is

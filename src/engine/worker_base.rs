@@ -18,6 +18,7 @@ use rustls::ClientConfig;
 use super::hook::WorkerScript;
 use super::live::IntervalShipper;
 use super::Pacing;
+use crate::stages::Stages;
 use crate::stats::{Recorder, TlsFailure};
 
 /// Each worker's read buffer.
@@ -51,6 +52,8 @@ pub struct WorkerSpec {
     pub tickets: Option<u64>,
     pub deadline: Option<Instant>,
     pub pacing: Pacing,
+    /// Open loop with a rate that changes (`--stages`); None: a steady rate.
+    pub stages: Option<Stages>,
     pub timeout: Duration,
     pub start: Instant,
     pub expected: Option<Duration>,
@@ -58,6 +61,59 @@ pub struct WorkerSpec {
     pub live: IntervalShipper,
     /// A script's hooks; None: every request is `request`.
     pub script: Option<WorkerScript>,
+}
+
+/// When an open-loop sender's requests are due: global sender k (of `senders` in the whole
+/// load, all processes' together) first at `k / rate`, then every `senders / rate`; with
+/// stages, where the target count reaches its next turn (`Stages::next_after`).
+#[derive(Debug, Clone)]
+pub(super) struct Cadence {
+    start: Instant,
+    rate: f64,
+    interval: Duration,
+    senders: f64,
+    stages: Option<Stages>,
+}
+
+impl Cadence {
+    /// The spec's open-loop cadence for `senders` senders; None for the closed loop.
+    pub fn of(spec: &WorkerSpec, senders: usize) -> Option<Cadence> {
+        let Pacing::Open { rate, .. } = spec.pacing else {
+            return None;
+        };
+        Some(Cadence {
+            start: spec.start,
+            rate,
+            interval: super::seconds(senders as f64 / rate),
+            senders: senders as f64,
+            stages: spec.stages.clone(),
+        })
+    }
+
+    /// Global sender `k`'s first due time.
+    pub fn first(&self, k: usize) -> Instant {
+        match &self.stages {
+            None => super::after(self.start, k as f64 / self.rate),
+            Some(s) => self.at(s.time_of(k as f64)),
+        }
+    }
+
+    /// A sender's next due time after the one at `prev`.
+    #[inline]
+    pub fn next(&self, prev: Instant) -> Instant {
+        match &self.stages {
+            None => prev + self.interval,
+            Some(s) => {
+                let t = prev.saturating_duration_since(self.start).as_secs_f64();
+                self.at(s.next_after(t, self.senders))
+            }
+        }
+    }
+
+    /// `t` seconds after the start; past the last stage, never (the run ends with it).
+    fn at(&self, t: Option<f64>) -> Instant {
+        super::after(self.start, t.unwrap_or(f64::INFINITY))
+    }
 }
 
 /// See [`WorkerSpec::schedule`].

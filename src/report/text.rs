@@ -69,10 +69,58 @@ pub fn quic_note(r: &RunResult) -> Option<String> {
 }
 
 fn pacing(r: &RunResult) -> String {
-    match r.plan.rate {
-        Some(rate) => format!("open loop at {rate} req/s"),
-        None => "closed loop".to_string(),
+    match (r.plan.rate, staged(r)) {
+        (Some(rate), Some(stages)) => {
+            format!("open loop in stages {stages} (mean {rate:.1} req/s)")
+        }
+        (Some(rate), None) => format!("open loop at {rate} req/s"),
+        (None, _) => "closed loop".to_string(),
     }
+}
+
+/// The run's stages, if its rate changed (`--stages`).
+fn staged(r: &RunResult) -> Option<crate::stages::Stages> {
+    crate::stages::Stages::new(r.plan.stages.clone()?).ok()
+}
+
+/// Per stage: the rate the schedule asked for and the rate achieved, from the series' steps
+/// that began in the stage (answered and failed: both were sent).
+fn write_stages(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let Some(stages) = staged(r) else {
+        return Ok(());
+    };
+    let step = f64::from(r.series_step_s.max(1));
+    let mut from = 0.0;
+    for (k, stage) in stages.list().iter().enumerate() {
+        let to = from + stage.length_s;
+        let steps: Vec<_> = r
+            .series
+            .iter()
+            .filter(|s| (from..to).contains(&f64::from(s.second)))
+            .collect();
+        let covered = steps.len() as f64 * step;
+        let asked: f64 = steps.iter().filter_map(|s| s.target_rate).sum::<f64>() * step;
+        let done: u64 = steps.iter().map(|s| s.completed + s.errors).sum();
+        let label = crate::stages::Stages::new(vec![*stage])
+            .map(|one| one.to_string())
+            .unwrap_or_default();
+        let achieved = if covered > 0.0 {
+            format!(
+                "asked {:.1} req/s, achieved {:.1}",
+                asked / covered,
+                done as f64 / covered
+            )
+        } else {
+            "not reached".to_string()
+        };
+        writeln!(
+            out,
+            "  {} {label}: {achieved}",
+            if k == 0 { "Stages    " } else { "          " }
+        )?;
+        from = to;
+    }
+    Ok(())
 }
 
 fn stop(r: &RunResult) -> String {
@@ -518,6 +566,7 @@ fn write_client(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             ),
         }
     )?;
+    write_stages(r, out)?;
     if let Some(pc) = &r.pacing {
         let l = &pc.lateness;
         writeln!(

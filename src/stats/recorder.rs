@@ -48,7 +48,7 @@ impl ErrorKind {
 
 /// One step of the run's time series (one second unless the run outgrew [`MAX_SERIES`]
 /// steps), counted when requests finished.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct SecondSample {
     /// Seconds since the start of the run; this sample covers [second, second + step).
     pub second: u32,
@@ -58,14 +58,23 @@ pub struct SecondSample {
     pub errors: u64,
     /// Bytes received in this second.
     pub bytes_read: u64,
+    /// Open loop with `--stages`: the rate the schedule asked for over this step (this
+    /// process's share), beside what `completed` achieved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
 }
 
 impl SecondSample {
-    /// Counts another sample's requests, errors and bytes into this one.
+    /// Counts another sample's requests, errors and bytes into this one (and its target: two
+    /// parts of one load each ask for their share).
     pub fn add(&mut self, other: &SecondSample) {
         self.completed += other.completed;
         self.errors += other.errors;
         self.bytes_read += other.bytes_read;
+        self.target_rate = match (self.target_rate, other.target_rate) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
     }
 }
 

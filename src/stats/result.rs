@@ -310,8 +310,12 @@ pub struct PlanSummary {
     pub duration_s: Option<f64>,
     /// Exact request count stop rule, if any.
     pub requests: Option<u64>,
-    /// Open-loop target rate in requests per second; null for closed loop.
+    /// Open-loop target rate in requests per second; null for closed loop. With stages,
+    /// their mean.
     pub rate: Option<f64>,
+    /// Open loop whose rate changes (`--stages`): the whole load's stages, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<crate::stages::Stage>>,
     pub keepalive: bool,
     /// Per-request timeout in seconds.
     pub timeout_s: f64,
@@ -547,6 +551,7 @@ impl RunResult {
         // The series ends with the run: drop steps past the elapsed time.
         let mut series = rec.series.clone();
         series.truncate((elapsed_s / f64::from(rec.series_step_s)).ceil() as usize);
+        staged_targets(&mut series, rec.series_step_s, &plan);
         let open_loop = plan.rate.is_some();
         let pacing = plan
             .rate
@@ -707,6 +712,23 @@ fn per_second(n: u64, elapsed_s: f64) -> f64 {
         n as f64 / elapsed_s
     } else {
         0.0
+    }
+}
+
+/// With stages, each step's target rate: this process's share (its mean rate over the
+/// stages') of what the stages ask for over the step.
+fn staged_targets(series: &mut [SecondSample], step_s: u32, plan: &PlanSummary) {
+    let (Some(list), Some(rate)) = (&plan.stages, plan.rate) else {
+        return;
+    };
+    let Ok(stages) = crate::stages::Stages::new(list.clone()) else {
+        return;
+    };
+    let share = rate / stages.mean_rate();
+    let step = f64::from(step_s);
+    for sample in series {
+        let from = f64::from(sample.second);
+        sample.target_rate = Some(share * stages.rate_over(from, from + step));
     }
 }
 

@@ -48,6 +48,7 @@ fn fixed_result(keepalive: bool) -> RunResult {
             duration_s: Some(10.0),
             requests: None,
             rate: None,
+            stages: None,
             keepalive,
             timeout_s: 2.0,
             insecure: false,

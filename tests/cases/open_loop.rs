@@ -154,3 +154,96 @@ fn the_open_loop_sleeps_instead_of_spinning() {
     assert!(cpu < 0.3, "{cpu} CPU-s for 400 requests");
     assert!(doc["totals"]["requests"].as_u64().unwrap() >= 390);
 }
+
+/// `--stages`: the schedule follows the stages second by second (each second's sends within
+/// 2% of what the stages ask after the first), through a ramp, on the same connections, and
+/// every request counted is one nginx logged.
+#[test]
+fn staged_rates_are_followed_second_by_second_and_counted_as_nginx_logs() {
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = archbench(&[
+        "run",
+        &ng.url("/"),
+        "--stages",
+        "1s@500, 2s@500..1500, 1s@1500",
+        "-c",
+        "20",
+        "-t",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("open loop in stages 1s@500, 2s@500..1500, 1s@1500"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Stages     1s@500: asked 500.0 req/s"),
+        "{text}"
+    );
+    let r = read_json(&json);
+    assert_valid(&r);
+    assert_eq!(r["plan"]["stages"].as_array().unwrap().len(), 3);
+    // The mean of 4,000 requests over 4 s.
+    assert_eq!(r["plan"]["rate"], 1000.0);
+    assert_eq!(r["plan"]["duration_s"], 4.0);
+    let series = r["series"].as_array().unwrap();
+    assert_eq!(series.len(), 4, "{series:?}");
+    let asked: Vec<f64> = series
+        .iter()
+        .map(|s| s["target_rate"].as_f64().unwrap())
+        .collect();
+    // The ramp's seconds ask for its mean over each: 750 and 1,250.
+    for (a, b) in asked.iter().zip([500.0, 750.0, 1250.0, 1500.0]) {
+        assert!((a - b).abs() < 1e-6, "{asked:?}");
+    }
+    for s in &series[1..] {
+        let sent = s["completed"].as_f64().unwrap() + s["errors"].as_f64().unwrap();
+        let target = s["target_rate"].as_f64().unwrap();
+        assert!(
+            (sent - target).abs() <= 0.02 * target,
+            "second {}: {sent} sent for {target}",
+            s["second"]
+        );
+    }
+    assert_eq!(r["totals"]["errors"], 0);
+    assert_eq!(r["totals"]["connections_opened"], 20);
+    let requests = r["totals"]["requests"].as_u64().unwrap();
+    assert!((3980..=4000).contains(&requests), "{requests}");
+    // At most one request per connection was in flight at the end.
+    let logged = ng.stop_and_read_log().len() as u64;
+    assert!(
+        requests <= logged && logged <= requests + 20,
+        "{requests} {logged}"
+    );
+}
+
+#[test]
+fn bad_stages_are_a_usage_error_in_one_line() {
+    for args in [
+        &["--stages", "1s@"][..],
+        &["--stages", "fast"],
+        &["--stages", "0s@100"],
+        &["--stages", "1s@100..x"],
+        &["--stages", "5s@0"],
+        &["--stages", "1s@100", "--rate", "10"],
+        &["--stages", "1s@100", "-d", "5s"],
+        &["--rate", "1k:2k"],
+        &["--rate", "1k:2k/0s"],
+    ] {
+        let o = archbench(&[&["run", "http://127.0.0.1:9/", "-c", "1"][..], args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(
+            stderr(&o).trim().lines().count(),
+            1,
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -40,7 +40,10 @@ impl StepPlans for UrlTargets<'_> {
             },
             threads: a.threads,
             duration: Some(a.duration.duration),
-            rate: Rate { rate: load.rate },
+            rate: Rate {
+                rate: load.rate.map(crate::cli::values::RateArg::Steady),
+                stages: None,
+            },
             pacing_slack: a.pacing_slack,
             no_keepalive: false,
             script: None,

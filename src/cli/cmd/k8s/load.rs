@@ -40,7 +40,7 @@ pub fn load(
         ctx.dir.join("k8s-load.json"),
         Some(ctx.dir.join("k8s-load.md")),
     );
-    let whole = ctx.whole(l.connections.connections, l.rate.rate);
+    let whole = ctx.whole(l.connections.connections, l.rate.steady());
     let (plan, commands) = load_plan(&ctx, &whole, l, runs)?;
     if outputs.layout == Format::Wrk {
         announce_wrk(&ctx.targets, &commands);
@@ -216,7 +216,7 @@ fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String 
     if l.http.tls {
         w.switch("tls");
     }
-    if let Some(r) = l.rate.rate {
+    if let Some(r) = l.rate.steady() {
         w.value("rate", r.to_string());
     }
     if let Some((k, v)) = &l.inside.node_selector {
@@ -296,7 +296,7 @@ mod tests {
         assert_eq!(agent.run.part.map(|p| (p.index, p.count)), Some((3, 4)));
         assert_eq!(agent.run.url, "http://10.0.4.7:80/");
         assert_eq!(agent.run.load.connections.connections, 10);
-        assert_eq!(agent.run.load.rate.rate, Some(1000.0));
+        assert_eq!(agent.run.load.rate.steady(), Some(1000.0));
         // It waits for its start longer than archbench waits for all workers to be ready.
         assert!(
             agent.start_timeout > how.ready_timeout,
@@ -377,14 +377,14 @@ mod tests {
                 again.threads(),
                 again.duration.duration,
                 again.timeout.timeout,
-                again.rate.rate
+                again.rate.steady()
             ),
             (
                 l.connections.connections,
                 l.threads(),
                 l.duration.duration,
                 l.timeout.timeout,
-                l.rate.rate
+                l.rate.steady()
             ),
             "{line}"
         );
