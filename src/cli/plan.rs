@@ -791,6 +791,7 @@ pub fn service_plan(
         rate,
         timeout,
         http2_streams,
+        http3_streams,
         tls: _,
     } = *load;
     let unresolved = build(PlanInput {
@@ -816,7 +817,7 @@ pub fn service_plan(
         part: Part::WHOLE,
         start_at: None,
         http2: http2_streams.map(|s| (s, false)),
-        http3: None,
+        http3: http3_streams,
         stray_streams: None,
     })?;
     Ok(match known {
