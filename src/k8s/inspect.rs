@@ -154,7 +154,7 @@ async fn read_server(
         Server::Caddy => fingerprint::complete(read, None, arch, lse_atomics),
     };
     if server == Server::Caddy {
-        // "v2.6.2 h1:…": Caddy's version is its whole story (no -V of flags to read).
+        // "2.6.2" (Debian's), "v2.8.4 h1:…" (the official build's): Caddy's version is its whole story (no -V of flags to read).
         fp.version = version
             .lines()
             .next()
