@@ -3095,19 +3095,16 @@ fn a_caddy_variant_is_loaded_over_http3_counted_against_its_log() {
         return;
     }
     let ns = "h3";
-    let up = ok(&k8s(
-        c,
-        ns,
-        &[
-            "up",
-            "--variant",
-            "quic:arch=amd64,image=caddy:2",
-            "--variant",
-            "plain:arch=amd64",
-            "--wait-timeout",
-            "90s",
-        ],
-    ));
+    let up_args = [
+        "up",
+        "--variant",
+        "quic:arch=amd64,image=caddy:2",
+        "--variant",
+        "plain:arch=amd64",
+        "--wait-timeout",
+        "90s",
+    ];
+    let up = ok(&k8s(c, ns, &up_args));
     assert!(up.contains("Secret nginx-tls: created"), "{up}");
     let ports = |svc: &str| -> Vec<(String, u64, String)> {
         c.get_json(&["-n", ns, "service", svc])["spec"]["ports"]
@@ -3196,6 +3193,35 @@ fn a_caddy_variant_is_loaded_over_http3_counted_against_its_log() {
         caddy_logged(c, ns, &pods, "HTTP/1.1"),
         0,
         "probes are not logged"
+    );
+
+    // Through the nodes' external addresses too: the UDP port has a node port of its own.
+    let nodeport = [&up_args[..], &["--service-type", "NodePort"]].concat();
+    ok(&k8s(c, ns, &nodeport));
+    let udp = c.get_json(&["-n", ns, "service", "nginx-quic-svc"])["spec"]["ports"][2].clone();
+    assert_eq!(udp["protocol"], "UDP", "{udp}");
+    let out = dir.path().join("nodeport");
+    let before = caddy_logged(c, ns, &pods, "HTTP/3.0");
+    let args = [
+        "load",
+        "quic",
+        "--http3",
+        "-c",
+        "1",
+        "-d",
+        "1s",
+        "--out-dir",
+    ];
+    ok(&k8s(c, ns, &[&args[..], &[out.to_str().unwrap()]].concat()));
+    let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
+    let run = &doc["targets"][0]["runs"][0];
+    let url = run["plan"]["url"].as_str().unwrap();
+    assert!(url.ends_with(&format!(":{}/", udp["nodePort"])), "{url}");
+    let counted = run["totals"]["requests"].as_u64().unwrap();
+    let served = caddy_logged(c, ns, &pods, "HTTP/3.0") - before;
+    assert!(
+        counted > 100 && served >= counted && served <= counted + 1,
+        "through a node port: Caddy logged {served} HTTP/3 requests, archbench counted {counted}"
     );
 
     // nginx here answers no HTTP/3: one line, exit 2, before anything is loaded.
