@@ -3223,6 +3223,43 @@ fn a_caddy_variant_is_loaded_over_http3_counted_against_its_log() {
         counted > 100 && served >= counted && served <= counted + 1,
         "through a node port: Caddy logged {served} HTTP/3 requests, archbench counted {counted}"
     );
+    // k8s sweep climbs over the same port: each step's runs counted as Caddy logged them.
+    let out = dir.path().join("sweep");
+    let before = caddy_logged(c, ns, &pods, "HTTP/3.0");
+    let args = [
+        "sweep",
+        "quic",
+        "--http3",
+        "-c",
+        "1,2",
+        "-d",
+        "1s",
+        "--no-warmup",
+    ];
+    ok(&k8s(
+        c,
+        ns,
+        &[&args[..], &["--out-dir", out.to_str().unwrap()]].concat(),
+    ));
+    let doc = read_json(the_run_dir(&out).join("k8s-sweep.json"));
+    let runs: Vec<&serde_json::Value> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["comparison"]["targets"][0]["runs"].as_array().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2, "{doc}");
+    let counted: u64 = runs
+        .iter()
+        .map(|r| r["totals"]["requests"].as_u64().unwrap())
+        .sum();
+    assert!(runs.iter().all(|r| r["tls"]["alpn"] == "h3"), "{doc}");
+    let served = caddy_logged(c, ns, &pods, "HTTP/3.0") - before;
+    // At most a request per connection in flight at each run's end: 1 + 2.
+    assert!(
+        counted > 100 && served >= counted && served <= counted + 3,
+        "sweep: Caddy logged {served} HTTP/3 requests, archbench counted {counted}"
+    );
 
     // nginx here answers no HTTP/3: one line, exit 2, before anything is loaded.
     let refused = k8s(c, ns, &["load", "plain", "--http3", "-d", "1s"]);
