@@ -104,6 +104,9 @@ pub fn agent_args(o: &crate::k8s::AgentOrders) -> Vec<String> {
     if let Some(streams) = o.http2_streams {
         w.switch("http2").value("streams", streams.to_string());
     }
+    if let Some(streams) = o.http3_streams {
+        w.switch("http3").value("streams", streams.to_string());
+    }
     if let Some(h) = &o.host {
         w.short("headers", format!("Host: {h}"));
     }

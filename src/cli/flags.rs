@@ -281,6 +281,10 @@ mod tests {
         ),
         ("tls", "up --tls serves https; load --tls loads it"),
         (
+            "http3",
+            "up --http3 serves HTTP/3; a load's --http3 speaks it",
+        ),
+        (
             "image",
             "up's is nginx's image; --in-cluster's the load pods'",
         ),

@@ -220,7 +220,8 @@ pub struct K8sHttpArgs {
     #[command(flatten)]
     pub http2: Http2,
     /// https to the Services' port 443 (`k8s up --tls`), accepting exactly the certificate
-    /// of the Secret nginx-tls; with --http2, h2 by ALPN.
+    /// of the Secret nginx-tls; with --http2, h2 by ALPN. --http3 implies it (UDP 443: a
+    /// Caddy variant, or nginx set up with `k8s up --http3`).
     #[arg(long)]
     pub tls: bool,
 }
@@ -286,7 +287,9 @@ pub struct K8sSetupArgs {
     /// A deployment of your own, NAME:KEY=VALUE[,KEY=VALUE…] (repeatable; replaces --arch).
     /// Keys: arch (amd64|arm64), pool (agentpool), instance-type, node-selector (KEY=VALUE),
     /// image, config (tuned|stock|FILE), replicas, cpu and memory (requests = limits),
-    /// workers (nginx worker_processes), tls (on|off: as --tls, for this variant).
+    /// workers (nginx worker_processes), tls (on|off: as --tls, for this variant). An image
+    /// named caddy (image=caddy:2) runs Caddy with archbench's Caddyfile: https and HTTP/3 on
+    /// 443 unless tls=off (config and workers are nginx's).
     #[arg(long, conflicts_with_all = ["arch", "pools_by"])]
     pub variant: Vec<String>,
     /// The nginx image.
@@ -309,6 +312,11 @@ pub struct K8sSetupArgs {
     /// --tls` loads it, the certificate pinned).
     #[arg(long)]
     pub tls: bool,
+    /// Serve HTTP/3 too (implies --tls): nginx listening `443 quic reuseport` with an Alt-Svc
+    /// header (needs nginx 1.25 or later in the image), the Services exposing UDP 443 beside
+    /// TCP 443 (`k8s load --http3` loads it). Caddy variants serve HTTP/3 without it.
+    #[arg(long)]
+    pub http3: bool,
 }
 
 #[derive(Debug, Args)]

@@ -859,6 +859,7 @@ pub fn service_plan(
         rate,
         timeout,
         http2_streams,
+        http3_streams,
         tls: _,
     } = *load;
     let unresolved = build(PlanInput {
@@ -885,7 +886,7 @@ pub fn service_plan(
         part: Part::WHOLE,
         start_at: None,
         http2: http2_streams.map(|s| (s, false)),
-        http3: None,
+        http3: http3_streams.map(|s| (s, false)),
         stray_streams: None,
     })?;
     Ok(match known {

@@ -11,12 +11,23 @@ use kube::{Api, ResourceExt};
 use super::client::api_error;
 use super::pod_build::ArchFingerprint;
 use super::pods::{exec, pick};
-use super::{Cluster, K8sError};
+use super::{Cluster, K8sError, Server};
 use crate::monitor::fingerprint;
 use crate::stats::ServerFingerprint;
 
-/// Prints the nginx executable on the pod's PATH (the one `nginx -V` runs), bytes as they are.
-const READ_NGINX: &str = r#"exe=$(command -v nginx) && exec cat "$exe""#;
+/// Prints the server's executable on the pod's PATH (the one its version command runs),
+/// bytes as they are.
+fn read_program(server: Server) -> String {
+    format!(r#"exe=$(command -v {}) && exec cat "$exe""#, server.name())
+}
+
+/// What says the server's version: `nginx -V` (its build, read further), `caddy version`.
+fn version_command(server: Server) -> &'static str {
+    match server {
+        Server::Nginx => "nginx -V 2>&1",
+        Server::Caddy => "caddy version 2>&1",
+    }
+}
 
 /// `uname -m`'s spelling of a Kubernetes architecture.
 fn machine(kube_arch: &str) -> &str {
@@ -68,39 +79,24 @@ async fn read_fingerprint(
         .map(|i| i.architecture.clone())
         .unwrap_or_else(|| "unknown".into());
     let cpuinfo = exec(cluster, &name, &["cat", "/proc/cpuinfo"], None).await?;
-    let v = exec(cluster, &name, &["sh", "-c", "nginx -V 2>&1"], None).await?;
-    // The executable `nginx -V` ran, as the pod has it: what runs, whatever -V says.
-    let exe = exec(cluster, &name, &["sh", "-c", READ_NGINX], None).await?;
-    // What the kernel runs as the pod's PID 1 (nginx): qemu-user when it is emulated. Not
-    // every image has readlink: without it, nothing is said.
-    let runner = exec(cluster, &name, &["readlink", "/proc/1/exe"], None).await?;
-    let whole = node.is_some() && cpuinfo.exit_code == 0 && v.exit_code == 0 && exe.exit_code == 0;
+    let cpu_read = cpuinfo.exit_code == 0;
     let cpuinfo = cpuinfo.stdout_text();
     let lse_atomics =
         (machine(&node_arch) == "aarch64").then(|| crate::os::lse_in_cpuinfo(&cpuinfo));
-    let exe_bytes = match exe.exit_code {
-        0 => Ok(exe.stdout),
-        code => Err(format!(
-            "reading it in the pod exited {code}: {}",
-            String::from_utf8_lossy(&exe.stderr).trim()
-        )),
-    };
-    let nginx = fingerprint::complete(
-        fingerprint::with_executable(
-            ServerFingerprint {
-                executable: Some("nginx (in the pod)".into()),
-                ..ServerFingerprint::default()
-            },
-            exe_bytes,
-        ),
-        Some(&v.stdout_text()),
+    let image = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first()?.image.as_deref())
+        .unwrap_or_default();
+    let (nginx, server_read) = read_server(
+        cluster,
+        &name,
+        Server::of_image(image),
         machine(&node_arch),
         lse_atomics,
-    );
-    let nginx = match runner.exit_code {
-        0 => fingerprint::with_runner(nginx, &runner.stdout_text()),
-        _ => nginx,
-    };
+    )
+    .await?;
+    let whole = node.is_some() && cpu_read && server_read;
     let f = ArchFingerprint {
         variant: variant.to_string(),
         pod: name,
@@ -119,6 +115,56 @@ async fn read_fingerprint(
         nginx,
     };
     Ok((f, whole))
+}
+
+/// The server's fingerprint as the pod runs it, and whether every command exited 0: its
+/// executable's bytes, its version (nginx's `-V` with the build it tells), and what the
+/// kernel runs as the pod's PID 1.
+async fn read_server(
+    cluster: &Cluster,
+    pod: &str,
+    server: Server,
+    arch: &str,
+    lse_atomics: Option<bool>,
+) -> Result<(ServerFingerprint, bool), K8sError> {
+    let v = exec(cluster, pod, &["sh", "-c", version_command(server)], None).await?;
+    // The executable the version command ran, as the pod has it: what runs, whatever it says.
+    let exe = exec(cluster, pod, &["sh", "-c", &read_program(server)], None).await?;
+    // What the kernel runs as the pod's PID 1 (the server): qemu-user when it is emulated.
+    // Not every image has readlink: without it, nothing is said.
+    let runner = exec(cluster, pod, &["readlink", "/proc/1/exe"], None).await?;
+    let whole = v.exit_code == 0 && exe.exit_code == 0;
+    let exe_bytes = match exe.exit_code {
+        0 => Ok(exe.stdout),
+        code => Err(format!(
+            "reading it in the pod exited {code}: {}",
+            String::from_utf8_lossy(&exe.stderr).trim()
+        )),
+    };
+    let read = fingerprint::with_executable(
+        ServerFingerprint {
+            executable: Some(format!("{} (in the pod)", server.name())),
+            ..ServerFingerprint::default()
+        },
+        exe_bytes,
+    );
+    let version = v.stdout_text();
+    let mut fp = match server {
+        Server::Nginx => fingerprint::complete(read, Some(&version), arch, lse_atomics),
+        Server::Caddy => fingerprint::complete(read, None, arch, lse_atomics),
+    };
+    if server == Server::Caddy {
+        // "2.6.2" (Debian's), "v2.8.4 h1:…" (the official build's): Caddy's version is its whole story (no -V of flags to read).
+        fp.version = version
+            .lines()
+            .next()
+            .map(|l| format!("caddy {}", l.trim()));
+    }
+    let fp = match runner.exit_code {
+        0 => fingerprint::with_runner(fp, &runner.stdout_text()),
+        _ => fp,
+    };
+    Ok((fp, whole))
 }
 
 pub fn write_fingerprints(prints: &[ArchFingerprint], out: &mut dyn Write) -> io::Result<()> {

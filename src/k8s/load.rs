@@ -77,13 +77,25 @@ pub enum Port {
     Http,
     /// 443, `https://` (`k8s up --tls`).
     Https,
+    /// UDP 443, `https://` over QUIC (a Caddy variant, or `k8s up --http3`).
+    Http3,
 }
 
 impl Port {
+    /// The Service port's name.
     fn name(self) -> &'static str {
         match self {
             Port::Http => "http",
             Port::Https => super::tls::HTTPS_PORT.0,
+            Port::Http3 => super::tls::HTTP3_PORT.0,
+        }
+    }
+
+    /// The URL's scheme.
+    fn scheme(self) -> &'static str {
+        match self {
+            Port::Http => "http",
+            Port::Https | Port::Http3 => "https",
         }
     }
 }
@@ -203,7 +215,7 @@ impl FoundServices<'_> {
             ),
         })?;
         let service_port = service_port(svc, &service, port)?;
-        let scheme = port.name();
+        let scheme = port.scheme();
         let (url, cluster_address) = match vantage {
             Vantage::Outside => {
                 let address = port_address(svc, service_port, &self.nodes).ok_or_else(|| {
@@ -270,10 +282,17 @@ fn service_port<'s>(
         .iter()
         .find(|p| p.name.as_deref() == Some(port.name()));
     let unnamed = (port == Port::Http).then(|| ports.first()).flatten();
+    if let (None, Port::Http3) = (named, port) {
+        // Not what this cluster lacks but what the variant's server does: a usage error.
+        return Err(K8sError::Usage(format!(
+            "--http3: {service} answers no HTTP/3 (it has no UDP port {}); a Caddy variant (`k8s up --variant NAME:image=caddy:2`) answers it, or nginx 1.25 or later set up with `k8s up --http3`",
+            super::tls::HTTP3_PORT.1
+        )));
+    }
     named.or(unnamed).ok_or_else(|| K8sError::Failed {
         what: format!("find the {} port of {service}", port.name()),
         message: match port {
-            Port::Https => {
+            Port::Https | Port::Http3 => {
                 "it serves no https; `archbench k8s up --tls` (or the variant's tls=on) sets it up"
                     .into()
             }

@@ -17,9 +17,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::tls::{self, HTTPS_PORT};
+use super::caddy::{CADDYFILE_KEY, CADDYFILE_PATH};
+use super::tls::{self, HTTP3_PORT, HTTPS_PORT};
 use super::variant::SPEC_ANNOTATION;
-use super::{Setup, Variant, APP, MANAGED_BY, MULTIARCH_SERVICE};
+use super::{Server, Setup, Variant, APP, MANAGED_BY, MULTIARCH_SERVICE};
 
 /// The multi-arch guide's "optimized" nginx.conf, as its script pushes it.
 pub const TUNED_NGINX_CONF: &str = r#"worker_processes auto;
@@ -189,15 +190,13 @@ pub fn deployment(setup: &Setup, variant: &Variant) -> Deployment {
     if let Some(cert) = tls {
         annotations.insert(tls::CERT_HASH.to_string(), sha256_hex(&cert.cert_pem));
     }
+    let serves = Serves {
+        server: setup.server_of(variant),
+        tls: tls.is_some(),
+        http3: tls.is_some() && setup.http3_of(variant),
+    };
     let mut metadata = meta(&variant.deployment(), Some(ns), &extra);
-    let mut kept = BTreeMap::new();
-    if variant.preset.is_none() {
-        kept.insert(SPEC_ANNOTATION.to_string(), variant.spec.clone());
-    }
-    if tls.is_some() {
-        kept.insert(tls::TLS_ANNOTATION.to_string(), "on".to_string());
-    }
-    metadata.annotations = (!kept.is_empty()).then_some(kept);
+    metadata.annotations = kept_annotations(variant, serves);
     Deployment {
         metadata,
         spec: DeploymentSpec {
@@ -216,8 +215,8 @@ pub fn deployment(setup: &Setup, variant: &Variant) -> Deployment {
                 spec: Some(PodSpec {
                     node_selector: (!variant.node_selector.is_empty())
                         .then(|| variant.node_selector.clone()),
-                    containers: vec![container(setup, variant, config.as_deref(), tls.is_some())],
-                    volumes: volumes(config.is_some().then_some(config_map), tls.is_some()),
+                    containers: vec![container(setup, variant, config.as_deref(), serves)],
+                    volumes: volumes(config.is_some().then_some(config_map), serves.tls),
                     ..PodSpec::default()
                 }),
             },
@@ -225,6 +224,32 @@ pub fn deployment(setup: &Setup, variant: &Variant) -> Deployment {
         },
         status: None,
     }
+}
+
+/// What a variant's pods serve, as its Deployment's containers and Service expose it.
+#[derive(Debug, Clone, Copy)]
+struct Serves {
+    server: Server,
+    /// https on TCP 443 (its certificate mounted).
+    tls: bool,
+    /// HTTP/3 on UDP 443.
+    http3: bool,
+}
+
+/// The Deployment's annotations that `config` reads the setup back from: a variant's keys
+/// (not a preset's), and whether it serves https and HTTP/3.
+fn kept_annotations(variant: &Variant, serves: Serves) -> Option<BTreeMap<String, String>> {
+    let mut kept = BTreeMap::new();
+    if variant.preset.is_none() {
+        kept.insert(SPEC_ANNOTATION.to_string(), variant.spec.clone());
+    }
+    if serves.tls {
+        kept.insert(tls::TLS_ANNOTATION.to_string(), "on".to_string());
+    }
+    if serves.http3 {
+        kept.insert(tls::HTTP3_ANNOTATION.to_string(), "on".to_string());
+    }
+    (!kept.is_empty()).then_some(kept)
 }
 
 /// The pod's volumes: the nginx.conf ConfigMap, the TLS Secret.
@@ -266,10 +291,11 @@ fn sized_rollout(variant: &Variant) -> Option<DeploymentStrategy> {
     })
 }
 
-/// The nginx container of a variant: its image, nginx.conf mounted when it has one, and its
-/// CPU and memory as requests = limits (a Guaranteed pod: sizes compare fairly); with `tls`,
-/// port 443 and the certificate.
-fn container(setup: &Setup, variant: &Variant, config: Option<&str>, tls: bool) -> Container {
+/// The server container of a variant (named `nginx` whatever it runs: exec and the pod
+/// watches find it by that name): its image, nginx.conf (or a Caddy variant's Caddyfile)
+/// mounted when it has one, and its CPU and memory as requests = limits (a Guaranteed pod:
+/// sizes compare fairly); with https, port 443 and the certificate; with HTTP/3, UDP 443.
+fn container(setup: &Setup, variant: &Variant, config: Option<&str>, serves: Serves) -> Container {
     let sizes: BTreeMap<String, Quantity> = [("cpu", &variant.cpu), ("memory", &variant.memory)]
         .into_iter()
         .filter_map(|(k, v)| Some((k.to_string(), Quantity(v.as_ref()?.0.clone()))))
@@ -278,10 +304,11 @@ fn container(setup: &Setup, variant: &Variant, config: Option<&str>, tls: bool) 
         name: "nginx".into(),
         image: Some(setup.image_of(variant).to_string()),
         ports: Some(
-            ports(tls)
-                .map(|(name, port)| ContainerPort {
+            ports(serves)
+                .map(|(name, port, protocol)| ContainerPort {
                     container_port: port,
                     name: Some(name.into()),
+                    protocol: Some(protocol.into()),
                     ..ContainerPort::default()
                 })
                 .collect(),
@@ -291,7 +318,7 @@ fn container(setup: &Setup, variant: &Variant, config: Option<&str>, tls: bool) 
             requests: Some(sizes),
             ..ResourceRequirements::default()
         }),
-        volume_mounts: mounts(config.is_some(), tls),
+        volume_mounts: mounts(config.is_some().then_some(serves.server), serves.tls),
         readiness_probe: Some(readiness(config)),
         ..Container::default()
     }
@@ -343,18 +370,33 @@ fn speaks_h2c_on_port_80(config: &str) -> bool {
     plain_80.iter().any(|d| d.contains(&"http2")) || (http2_on && !plain_80.is_empty())
 }
 
-/// http, and https with `tls`: (name, port) of the containers and the Services alike.
-fn ports(tls: bool) -> impl Iterator<Item = (&'static str, i32)> {
-    std::iter::once(("http", 80)).chain(tls.then_some(HTTPS_PORT))
+/// http, https with TLS, http3 with HTTP/3: (name, port, protocol) of the containers and
+/// the Services alike.
+fn ports(serves: Serves) -> impl Iterator<Item = (&'static str, i32, &'static str)> {
+    let tcp = |(name, port): (&'static str, i32)| (name, port, "TCP");
+    std::iter::once(("http", 80, "TCP"))
+        .chain(serves.tls.then_some(tcp(HTTPS_PORT)))
+        .chain(serves.http3.then_some((HTTP3_PORT.0, HTTP3_PORT.1, "UDP")))
 }
 
-fn mounts(config: bool, tls: bool) -> Option<Vec<VolumeMount>> {
+/// The ConfigMap key of a server's configuration, and where the server reads it.
+fn config_file(server: Server) -> (&'static str, &'static str) {
+    match server {
+        Server::Nginx => ("nginx.conf", "/etc/nginx/nginx.conf"),
+        Server::Caddy => (CADDYFILE_KEY, CADDYFILE_PATH),
+    }
+}
+
+/// The configuration's mount (`config`: the server whose file the pod gets), the
+/// certificate's with `tls`.
+fn mounts(config: Option<Server>, tls: bool) -> Option<Vec<VolumeMount>> {
     let mut out = Vec::new();
-    if config {
+    if let Some(server) = config {
+        let (key, path) = config_file(server);
         out.push(VolumeMount {
             name: CONFIG_MAP.into(),
-            mount_path: "/etc/nginx/nginx.conf".into(),
-            sub_path: Some("nginx.conf".into()),
+            mount_path: path.into(),
+            sub_path: Some(key.into()),
             read_only: Some(true),
             ..VolumeMount::default()
         });
@@ -370,13 +412,14 @@ fn mounts(config: bool, tls: bool) -> Option<Vec<VolumeMount>> {
     (!out.is_empty()).then_some(out)
 }
 
-/// A Service over the pods `selector` picks; with `tls`, port 443 beside 80.
+/// A Service over the pods `selector` picks; with https, TCP 443 beside 80; with HTTP/3,
+/// UDP 443 too.
 fn service(
     setup: &Setup,
     name: &str,
     selector: (&str, &str),
     labels: &[(&str, &str)],
-    tls: bool,
+    serves: Serves,
 ) -> Service {
     let kind = setup.service_type.as_str();
     Service {
@@ -388,12 +431,12 @@ fn service(
                 selector.1.to_string(),
             )])),
             ports: Some(
-                ports(tls)
-                    .map(|(port_name, port)| ServicePort {
+                ports(serves)
+                    .map(|(port_name, port, protocol)| ServicePort {
                         name: Some(port_name.into()),
                         port,
                         target_port: Some(IntOrString::String(port_name.into())),
-                        protocol: Some("TCP".into()),
+                        protocol: Some(protocol.into()),
                         ..ServicePort::default()
                     })
                     .collect(),
@@ -410,22 +453,28 @@ pub fn manifests(setup: &Setup) -> Vec<Manifest> {
         metadata: meta(&setup.namespace, None, &[]),
         ..Namespace::default()
     }))];
-    let config_map = |name: &str, text: &str, extra: &[(&str, &str)]| {
+    let config_map = |name: &str, server: Server, text: &str, extra: &[(&str, &str)]| {
         Manifest::ConfigMap(Box::new(ConfigMap {
             metadata: meta(name, Some(&setup.namespace), extra),
             data: Some(BTreeMap::from([(
-                "nginx.conf".to_string(),
+                config_file(server).0.to_string(),
                 text.to_string(),
             )])),
             ..ConfigMap::default()
         }))
     };
     if let Some(text) = setup.shared_text().filter(|_| setup.shares_config()) {
-        out.push(config_map(CONFIG_MAP, &text, &[APP]));
+        out.push(config_map(CONFIG_MAP, Server::Nginx, &text, &[APP]));
     }
     for v in setup.variants.iter().filter(|v| setup.own_config(v)) {
         if let Some(text) = setup.config_text(v) {
-            out.push(config_map(&v.config_map(), &text, &[APP, v.selector()]));
+            let server = setup.server_of(v);
+            out.push(config_map(
+                &v.config_map(),
+                server,
+                &text,
+                &[APP, v.selector()],
+            ));
         }
     }
     if let Some(cert) = setup.certificate.as_ref().filter(|_| setup.any_tls()) {
@@ -444,22 +493,31 @@ pub fn manifests(setup: &Setup) -> Vec<Manifest> {
             Some(_) => &[APP],
             None => &[APP, v.selector()],
         };
+        let serves = Serves {
+            server: setup.server_of(v),
+            tls: setup.tls_of(v),
+            http3: setup.http3_of(v),
+        };
         out.push(Manifest::Service(Box::new(service(
             setup,
             &v.service(),
             v.selector(),
             labels,
-            setup.tls_of(v),
+            serves,
         ))));
     }
-    // https over every variant's pods only when every one serves it.
-    let all_tls = setup.variants.iter().all(|v| setup.tls_of(v));
+    // https (and HTTP/3) over every variant's pods only when every one serves it.
+    let every = Serves {
+        server: Server::Nginx,
+        tls: setup.variants.iter().all(|v| setup.tls_of(v)),
+        http3: setup.variants.iter().all(|v| setup.http3_of(v)),
+    };
     out.push(Manifest::Service(Box::new(service(
         setup,
         MULTIARCH_SERVICE,
         APP,
         &[APP],
-        all_tls,
+        every,
     ))));
     out
 }
@@ -822,6 +880,150 @@ mod tests {
         let names: Vec<String> = manifests(&s).iter().map(Manifest::describe).collect();
         assert!(names.contains(&"ConfigMap nginx-b-config".to_string()));
         assert!(!names.contains(&"ConfigMap nginx-config".to_string()));
+    }
+
+    fn service_protocols(all: &[Manifest], name: &str) -> Vec<(String, i32, String)> {
+        all.iter()
+            .find_map(|m| match m {
+                Manifest::Service(s) if s.metadata.name.as_deref() == Some(name) => Some(s),
+                _ => None,
+            })
+            .unwrap()
+            .spec
+            .as_ref()
+            .unwrap()
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| (p.name.clone().unwrap(), p.port, p.protocol.clone().unwrap()))
+            .collect()
+    }
+
+    fn config_map_of<'a>(all: &'a [Manifest], name: &str) -> &'a BTreeMap<String, String> {
+        all.iter()
+            .find_map(|m| match m {
+                Manifest::ConfigMap(c) if c.metadata.name.as_deref() == Some(name) => {
+                    c.data.as_ref()
+                }
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    fn with_udp() -> Vec<(String, i32, String)> {
+        [
+            ("http", 80, "TCP"),
+            ("https", 443, "TCP"),
+            ("http3", 443, "UDP"),
+        ]
+        .map(|(n, p, proto)| (n.to_string(), p, proto.to_string()))
+        .into()
+    }
+
+    #[test]
+    fn a_caddy_variant_runs_its_caddyfile_and_exposes_udp_443() {
+        let mut s = setup();
+        s.variants = vec![
+            variant("quic:arch=amd64,image=caddy:2"),
+            variant("plain:arch=amd64"),
+        ];
+        s.certificate = Some(tls::ServingCert::generate(tls::names(&s)).unwrap());
+        assert!(s.tls_of(&s.variants[0]) && s.http3_of(&s.variants[0]));
+        assert!(!s.tls_of(&s.variants[1]) && !s.http3_of(&s.variants[1]));
+        let all = manifests(&s);
+        let caddyfile = &config_map_of(&all, "nginx-quic-config")[CADDYFILE_KEY];
+        assert_eq!(*caddyfile, super::super::caddy::caddyfile(true));
+        assert!(!config_map_of(&all, CONFIG_MAP).contains_key(CADDYFILE_KEY));
+        let d = deployment_of(&all, "nginx-quic-deployment");
+        let kept = d.metadata.annotations.as_ref().unwrap();
+        assert_eq!(kept[tls::HTTP3_ANNOTATION], "on");
+        assert_eq!(kept[tls::TLS_ANNOTATION], "on");
+        let pod = d.spec.template.spec.as_ref().unwrap();
+        let c = &pod.containers[0];
+        assert_eq!(c.image.as_deref(), Some("caddy:2"));
+        let mounts = c.volume_mounts.as_ref().unwrap();
+        assert_eq!(mounts[0].mount_path, CADDYFILE_PATH);
+        assert_eq!(mounts[0].sub_path.as_deref(), Some(CADDYFILE_KEY));
+        assert_eq!(mounts[1].mount_path, tls::MOUNT);
+        let ports: Vec<(i32, String)> = c
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| (p.container_port, p.protocol.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            ports,
+            [(80, "TCP".into()), (443, "TCP".into()), (443, "UDP".into())]
+        );
+        assert_eq!(service_protocols(&all, "nginx-quic-svc"), with_udp());
+        let http = &with_udp()[..1];
+        assert_eq!(service_protocols(&all, "nginx-plain-svc"), http);
+        // Not every pod behind it answers HTTP/3 (nor https).
+        assert_eq!(service_protocols(&all, MULTIARCH_SERVICE), http);
+        let plain = deployment_of(&all, "nginx-plain-deployment");
+        assert!(plain
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .get(tls::HTTP3_ANNOTATION)
+            .is_none());
+
+        // tls=off: Caddy on 80 alone, no UDP port.
+        s.variants[0] = variant("quic:arch=amd64,image=caddy:2,tls=off");
+        let all = manifests(&s);
+        assert_eq!(service_protocols(&all, "nginx-quic-svc"), http);
+        let caddyfile = &config_map_of(&all, "nginx-quic-config")[CADDYFILE_KEY];
+        assert!(!caddyfile.contains("https://"), "{caddyfile}");
+
+        // nginx's configuration keys are refused for it, by name.
+        s.variants[0] = variant("quic:image=caddy:2,workers=2");
+        assert!(s
+            .caddy_problem()
+            .unwrap()
+            .starts_with("quic: config= and workers="));
+        s.variants[0] = variant("quic:image=caddy:2");
+        assert_eq!(s.caddy_problem(), None);
+    }
+
+    #[test]
+    fn http3_writes_nginxs_quic_listener_and_exposes_udp_443() {
+        let mut s = setup();
+        s.http3 = true;
+        s.variants.push(variant("plain:arch=amd64,tls=off"));
+        s.certificate = Some(tls::ServingCert::generate(tls::names(&s)).unwrap());
+        assert_eq!(s.tls_problem(), None);
+        let all = manifests(&s);
+        // --http3 is over TLS: the https listener and the QUIC one, with Alt-Svc.
+        let text = &config_map_of(&all, CONFIG_MAP)["nginx.conf"];
+        assert!(
+            text.contains("listen 443 ssl http2; # archbench k8s --tls"),
+            "{text}"
+        );
+        assert!(
+            text.contains("listen 443 quic reuseport; # archbench k8s --http3"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"add_header Alt-Svc 'h3=":443"; ma=86400'; # archbench k8s --http3"#),
+            "{text}"
+        );
+        assert_eq!(service_protocols(&all, "nginx-intel-svc"), with_udp());
+        assert_eq!(service_protocols(&all, "nginx-arm-svc"), with_udp());
+        assert_eq!(service_protocols(&all, "nginx-plain-svc"), &with_udp()[..1]);
+        let d = deployment_of(&all, "nginx-arm-deployment");
+        assert_eq!(
+            d.metadata.annotations.as_ref().unwrap()[tls::HTTP3_ANNOTATION],
+            "on"
+        );
+        // The variant without TLS keeps the configuration as given.
+        let own = &config_map_of(&all, "nginx-plain-config")["nginx.conf"];
+        assert_eq!(own, TUNED_NGINX_CONF);
+        s.variants.pop();
+        assert_eq!(
+            service_protocols(&manifests(&s), MULTIARCH_SERVICE),
+            with_udp()
+        );
     }
 
     #[test]

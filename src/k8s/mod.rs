@@ -11,6 +11,7 @@
 //! only what it made.
 
 mod apply;
+mod caddy;
 mod client;
 mod curl;
 pub mod distributed;
@@ -57,7 +58,7 @@ pub use reconfigure::{current_setup, reconfigure, Reconfigured};
 pub use status::{status, write_status, PodRow};
 pub use up::up;
 pub use usage::{top, PodUsage};
-pub use variant::{variant_of, Variant, VARIANT_LABEL};
+pub use variant::{variant_of, Server, Variant, VARIANT_LABEL};
 
 /// The label on everything archbench creates.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "archbench");
@@ -210,6 +211,10 @@ pub struct Setup {
     pub wait_timeout: Duration,
     /// `--tls`: the variants that say nothing of it serve https too.
     pub tls: bool,
+    /// `--http3`: the nginx variants that serve https answer HTTP/3 too (`listen 443 quic`,
+    /// nginx ≥ 1.25), and the variants that say nothing of TLS serve https. Caddy variants
+    /// answer HTTP/3 whenever they serve https, with or without it.
+    pub http3: bool,
     /// The certificate of the variants that serve https (made by `up` once, then kept in
     /// the Secret); None when none does.
     pub certificate: Option<tls::ServingCert>,
@@ -231,6 +236,7 @@ impl Setup {
             service_type: ServiceType::LoadBalancer,
             wait_timeout: std::time::Duration::from_secs(5),
             tls: false,
+            http3: false,
             certificate: None,
         }
     }
@@ -247,9 +253,22 @@ impl Setup {
         v.image.as_deref().unwrap_or(&self.image)
     }
 
-    /// Whether a variant serves https (`tls=` of its own, else `--tls`).
+    /// The server a variant's pods run.
+    pub fn server_of(&self, v: &Variant) -> Server {
+        Server::of_image(self.image_of(v))
+    }
+
+    /// Whether a variant serves https: `tls=` of its own, else `--tls` or `--http3` (always
+    /// over TLS); a Caddy variant unless `tls=off`.
     pub fn tls_of(&self, v: &Variant) -> bool {
-        v.tls.unwrap_or(self.tls)
+        let caddy = self.server_of(v) == Server::Caddy;
+        v.tls.unwrap_or(self.tls || self.http3 || caddy)
+    }
+
+    /// Whether a variant answers HTTP/3 on UDP 443: a Caddy variant that serves https, or an
+    /// nginx one under `--http3`.
+    pub fn http3_of(&self, v: &Variant) -> bool {
+        self.tls_of(v) && (self.http3 || self.server_of(v) == Server::Caddy)
     }
 
     /// Whether any variant serves https.
@@ -257,24 +276,33 @@ impl Setup {
         self.variants.iter().any(|v| self.tls_of(v))
     }
 
-    /// The text a variant's nginx runs (None: the image's own): its configuration or the
-    /// setup's, with `workers` and the https listener set in it.
+    /// The text a variant's server runs (None: the image's own): a Caddy variant's
+    /// Caddyfile; an nginx variant's configuration or the setup's, with `workers`, the https
+    /// listener and the QUIC one set in it.
     pub fn config_text(&self, v: &Variant) -> Option<String> {
+        if self.server_of(v) == Server::Caddy {
+            return Some(caddy::caddyfile(self.tls_of(v)));
+        }
         let text = v.config_text(&self.config)?;
-        Some(self.with_tls_if(self.tls_of(v), text))
+        Some(self.with_listeners(self.tls_of(v), self.http3_of(v), text))
     }
 
-    /// The shared ConfigMap's text: the setup's configuration, with the https listener under
-    /// `--tls`.
+    /// The shared ConfigMap's text (nginx's): the setup's configuration, with the https
+    /// listener under `--tls` and the QUIC one under `--http3`.
     pub fn shared_text(&self) -> Option<String> {
         let text = self.config.text()?;
-        Some(self.with_tls_if(self.tls, text.to_string()))
+        let tls = self.tls || self.http3;
+        Some(self.with_listeners(tls, self.http3, text.to_string()))
     }
 
     /// Checked by [`Setup::tls_problem`] before anything is built, so it holds here.
-    fn with_tls_if(&self, tls: bool, text: String) -> String {
-        match tls {
+    fn with_listeners(&self, tls: bool, http3: bool, text: String) -> String {
+        let text = match tls {
             true => tls::with_tls(&text).unwrap_or(text),
+            false => text,
+        };
+        match http3 {
+            true => tls::with_http3(&text),
             false => text,
         }
     }
@@ -282,7 +310,8 @@ impl Setup {
     /// Why a variant cannot serve https: the image's own configuration (nowhere to add the
     /// listener), or one without a `server` block.
     pub fn tls_problem(&self) -> Option<String> {
-        self.variants.iter().filter(|v| self.tls_of(v)).find_map(|v| {
+        let nginx_tls = |v: &&Variant| self.tls_of(v) && self.server_of(v) == Server::Nginx;
+        self.variants.iter().filter(nginx_tls).find_map(|v| {
             match v.config_text(&self.config) {
                 None => Some(format!(
                     "{}: https needs a configuration to listen on 443 in; the stock one is the image's own (use tuned or a FILE)",
@@ -295,6 +324,22 @@ impl Setup {
         })
     }
 
+    /// Why a Caddy variant cannot be as asked: `config=` and `workers=` are nginx's (a Caddy
+    /// variant runs the Caddyfile archbench writes).
+    pub fn caddy_problem(&self) -> Option<String> {
+        self.variants
+            .iter()
+            .filter(|v| self.server_of(v) == Server::Caddy)
+            .find(|v| v.config.is_some() || v.workers.is_some())
+            .map(|v| {
+                format!(
+                    "{}: config= and workers= set nginx's configuration; a Caddy variant ({}) runs the Caddyfile archbench writes (leave them out)",
+                    v.name,
+                    self.image_of(v)
+                )
+            })
+    }
+
     /// Whether a variant runs a configuration of its own (its own ConfigMap), not the shared one.
     pub fn own_config(&self, v: &Variant) -> bool {
         self.config_text(v) != self.shared_text()
@@ -303,5 +348,10 @@ impl Setup {
     /// Whether any variant mounts the shared ConfigMap.
     pub fn shares_config(&self) -> bool {
         self.config.text().is_some() && self.variants.iter().any(|v| !self.own_config(v))
+    }
+
+    /// Whether any variant answers HTTP/3.
+    pub fn any_http3(&self) -> bool {
+        self.variants.iter().any(|v| self.http3_of(v))
     }
 }

@@ -18,7 +18,9 @@ use super::routes::wait_routed;
 use super::status::PodRow;
 use super::tls;
 use super::variant::{config_map_of, SPEC_ANNOTATION};
-use super::{Arch, Cluster, K8sError, NginxConfig, PoolSelector, ServiceType, Setup, Variant};
+use super::{
+    Arch, Cluster, K8sError, NginxConfig, PoolSelector, Server, ServiceType, Setup, Variant,
+};
 
 /// What `config` did.
 #[derive(Debug)]
@@ -52,14 +54,14 @@ pub async fn current_setup(
         .await
         .map_err(|e| api_error(e, "list", "deployments.apps"))?
         .items;
-    let Some(first) = deployments.first() else {
+    if deployments.is_empty() {
         return Err(K8sError::Failed {
             what: "find the setup".into(),
             message: format!(
                 "no Deployment of archbench's in namespace {ns}; `archbench k8s up` creates them"
             ),
         });
-    };
+    }
     let maps = Api::<ConfigMap>::namespaced(cluster.client.clone(), ns);
     let shared = maps
         .get_opt(CONFIG_MAP)
@@ -68,6 +70,7 @@ pub async fn current_setup(
     // The https listener `--tls` added is not part of the configuration the user gave.
     let shared = shared.map(|c| text_of(Some(c)));
     let shared_tls = shared.as_deref().map(tls::has_tls);
+    let shared_http3 = shared.as_deref().is_some_and(tls::has_http3);
     let config = match shared.map(|t| tls::without_tls(&t)) {
         Some(text) if text == super::TUNED_NGINX_CONF => NginxConfig::Tuned,
         Some(text) => NginxConfig::File {
@@ -83,10 +86,7 @@ pub async fn current_setup(
         }
     }
     variants.sort_by_key(|v| (v.preset.is_none(), v.preset, v.name.clone()));
-    let pod = first.spec.template.spec.as_ref();
-    let image = pod
-        .and_then(|p| p.containers.first()?.image.clone())
-        .unwrap_or_else(|| "nginx:latest".into());
+    let image = setup_image(&deployments).unwrap_or_else(|| "nginx:latest".into());
     let service_type = match variants.first() {
         Some(v) => service_type_of(cluster, &v.service()).await?,
         None => ServiceType::LoadBalancer,
@@ -99,14 +99,51 @@ pub async fn current_setup(
         service_type,
         wait_timeout,
         tls: false,
+        http3: false,
         certificate: None,
     };
     // Without a shared ConfigMap, every variant says its own.
     setup.tls = shared_tls.unwrap_or_else(|| setup.variants.iter().any(|v| v.tls == Some(true)));
+    // `--http3` was given when an nginx variant answers HTTP/3 (a Caddy one does without).
+    setup.http3 = shared_http3 || nginx_http3(&deployments);
     if setup.any_tls() {
         setup.certificate = tls::existing(cluster).await?;
     }
     Ok(setup)
+}
+
+/// The image of the variants that name none (`--image`): a Deployment's whose variant gives
+/// no image= of its own (a Caddy variant's `caddy:2` is not the setup's).
+fn setup_image(deployments: &[Deployment]) -> Option<String> {
+    let own_image = |d: &&Deployment| {
+        d.annotations()
+            .get(SPEC_ANNOTATION)
+            .is_some_and(|spec| spec.split(',').any(|k| k.starts_with("image=")))
+    };
+    let d = deployments.iter().find(|d| !own_image(d))?;
+    d.spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.containers.first()?.image.clone())
+}
+
+/// Whether an nginx variant's Deployment says it answers HTTP/3.
+fn nginx_http3(deployments: &[Deployment]) -> bool {
+    deployments.iter().any(|d| {
+        let image = d
+            .spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|p| p.containers.first()?.image.clone())
+            .unwrap_or_default();
+        Server::of_image(&image) == Server::Nginx
+            && d.annotations()
+                .get(tls::HTTP3_ANNOTATION)
+                .map(String::as_str)
+                == Some("on")
+    })
 }
 
 /// The nginx.conf a ConfigMap holds ("" without).
@@ -188,7 +225,15 @@ pub async fn check_in_pod(
     text: &str,
 ) -> Result<Result<String, String>, K8sError> {
     let pods = pods_of(cluster, None).await?;
-    let Some(pod) = pods.first() else {
+    // A Caddy variant's pod has no nginx to ask.
+    let runs_nginx = |p: &&k8s_openapi::api::core::v1::Pod| {
+        let image = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first()?.image.as_deref());
+        Server::of_image(image.unwrap_or_default()) == Server::Nginx
+    };
+    let Some(pod) = pods.iter().find(runs_nginx) else {
         return Ok(Ok("not checked: no pod to run nginx -t in".into()));
     };
     let name = pod.name_any();

@@ -267,6 +267,37 @@ impl Variant {
     }
 }
 
+/// The server a variant's pods run, told by its image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    /// Any image but Caddy's: nginx.conf from the setup, `--tls` and `--http3` added into it.
+    Nginx,
+    /// `caddy`, `caddy:2`, `docker.io/library/caddy@sha256:…`: the Caddyfile of
+    /// [`super::caddy`], https and HTTP/3 unless `tls=off`.
+    Caddy,
+}
+
+impl Server {
+    /// The server of an image: Caddy when the repository's last name is `caddy`.
+    pub fn of_image(image: &str) -> Server {
+        let repo = image.split('@').next().unwrap_or(image);
+        let last = repo.rsplit('/').next().unwrap_or(repo);
+        let name = last.split(':').next().unwrap_or(last);
+        match name {
+            "caddy" => Server::Caddy,
+            _ => Server::Nginx,
+        }
+    }
+
+    /// "nginx", "caddy": the server's program, as messages name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Nginx => "nginx",
+            Server::Caddy => "caddy",
+        }
+    }
+}
+
 /// What a node offers a variant's pods: its labels and allocatable CPU and memory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeOffer {
@@ -604,6 +635,27 @@ mod tests {
             .config_text(&NginxConfig::Tuned)
             .unwrap()
             .starts_with("worker_processes 2;"));
+    }
+
+    #[test]
+    fn a_caddy_image_is_told_by_its_repositorys_last_name() {
+        for image in [
+            "caddy",
+            "caddy:2",
+            "docker.io/library/caddy:2.8-alpine",
+            "caddy@sha256:0123",
+            "registry.local:5000/caddy",
+        ] {
+            assert_eq!(Server::of_image(image), Server::Caddy, "{image}");
+        }
+        for image in [
+            "nginx:1.27",
+            "caddy-like/nginx",
+            "me/caddyserver:2",
+            "localhost:5000/x",
+        ] {
+            assert_eq!(Server::of_image(image), Server::Nginx, "{image}");
+        }
     }
 
     #[test]

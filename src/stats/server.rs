@@ -266,7 +266,8 @@ pub struct SamplingStopped {
 pub struct ServerFingerprint {
     /// Path of the watched process's executable.
     pub executable: Option<String>,
-    /// First line of `-V` (e.g. "nginx version: nginx/1.22.1"), for nginx only.
+    /// First line of `-V` (e.g. "nginx version: nginx/1.22.1") for nginx; "caddy 2.6.2 …"
+    /// (its `caddy version`) for a Caddy pod of `k8s load`.
     pub version: Option<String>,
     /// "built by gcc 12.2.0 (Debian 12.2.0-14)".
     pub built_by: Option<String>,

@@ -1211,12 +1211,16 @@ fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
             "--in-cluster workers report only when they end",
         ),
         (
-            &["load", "both", "--http3"][..],
-            "--http3 is not built for the cluster",
+            &["up", "--variant", "q:image=caddy:2,workers=2"][..],
+            "q: config= and workers= set nginx's configuration; a Caddy variant (caddy:2)",
         ),
         (
-            &["sweep", "both", "--http3", "--connections", "1,2"][..],
-            "--http3 is not built for the cluster",
+            &["up", "--http3", "--config", "stock"][..],
+            "--http3: intel: https needs a configuration to listen on 443 in",
+        ),
+        (
+            &["sweep", "both", "--streams", "4", "--connections", "1,2"][..],
+            "--streams needs --http2 or --http3",
         ),
         (
             &["load", "both", "--streams", "4"][..],
@@ -3059,4 +3063,230 @@ fn a_nodeport_setup_is_loaded_from_the_laptop_through_the_nodes_external_address
         run["plan"]
     );
     ok(&k8s(c, ns, &["down"]));
+}
+
+/// Requests a Caddy pod's access log (JSON lines on its output) says it answered over
+/// `proto` ("HTTP/3.0", "HTTP/2.0").
+fn caddy_logged(c: &TestCluster, ns: &str, pods: &[String], proto: &str) -> u64 {
+    pods.iter()
+        .flat_map(|p| {
+            c.pod_log(ns, p)
+                .lines()
+                .filter_map(|l| l.find('{').map(|at| l[at..].to_string()))
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .filter(|v| v["msg"] == "handled request" && v["request"]["proto"] == proto)
+        .count() as u64
+}
+
+/// A Caddy variant (Debian's caddy, run by the node agent for `image=caddy:2`) answers
+/// HTTP/3 on its Service's UDP 443 beside https on TCP 443: `k8s load --http3` from the
+/// laptop (the load balancer's address) and from in-cluster workers (the ClusterIP), the
+/// Secret's certificate pinned, each request counted one Caddy logged as HTTP/3.0. A
+/// variant whose server answers no HTTP/3 is refused in one line, exit 2; nginx's `--http3`
+/// objects are accepted by the API server (Debian's nginx 1.22 cannot run them: no QUIC).
+#[test]
+fn a_caddy_variant_is_loaded_over_http3_counted_against_its_log() {
+    let Some(c) = cluster_with_load_node() else {
+        return;
+    };
+    if crate::util::require_tool("caddy").is_none() {
+        return;
+    }
+    let ns = "h3";
+    let up_args = [
+        "up",
+        "--variant",
+        "quic:arch=amd64,image=caddy:2",
+        "--variant",
+        "plain:arch=amd64",
+        "--wait-timeout",
+        "90s",
+    ];
+    let up = ok(&k8s(c, ns, &up_args));
+    assert!(up.contains("Secret nginx-tls: created"), "{up}");
+    let ports = |svc: &str| -> Vec<(String, u64, String)> {
+        c.get_json(&["-n", ns, "service", svc])["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let s = |k: &str| p[k].as_str().unwrap().to_string();
+                (s("name"), p["port"].as_u64().unwrap(), s("protocol"))
+            })
+            .collect()
+    };
+    let tcp = |n: &str, p| (n.to_string(), p, "TCP".to_string());
+    assert_eq!(
+        ports("nginx-quic-svc"),
+        [
+            tcp("http", 80),
+            tcp("https", 443),
+            ("http3".into(), 443, "UDP".into())
+        ]
+    );
+    assert_eq!(ports("nginx-plain-svc"), [tcp("http", 80)]);
+    let pods: Vec<String> = pod_names(&ok(&k8s(c, ns, &["status"])))
+        .into_iter()
+        .filter(|p| p.starts_with("nginx-quic-"))
+        .collect();
+    assert_eq!(pods.len(), 1, "{pods:?}");
+    let dir = tempfile::tempdir().unwrap();
+    // 4 streams on each of 2 connections: at most 8 requests in flight when the time is up,
+    // answered by Caddy but not counted.
+    for (k, inside) in [(0, false), (1, true)] {
+        let out = dir.path().join(format!("out{k}"));
+        let mut args = vec![
+            "load",
+            "quic",
+            "--http3",
+            "--streams",
+            "4",
+            "-c",
+            "2",
+            "-d",
+            "1s",
+        ];
+        if inside {
+            args.extend([
+                "--in-cluster",
+                "--workers",
+                "2",
+                "--image",
+                "archbench:test",
+            ]);
+        }
+        args.extend(["--out-dir", out.to_str().unwrap()]);
+        let before = caddy_logged(c, ns, &pods, "HTTP/3.0");
+        ok(&k8s(c, ns, &args));
+        let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
+        let run = &doc["targets"][0]["runs"][0];
+        let counted = run["totals"]["requests"].as_u64().unwrap();
+        let served = caddy_logged(c, ns, &pods, "HTTP/3.0") - before;
+        assert!(
+            counted > 100 && served >= counted && served <= counted + 8,
+            "in-cluster {inside}: Caddy logged {served} HTTP/3 requests, archbench counted {counted}; {}",
+            run["errors"]
+        );
+        assert_eq!(
+            run["tls"]["alpn"], "h3",
+            "in-cluster {inside}: {}",
+            run["tls"]
+        );
+        if !inside {
+            let pinned = run["plan"]["pinned_cert"].as_str().unwrap_or("");
+            assert!(pinned.ends_with("nginx-tls.crt"), "{}", run["plan"]);
+        }
+        let quic = &run["quic"];
+        assert!(quic["handshakes"].as_u64().unwrap() >= 2, "{quic}");
+        assert_eq!(quic["handshakes_failed"], 0, "{quic}");
+        // The pod watched is Caddy, and said so.
+        let version = run["servers"][0]["fingerprint"]["version"].as_str();
+        assert!(
+            version.is_some_and(|v| v.starts_with("caddy 2.") || v.starts_with("caddy v2.")),
+            "in-cluster {inside}: {}",
+            run["servers"][0]["fingerprint"]
+        );
+    }
+    assert_eq!(
+        caddy_logged(c, ns, &pods, "HTTP/1.1"),
+        0,
+        "probes are not logged"
+    );
+
+    // Through the nodes' external addresses too: the UDP port has a node port of its own.
+    let nodeport = [&up_args[..], &["--service-type", "NodePort"]].concat();
+    ok(&k8s(c, ns, &nodeport));
+    let udp = c.get_json(&["-n", ns, "service", "nginx-quic-svc"])["spec"]["ports"][2].clone();
+    assert_eq!(udp["protocol"], "UDP", "{udp}");
+    let out = dir.path().join("nodeport");
+    let before = caddy_logged(c, ns, &pods, "HTTP/3.0");
+    let args = [
+        "load",
+        "quic",
+        "--http3",
+        "-c",
+        "1",
+        "-d",
+        "1s",
+        "--out-dir",
+    ];
+    ok(&k8s(c, ns, &[&args[..], &[out.to_str().unwrap()]].concat()));
+    let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
+    let run = &doc["targets"][0]["runs"][0];
+    let url = run["plan"]["url"].as_str().unwrap();
+    assert!(url.ends_with(&format!(":{}/", udp["nodePort"])), "{url}");
+    let counted = run["totals"]["requests"].as_u64().unwrap();
+    let served = caddy_logged(c, ns, &pods, "HTTP/3.0") - before;
+    assert!(
+        counted > 100 && served >= counted && served <= counted + 1,
+        "through a node port: Caddy logged {served} HTTP/3 requests, archbench counted {counted}"
+    );
+    // k8s sweep climbs over the same port: each step's runs counted as Caddy logged them.
+    let out = dir.path().join("sweep");
+    let before = caddy_logged(c, ns, &pods, "HTTP/3.0");
+    let args = [
+        "sweep",
+        "quic",
+        "--http3",
+        "-c",
+        "1,2",
+        "-d",
+        "1s",
+        "--no-warmup",
+    ];
+    ok(&k8s(
+        c,
+        ns,
+        &[&args[..], &["--out-dir", out.to_str().unwrap()]].concat(),
+    ));
+    let doc = read_json(the_run_dir(&out).join("k8s-sweep.json"));
+    let runs: Vec<&serde_json::Value> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["comparison"]["targets"][0]["runs"].as_array().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2, "{doc}");
+    let counted: u64 = runs
+        .iter()
+        .map(|r| r["totals"]["requests"].as_u64().unwrap())
+        .sum();
+    assert!(runs.iter().all(|r| r["tls"]["alpn"] == "h3"), "{doc}");
+    let served = caddy_logged(c, ns, &pods, "HTTP/3.0") - before;
+    // At most a request per connection in flight at each run's end: 1 + 2.
+    assert!(
+        counted > 100 && served >= counted && served <= counted + 3,
+        "sweep: Caddy logged {served} HTTP/3 requests, archbench counted {counted}"
+    );
+
+    // nginx here answers no HTTP/3: one line, exit 2, before anything is loaded.
+    let refused = k8s(c, ns, &["load", "plain", "--http3", "-d", "1s"]);
+    let said = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    assert!(said.contains("answers no HTTP/3"), "{said}");
+
+    // nginx's QUIC setup: its objects, as `up --http3` would apply them, pass the API
+    // server's own validation (a dry run: Debian's nginx 1.22 could not start them).
+    let yaml = ok(&k8s(
+        c,
+        ns,
+        &["manifests", "--http3", "--variant", "edge:arch=amd64"],
+    ));
+    assert!(
+        yaml.contains("listen 443 quic reuseport; # archbench k8s --http3"),
+        "{yaml}"
+    );
+    let f = dir.path().join("http3.yaml");
+    std::fs::write(&f, &yaml).unwrap();
+    let dry = c.kubectl_ok(&["apply", "--dry-run=server", "-f", f.to_str().unwrap()]);
+    assert!(
+        dry.contains("service/nginx-edge-svc created (server dry run)"),
+        "{dry}"
+    );
+
+    let down = ok(&k8s(c, ns, &["down"]));
+    assert!(down.contains("Secret nginx-tls: deleted"), "{down}");
 }

@@ -68,6 +68,10 @@ fn argv(image: &Image, command: Vec<String>, args: Vec<String>) -> Vec<String> {
         Image::Nginx(bin) => (nginx(), Some(("nginx", bin))),
         Image::Archbench(bin) => (vec!["archbench".to_string()], Some(("archbench", bin))),
         Image::Arm64Nginx { .. } => (nginx(), None),
+        Image::Caddy(bin) => (
+            CADDY_ENTRYPOINT.iter().map(|w| w.to_string()).collect(),
+            Some(("caddy", bin)),
+        ),
     };
     let mut argv = if command.is_empty() {
         [entrypoint, args].concat()
@@ -83,6 +87,35 @@ fn argv(image: &Image, command: Vec<String>, args: Vec<String>) -> Vec<String> {
         }
     }
     argv
+}
+
+/// The official caddy image's command: its Caddyfile at the path the image documents.
+const CADDY_ENTRYPOINT: [&str; 6] = [
+    "caddy",
+    "run",
+    "--config",
+    "/etc/caddy/Caddyfile",
+    "--adapter",
+    "caddyfile",
+];
+
+/// The environment an image sets (its `ENV`) added under the pod's (a variable the pod sets
+/// wins, as with a runtime): the official caddy image's data and configuration directories,
+/// here under the container's own /run (a tmpfs), since its /data and /config volumes would
+/// be directories of the machine's root.
+fn add_image_env(image: &Image, env: &mut Vec<(String, String)>) {
+    let own: &[(&str, &str)] = match image {
+        Image::Caddy(_) => &[
+            ("XDG_DATA_HOME", "/run/caddy/data"),
+            ("XDG_CONFIG_HOME", "/run/caddy/config"),
+        ],
+        _ => &[],
+    };
+    for (k, v) in own {
+        if !env.iter().any(|(set, _)| set == k) {
+            env.push((k.to_string(), v.to_string()));
+        }
+    }
 }
 
 /// Where the image's nginx is (Debian's, the test machines'): another build is mounted over it.
@@ -171,9 +204,10 @@ async fn prepare(
         .spec
         .get_or_insert_with(Default::default)
         .node_name = Some(agent.spec.name.clone());
-    let env = volumes::environment(agent, &with_status, spec, &rt.hostname)
+    let mut env = volumes::environment(agent, &with_status, spec, &rt.hostname)
         .await
         .map_err(|m| ("CreateContainerConfigError", m, "Failed"))?;
+    add_image_env(image, &mut env);
     let strings = |list: &Option<Vec<String>>| -> Vec<String> {
         list.iter()
             .flatten()
@@ -231,7 +265,7 @@ fn image_mounts(image: &Image) -> Vec<Mount> {
             (Path::new("/var/log/nginx").is_dir(), other)
         }
         Image::Arm64Nginx { build, .. } => (true, build.as_ref()),
-        Image::Archbench(_) => (false, None),
+        Image::Archbench(_) | Image::Caddy(_) => (false, None),
     };
     if nginx_logs {
         m.push(Mount::Tmpfs {
@@ -695,6 +729,33 @@ async fn terminate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_caddy_image_runs_the_official_images_command_with_the_machines_caddy() {
+        let image = Image::Caddy("/usr/bin/caddy".into());
+        assert_eq!(
+            argv(&image, Vec::new(), Vec::new()),
+            [
+                "/usr/bin/caddy",
+                "run",
+                "--config",
+                "/etc/caddy/Caddyfile",
+                "--adapter",
+                "caddyfile"
+            ]
+        );
+        let own = argv(&image, vec!["caddy".into()], vec!["version".into()]);
+        assert_eq!(own, ["/usr/bin/caddy", "version"]);
+        let mut env = vec![("XDG_DATA_HOME".to_string(), "/mine".to_string())];
+        add_image_env(&image, &mut env);
+        assert_eq!(
+            env,
+            [
+                ("XDG_DATA_HOME".to_string(), "/mine".to_string()),
+                ("XDG_CONFIG_HOME".into(), "/run/caddy/config".into())
+            ]
+        );
+    }
 
     #[test]
     fn restart_back_off_doubles_to_five_minutes() {

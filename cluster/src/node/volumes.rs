@@ -34,7 +34,13 @@ pub enum Image {
         root: PathBuf,
         build: Option<PathBuf>,
     },
+    /// Caddy (`caddy`, `caddy:2`, any tag): this machine's, Debian's (HTTP/3 by quic-go),
+    /// with the machine's files around it; amd64 nodes only, as no arm64 root has one.
+    Caddy(PathBuf),
 }
+
+/// Where Debian's caddy package puts its program (tools/packages installs it).
+const DEBIAN_CADDY: &str = "/usr/bin/caddy";
 
 /// `nginx:latest` → `docker.io/library/nginx:latest`, as container statuses show images.
 pub fn normalize(image: &str) -> String {
@@ -77,6 +83,9 @@ pub fn resolve(state: &State, arch: &str, image: &str) -> Result<Image, String> 
             )),
         };
     }
+    if last == "caddy" {
+        return caddy(arch, &full);
+    }
     let build = state
         .nginx_builds
         .iter()
@@ -104,6 +113,26 @@ pub fn resolve(state: &State, arch: &str, image: &str) -> Result<Image, String> 
              filesystem (tools/arm64/fetch makes one; tools/cluster up --arm64-root)"
         )),
     }
+}
+
+/// A Caddy image: the machine's caddy on an amd64 node; the pull failure a runtime would
+/// report elsewhere, or when caddy is not installed.
+fn caddy(arch: &str, full: &str) -> Result<Image, String> {
+    if arch == "arm64" {
+        return Err(format!(
+            "rpc error: code = NotFound desc = failed to pull and unpack image \"{full}\": no \
+             match for platform linux/arm64 here: caddy runs on amd64 nodes only (the arm64 root \
+             filesystem has none)"
+        ));
+    }
+    let bin = PathBuf::from(DEBIAN_CADDY);
+    if !bin.is_file() {
+        return Err(format!(
+            "rpc error: code = NotFound desc = failed to pull and unpack image \"{full}\": \
+             caddy is not installed on this machine (apt-get install caddy)"
+        ));
+    }
+    Ok(Image::Caddy(bin))
 }
 
 /// A ConfigMap's or Secret's keys and values.
@@ -710,6 +739,17 @@ mod tests {
             "/var/run/secrets/kubernetes.io/serviceaccount"
         )));
         assert!(!makeable(Path::new("/etc/archbench")));
+    }
+
+    #[test]
+    fn a_caddy_image_is_the_machines_caddy_on_amd64_nodes_only() {
+        let arm = caddy("arm64", "docker.io/library/caddy:2").unwrap_err();
+        assert!(arm.contains("no match for platform linux/arm64"), "{arm}");
+        match caddy("amd64", "docker.io/library/caddy:2") {
+            Ok(image) => assert_eq!(image, Image::Caddy(DEBIAN_CADDY.into())),
+            // Said as a pull failure with the package to install.
+            Err(e) => assert!(e.contains("apt-get install caddy"), "{e}"),
+        }
     }
 
     #[test]

@@ -145,6 +145,7 @@ fn agent_orders(target: &LoadTarget, how: &InCluster, load: &WholeLoad) -> Agent
         ),
         rate: load.rate,
         http2_streams: load.http2_streams,
+        http3_streams: load.http3_streams,
         host,
         // The Secret's certificate, mounted: the one nginx serves, and no other.
         pinned_cert: load.tls.then(|| format!("{}/tls.crt", tls::WORKER_MOUNT)),
@@ -248,6 +249,7 @@ pub fn preview_jobs(setup: &crate::k8s::Setup, how: &InCluster) -> Vec<Job> {
         rate: None,
         timeout: Duration::from_secs(10),
         http2_streams: None,
+        http3_streams: None,
         tls: false,
     };
     setup
@@ -337,6 +339,7 @@ mod tests {
         rate: Some(1000.0),
         timeout: Duration::from_secs(2),
         http2_streams: None,
+        http3_streams: None,
         tls: false,
     };
 

@@ -68,6 +68,8 @@ pub struct AgentOrders {
     pub start_timeout: Duration,
     pub rate: Option<f64>,
     pub http2_streams: Option<u64>,
+    /// HTTP/3: streams per connection.
+    pub http3_streams: Option<u64>,
     /// The Host header (the service's name, the URL being its ClusterIP).
     pub host: Option<String>,
     /// The certificate it pins (the Secret's, mounted).
@@ -88,6 +90,8 @@ pub struct WholeLoad {
     pub timeout: Duration,
     /// HTTP/2 (h2c, or h2 by ALPN over https): streams per connection.
     pub http2_streams: Option<u64>,
+    /// HTTP/3 (QUIC to UDP 443, `tls` with it): streams per connection.
+    pub http3_streams: Option<u64>,
     /// https to port 443 (`k8s load --tls`): workers mount the Secret and pin its certificate.
     pub tls: bool,
 }

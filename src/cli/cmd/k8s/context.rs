@@ -29,32 +29,37 @@ pub struct LoadShape {
     pub duration: Duration,
     pub timeout: Duration,
     pub http2_streams: Option<u64>,
+    /// HTTP/3 (over QUIC to the Services' UDP 443): streams per connection.
+    pub http3_streams: Option<u64>,
+    /// https, the Secret's certificate pinned (`--tls`, and always with `--http3`).
     pub tls: bool,
 }
 
 impl LoadShape {
-    /// The shape asked for; HTTP/3 is refused (not built for the cluster yet), as is
-    /// `--streams` without `--http2`.
+    /// The shape asked for; `--streams` without `--http2` or `--http3` is refused. HTTP/3 is
+    /// always TLS: `--http3` pins the Secret's certificate as `--tls` does.
     pub fn of(
         http: &K8sHttpArgs,
         threads: u64,
         duration: Duration,
         timeout: Duration,
     ) -> Result<Self, PlanError> {
-        if http.http2.http3 {
-            return Err(PlanError::Invalid(
-                "--http3 is not built for the cluster's loads yet; `archbench run --http3 URL` loads one server from here".into(),
-            ));
-        }
         if let Some(why) = http.http2.stray_streams() {
             return Err(PlanError::Invalid(why.into()));
+        }
+        if http.http2.zero_rtt {
+            return Err(PlanError::Invalid(
+                "--0rtt is for run, compare and sweep so far; the cluster's loads resume no sessions yet"
+                    .into(),
+            ));
         }
         Ok(LoadShape {
             threads,
             duration,
             timeout,
             http2_streams: http.streams(),
-            tls: http.tls,
+            http3_streams: http.http2.http3_streams().map(|(streams, _)| streams),
+            tls: http.tls || http.http2.http3,
         })
     }
 }
@@ -99,9 +104,10 @@ impl<'a> LoadContext<'a> {
             Some(_) => k8s::Vantage::InCluster,
             None => k8s::Vantage::Outside,
         };
-        let port = match asked.shape.tls {
-            true => k8s::Port::Https,
-            false => k8s::Port::Http,
+        let port = match (asked.shape.http3_streams, asked.shape.tls) {
+            (Some(_), _) => k8s::Port::Http3,
+            (None, true) => k8s::Port::Https,
+            (None, false) => k8s::Port::Http,
         };
         let targets = runtime.block_on(k8s::targets(
             cluster,
@@ -142,6 +148,7 @@ impl<'a> LoadContext<'a> {
         let s = self.shape;
         WholeLoad {
             http2_streams: s.http2_streams,
+            http3_streams: s.http3_streams,
             tls: s.tls,
             connections,
             threads: s.threads,

@@ -287,6 +287,7 @@ mod tests {
             rate: Some(1000.0),
             timeout: Duration::from_secs(2),
             http2_streams: None,
+            http3_streams: None,
             tls: false,
         };
         let job = k8s::distributed::job(&target, "nginx", "j", &how, &load, "t0k");

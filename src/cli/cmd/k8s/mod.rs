@@ -203,10 +203,15 @@ fn setup(s: &K8sSetupArgs, namespace: &str) -> Result<Setup, K8sError> {
         service_type: s.service_type,
         wait_timeout: s.wait.wait_timeout,
         tls: s.tls,
+        http3: s.http3,
         certificate: None,
     };
+    if let Some(why) = setup.caddy_problem() {
+        return Err(K8sError::Usage(format!("--variant {why}")));
+    }
+    let flag = if s.http3 { "--http3" } else { "--tls" };
     match setup.tls_problem() {
-        Some(why) => Err(K8sError::Usage(format!("--tls: {why}"))),
+        Some(why) => Err(K8sError::Usage(format!("{flag}: {why}"))),
         None => Ok(setup),
     }
 }
