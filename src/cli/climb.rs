@@ -77,7 +77,7 @@ impl SweepSpec<'_> {
 }
 
 /// The sweep document before its first step.
-fn empty_sweep(spec: &SweepSpec<'_>) -> SweepResult {
+pub(super) fn empty_sweep(spec: &SweepSpec<'_>) -> SweepResult {
     SweepResult {
         kind: SWEEP_KIND.into(),
         schema_version: SWEEP_SCHEMA_VERSION,
@@ -95,6 +95,7 @@ fn empty_sweep(spec: &SweepSpec<'_>) -> SweepResult {
         targets: Vec::new(),
         placements: spec.placements.clone(),
         scaling: Vec::new(),
+        find_max: Vec::new(),
     }
 }
 
@@ -342,6 +343,11 @@ fn finish(
             withheld: &withheld,
         },
     );
+}
+
+/// Each target's summary over the steps so far, none stopped early (a search, not a ladder).
+pub(super) fn finish_sweep(sweep: &mut SweepResult, names: &[String], spec: &SweepSpec<'_>) {
+    finish(sweep, names, &BTreeMap::new(), spec.cost);
 }
 
 fn save(sweep: &SweepResult, spec: &SweepSpec<'_>) -> anyhow::Result<()> {

@@ -7,6 +7,7 @@ mod climb;
 mod cmd;
 mod execute;
 mod exit;
+mod find_max;
 mod flags;
 #[cfg(feature = "k8s")]
 mod k8s_args;

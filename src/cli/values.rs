@@ -263,6 +263,14 @@ pub fn ladder(text: &str) -> Result<Ladder, String> {
                 values.push(positive(v)?);
             }
         }
+        [from, to] => {
+            // Two loads: the ends of a range (sweep --find-max searches between them).
+            let (from, to) = (positive(from)?, positive(to)?);
+            if to < from {
+                return Err(bad("it ends below where it starts"));
+            }
+            values.extend([from, to]);
+        }
         [from, to, step] => {
             let (from, to) = (positive(from)?, positive(to)?);
             if to < from {
@@ -479,4 +487,16 @@ pub fn stages(text: &str) -> Result<crate::stages::Stages, String> {
 fn stage_length(text: &str, whole: &str) -> Result<f64, String> {
     let d = duration(text.trim()).map_err(|e| format!("{whole:?}: {e}"))?;
     Ok(d.as_secs_f64())
+}
+
+/// A share given in percent (`5%` or `5`), as a fraction; above 0 and below 100%.
+pub fn percent(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let v = number(t.strip_suffix('%').unwrap_or(t))?;
+    if v <= 0.0 || v >= 100.0 {
+        return Err(format!(
+            "{text:?}: give a percentage above 0 and below 100, e.g. 5%"
+        ));
+    }
+    Ok(v / 100.0)
 }

@@ -308,7 +308,8 @@ fn container(setup: &Setup, variant: &Variant, config: Option<&str>, serves: Ser
                 .map(|(name, port, protocol)| ContainerPort {
                     container_port: port,
                     name: Some(name.into()),
-                    protocol: Some(protocol.into()),
+                    // TCP is the default, left unsaid as the setup always wrote it.
+                    protocol: (protocol != "TCP").then(|| protocol.into()),
                     ..ContainerPort::default()
                 })
                 .collect(),
@@ -949,7 +950,10 @@ mod tests {
             .ports
             .iter()
             .flatten()
-            .map(|p| (p.container_port, p.protocol.clone().unwrap()))
+            .map(|p| {
+                let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".into());
+                (p.container_port, protocol)
+            })
             .collect();
         assert_eq!(
             ports,

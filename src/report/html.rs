@@ -689,6 +689,10 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
     let mut table = String::new();
     for t in &s.targets {
         table.push_str(&sweep_target_table(t, load_title));
+        // `--find-max`: the search's answer, under the table of its probes.
+        if let Some(m) = s.find_max.iter().find(|m| m.name == t.name) {
+            table.push_str(&format!("<p>Find max: {}</p>\n", esc(&m.verdict)));
+        }
     }
     table.push_str(&placement_paragraphs(
         &s.placements,

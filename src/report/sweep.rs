@@ -13,6 +13,11 @@ impl Report<SweepResult> for TextReport {
         for t in &s.targets {
             writeln!(out, "\n{}", t.name)?;
             write_points(s.ladder, t, out)?;
+            // A search's answer stands for the knee: its probes are no ladder.
+            if let Some(m) = s.find_max.iter().find(|m| m.name == t.name) {
+                writeln!(out, "  Find max   {}", m.verdict)?;
+                continue;
+            }
             writeln!(out, "  Knee       {}", t.knee_reason)?;
             if let (Some(price), Some(cost)) = (t.price_per_hour, t.cost_per_million_at_knee) {
                 writeln!(
@@ -84,15 +89,31 @@ fn per_dollar(s: &SweepResult) -> Vec<String> {
 /// The first line: the ladder's loads, the duration and runs of each step, the SLO.
 fn write_heading(s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
     let loads: Vec<String> = s.loads.iter().map(|l| load_text(*l)).collect();
+    let what = if s.find_max.is_empty() {
+        format!(
+            "{} {} ({} steps)",
+            s.ladder.unit(),
+            loads.join(", "),
+            s.loads.len()
+        )
+    } else {
+        format!(
+            "--find-max from {} {} ({} probes)",
+            loads.join(" to "),
+            s.ladder.unit(),
+            s.steps.len()
+        )
+    };
+    let plural = if s.runs_per_step == 1 { "" } else { "s" };
+    let runs = if s.find_max.is_empty() {
+        format!("{} run{plural} per step", s.runs_per_step)
+    } else {
+        format!("1 run per probe, {} at the boundary", s.runs_per_step)
+    };
     writeln!(
         out,
-        "archbench sweep: {} {} ({} steps), {:.1}s per run, {} run{} per step{}{}",
-        s.ladder.unit(),
-        loads.join(", "),
-        s.loads.len(),
+        "archbench sweep: {what}, {:.1}s per run, {runs}{}{}",
         s.duration_s,
-        s.runs_per_step,
-        if s.runs_per_step == 1 { "" } else { "s" },
         if s.slo.is_empty() {
             String::new()
         } else {

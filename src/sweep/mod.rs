@@ -5,6 +5,7 @@
 //! it (so the ladder stops for it), and the USL fit of throughput against concurrency. The CLI
 //! runs the steps through `compare`.
 
+pub mod find_max;
 pub mod usl;
 
 use serde::{Deserialize, Serialize};
@@ -59,6 +60,9 @@ pub struct SweepResult {
     /// efficiency at each one's knee.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scaling: Vec<crate::placement::Scaling>,
+    /// `--find-max`: each target's highest rate holding the SLO (its probes are the steps).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub find_max: Vec<find_max::MaxRate>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

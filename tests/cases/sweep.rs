@@ -182,3 +182,95 @@ fn a_knee_beyond_the_ladder_is_said_so() {
         "the step's server cores in its cell"
     );
 }
+
+/// `--find-max` against an nginx that answers at most 2,000 requests a second (`limit_req`,
+/// a burst of 5 for jitter; the rest 503): the search brackets the rate where errors pass 1%
+/// within the precision, runs the boundary again, and every request counted is in nginx's log.
+#[test]
+fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
+    let Some(server) = Nginx::start(NginxConfig {
+        http: "limit_req_zone $server_port zone=cap:1m rate=2000r/s; limit_req_status 503;",
+        server: "limit_req zone=cap burst=5 nodelay;",
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("max.json");
+    let url = format!("capped={}", server.url("/"));
+    let o = sweep(&[
+        &url,
+        "--find-max",
+        "--rates",
+        "500:4000",
+        "--slo",
+        "errors<1%",
+        "-c",
+        "40",
+        "-t",
+        "1",
+        "-d",
+        "1s",
+        "--runs",
+        "2",
+        "--no-warmup",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("Find max   sustains"), "{text}");
+    let doc = read_json(&json);
+    crate::util::schema::assert_valid(&doc);
+    let m = &doc["find_max"][0];
+    let sustained = m["sustained"]["rate"].as_f64().unwrap();
+    let failed = m["failed"]["rate"].as_f64().unwrap();
+    // Errors pass 1% a little above 2,000 req/s (2,000 answered, the rest refused).
+    assert!((1850.0..=2100.0).contains(&sustained), "{m}");
+    assert!(
+        failed > sustained && failed <= sustained * 1.05 + 1.0,
+        "{m}"
+    );
+    assert_eq!(m["sustained"]["runs"], 2, "{m}");
+    assert_eq!(m["failed"]["runs"], 2, "{m}");
+    // The probes are the steps, one run each but the boundary's two.
+    let steps = doc["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), m["probes"].as_array().unwrap().len());
+    assert!(steps.len() <= 12, "{}", steps.len());
+    // Every request counted (answered, 200 or 503) is one nginx logged; at most one per
+    // connection in flight at each run's deadline was logged and not counted.
+    let runs: Vec<&serde_json::Value> = steps
+        .iter()
+        .flat_map(|s| s["comparison"]["targets"][0]["runs"].as_array().unwrap())
+        .collect();
+    let counted: u64 = runs
+        .iter()
+        .map(|r| r["totals"]["requests"].as_u64().unwrap())
+        .sum();
+    let logged = server.stop_and_read_log().len() as u64;
+    assert!(
+        counted <= logged && logged <= counted + 40 * runs.len() as u64,
+        "{counted} {logged}"
+    );
+}
+
+#[test]
+fn find_max_needs_an_slo_and_rates() {
+    for args in [
+        &["a=http://127.0.0.1:9/", "--find-max", "--rates", "100:200"][..],
+        &["a=http://127.0.0.1:9/", "--find-max", "--slo", "p99<1ms"],
+        &[
+            "a=http://127.0.0.1:9/",
+            "--find-max",
+            "--slo",
+            "p99<1ms",
+            "--rates",
+            "100:200",
+            "--precision",
+            "0%",
+        ],
+    ] {
+        let o = sweep(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}

@@ -1,0 +1,250 @@
+//! `sweep --find-max`: the search of `sweep::find_max` run target by target, each probe one
+//! comparison step of that target alone (saved with the sweep as it goes, so Ctrl-C keeps
+//! what was measured). A probe the client could not keep (its limiter names the client) ends
+//! the search with that reason: a rate the client did not send says nothing of the server.
+
+use std::sync::atomic::Ordering;
+
+use super::climb::{empty_sweep, finish_sweep, StepLoad, StepPlans, SweepSpec};
+use super::session::Session;
+use super::StopSignals;
+use crate::stats::{LimiterSide, RunResult};
+use crate::sweep::find_max::{Bisection, MaxRate, Next, RateHeld};
+use crate::sweep::{SweepResult, SweepStep};
+
+/// The range and precision of the search (`--rates LO[:HI]`, `--precision`).
+pub struct MaxSearch {
+    pub floor: f64,
+    pub ceiling: Option<f64>,
+    /// Without a ceiling, doubling stops at this rate (what one process may send).
+    pub most: f64,
+    pub precision: f64,
+}
+
+/// What the probes share.
+struct Prober<'a> {
+    spec: &'a SweepSpec<'a>,
+    source: &'a dyn StepPlans,
+    session: &'a Session<'a>,
+    slo: &'a crate::slo::Slo,
+    quiet: bool,
+}
+
+/// One probe: the rate and its held count, and why the client could not keep it, if so.
+struct Probed {
+    held: RateHeld,
+    client_limited: Option<String>,
+    interrupted: bool,
+}
+
+/// Searches each target's highest rate holding the SLO; the sweep with every probe as a step
+/// and each target's answer.
+pub fn find_max(
+    spec: &SweepSpec<'_>,
+    source: &dyn StepPlans,
+    names: &[String],
+    session: &Session<'_>,
+    search: &MaxSearch,
+    signals: &StopSignals,
+) -> anyhow::Result<SweepResult> {
+    let mut sweep = empty_sweep(spec);
+    let Some(slo) = spec.slo else {
+        anyhow::bail!("--find-max needs --slo");
+    };
+    let prober = Prober {
+        spec,
+        source,
+        session,
+        slo,
+        quiet: spec.quiet,
+    };
+    for name in names {
+        if signals.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let answer = prober.search(name, search, &mut sweep)?;
+        sweep.find_max.push(answer);
+        finish_sweep(&mut sweep, names, spec);
+        spec.outputs.save_json(&sweep)?;
+        if sweep.interrupted {
+            break;
+        }
+    }
+    finish_sweep(&mut sweep, names, spec);
+    spec.outputs.save_json(&sweep)?;
+    Ok(sweep)
+}
+
+impl Prober<'_> {
+    /// One target's search, then its boundary run again `--runs` times.
+    fn search(
+        &self,
+        name: &str,
+        search: &MaxSearch,
+        sweep: &mut SweepResult,
+    ) -> anyhow::Result<MaxRate> {
+        let mut b = Bisection::new(search.floor, search.ceiling, search.most, search.precision);
+        let mut answer = MaxRate {
+            name: name.to_string(),
+            sustained: None,
+            failed: None,
+            precision: search.precision,
+            verdict: String::new(),
+            probes: Vec::new(),
+        };
+        let end = loop {
+            let Next::Probe(rate) = b.next() else {
+                break b.next();
+            };
+            let warmup = answer.probes.is_empty() && !self.spec.no_warmup;
+            let p = self.probe(name, rate, 1, warmup, sweep)?;
+            answer.probes.push(p.held);
+            if p.interrupted {
+                answer.verdict = "interrupted before the search ended".into();
+                return Ok(answer);
+            }
+            if let Some(why) = p.client_limited {
+                answer.verdict = format!(
+                    "the client could not keep {} req/s ({why}): no maximum found there; give the client more threads or cores, or split the load with --part",
+                    grouped_rate(rate)
+                );
+                return Ok(answer);
+            }
+            b.record(rate, p.held.held_in_all());
+        };
+        self.check_boundary(name, &b, sweep, &mut answer)?;
+        answer.verdict = verdict(end, &answer, self.slo_text());
+        Ok(answer)
+    }
+
+    /// The rates either side of the boundary run `--runs` times each (once already: the
+    /// search's own probe stands for one run when --runs is 1).
+    fn check_boundary(
+        &self,
+        name: &str,
+        b: &Bisection,
+        sweep: &mut SweepResult,
+        answer: &mut MaxRate,
+    ) -> anyhow::Result<()> {
+        let runs = self.spec.runs;
+        let (held, failed) = b.bounds();
+        for (rate, slot) in [(held, &mut answer.sustained), (failed, &mut answer.failed)] {
+            let Some(rate) = rate else { continue };
+            *slot = Some(if runs > 1 {
+                let p = self.probe(name, rate, runs as usize, false, sweep)?;
+                answer.probes.push(p.held);
+                p.held
+            } else {
+                answer
+                    .probes
+                    .iter()
+                    .rev()
+                    .find(|p| p.rate == rate)
+                    .copied()
+                    .unwrap_or(RateHeld {
+                        rate,
+                        held: 0,
+                        runs: 0,
+                    })
+            });
+        }
+        Ok(())
+    }
+
+    /// `runs` runs of target `name` alone at `rate`, added to the sweep as a step.
+    fn probe(
+        &self,
+        name: &str,
+        rate: f64,
+        runs: usize,
+        warmup: bool,
+        sweep: &mut SweepResult,
+    ) -> anyhow::Result<Probed> {
+        let load = StepLoad {
+            connections: self.spec.rate_connections,
+            rate: Some(rate),
+        };
+        let mut plan = self.source.plan(&[name.to_string()], load, warmup)?;
+        plan.runs = runs;
+        if !self.quiet {
+            eprintln!("sweep --find-max: {name} at {} req/s", grouped_rate(rate));
+        }
+        let commands = self.source.commands(&plan);
+        let step = format!("{} req/s offered", grouped_rate(rate));
+        let comparison = self
+            .session
+            .compare(&plan, commands, Some(&step), None, &mut |_| Ok(()))?;
+        let measured: Vec<&RunResult> = comparison
+            .targets
+            .iter()
+            .flat_map(|t| t.runs.iter())
+            .collect();
+        let runs = measured.len() as u64;
+        let held = measured
+            .iter()
+            .filter(|r| self.slo.judge(|m| m.measure(r)).passed)
+            .count() as u64;
+        let client_limited = measured
+            .iter()
+            .find(|r| matches!(r.limiter.side, LimiterSide::Client | LimiterSide::Both))
+            .map(|r| r.limiter.reason.clone());
+        let interrupted = comparison.interrupted;
+        sweep.interrupted |= interrupted;
+        sweep.steps.push(SweepStep {
+            load: rate,
+            comparison,
+        });
+        Ok(Probed {
+            held: RateHeld { rate, held, runs },
+            client_limited,
+            interrupted,
+        })
+    }
+
+    fn slo_text(&self) -> String {
+        self.slo
+            .conditions
+            .iter()
+            .map(|c| c.text.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// How the search ended, in one line: "sustains 1,980 req/s (p99<5ms held in 3/3 runs), fails
+/// at 2,050 (0/3); bracketed within 5%".
+fn verdict(end: Next, a: &MaxRate, slo: String) -> String {
+    let held = |r: &RateHeld| format!("{}/{}", r.held, r.runs);
+    match (end, &a.sustained, &a.failed) {
+        (Next::FailsAtFloor, _, Some(f)) => format!(
+            "fails {slo} already at {} req/s, the lowest rate asked (held in {}): lower --rates",
+            grouped_rate(f.rate),
+            held(f)
+        ),
+        (Next::HoldsAtCeiling, Some(s), _) => format!(
+            "holds {slo} at {} req/s (in {} runs), the top of the range: the maximum lies above; raise --rates",
+            grouped_rate(s.rate),
+            held(s)
+        ),
+        (_, Some(s), Some(f)) => {
+            let noisy = if s.held_in_all() && f.held == 0 {
+                String::new()
+            } else {
+                "; the runs at the boundary disagree: it is noisier than the precision".into()
+            };
+            format!(
+                "sustains {} req/s ({slo} held in {} runs), fails at {} ({}); bracketed within {:.0}%{noisy}",
+                grouped_rate(s.rate),
+                held(s),
+                grouped_rate(f.rate),
+                held(f),
+                a.precision * 100.0
+            )
+        }
+        _ => "no rate was measured".into(),
+    }
+}
+
+fn grouped_rate(rate: f64) -> String {
+    crate::units::grouped(rate.round() as u64)
+}
