@@ -231,6 +231,19 @@ fn throughput_series(r: &RunResult) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// A staged run's asked rate per step (`--stages`), where the throughput is drawn; empty for
+/// a steady one.
+fn target_series(r: &RunResult) -> Vec<(f64, f64)> {
+    let step = f64::from(r.series_step_s.max(1));
+    r.series
+        .iter()
+        .filter_map(|s| {
+            let len = step_covered(f64::from(s.second), step, r.totals.elapsed_s)?;
+            Some((f64::from(s.second) + len / 2.0, s.target_rate?))
+        })
+        .collect()
+}
+
 /// p99 of total latency per step of the run (from its latency series; empty for documents
 /// of builds before it).
 fn p99_series(r: &RunResult) -> Vec<(f64, f64)> {
@@ -274,7 +287,7 @@ fn run_charts(
         )?,
         chart(
             "throughput",
-            "Answered requests per second, per second of the run (the first measured run of each; a last second the run covered less than a quarter of is left out)",
+            "Answered requests per second, per second of the run (the first measured run of each; a last second the run covered less than a quarter of is left out; a run in stages also draws the rate it asked for, as NAME (asked))",
             LineChart::plain(
                 "Throughput over time",
                 over_time,
@@ -333,10 +346,19 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
             })
             .collect()
     };
+    // A staged run's asked rate beside what it achieved.
+    let mut throughput = named(&throughput_series);
+    throughput.extend(runs.iter().filter_map(|(n, r)| {
+        let points = target_series(r);
+        (!points.is_empty()).then(|| Line {
+            name: format!("{n} (asked)"),
+            points,
+        })
+    }));
     let charts = run_charts(
         k,
         &named(&|r| spectrum(&[r])),
-        &named(&throughput_series),
+        &throughput,
         &named(&p99_series),
     )?;
     let about = runs

@@ -572,7 +572,12 @@ fn write_client(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "  Pacing     target {} req/s, achieved {:.1}; send lateness p50 {} µs, p99 {} µs, max {} µs; {} requests held by a busy connection",
-            pc.target_rate,
+            // A whole rate as typed (2000); a staged run's mean to a tenth.
+            if pc.target_rate.fract() == 0.0 {
+                format!("{}", pc.target_rate)
+            } else {
+                format!("{:.1}", pc.target_rate)
+            },
             pc.achieved_rate,
             l.p50_us,
             l.p99_us,

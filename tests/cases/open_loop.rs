@@ -214,6 +214,17 @@ fn staged_rates_are_followed_second_by_second_and_counted_as_nginx_logs() {
     }
     assert_eq!(r["totals"]["errors"], 0);
     assert_eq!(r["totals"]["connections_opened"], 20);
+    // The HTML report draws the asked rate beside the achieved one.
+    let html = dir.path().join("r.html");
+    let o = archbench(&[
+        "report",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("(asked)"), "no asked-rate line in the report");
     let requests = r["totals"]["requests"].as_u64().unwrap();
     assert!((3980..=4000).contains(&requests), "{requests}");
     // At most one request per connection was in flight at the end.
