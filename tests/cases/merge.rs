@@ -325,3 +325,72 @@ fn results_from_pipes_merge_like_files() {
     assert_eq!(m["totals"]["requests"], 100);
     assert_eq!(m["sources"].as_array().unwrap().len(), 2);
 }
+
+/// `--stages` over `--part`: each part sends its connections' share of the staged schedule,
+/// and the merged load follows the stages second by second (within 2% after the first), with
+/// each step's asked rate the sum of the parts' shares.
+#[test]
+fn parts_of_a_staged_load_merge_into_the_stages() {
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let start = SystemTime::now() + Duration::from_millis(1500);
+    let at = format!(
+        "@{:.6}",
+        start
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    );
+    let files: Vec<_> = (0..2)
+        .map(|i| dir.path().join(format!("s{i}.json")))
+        .collect();
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            bin()
+                .args(["run", &ng.url("/"), "-c", "10", "-t", "1"])
+                .args(["--stages", "1s@400, 2s@400..1200"])
+                .args(["--part", &format!("{i}/2"), "--start-at", &at])
+                .args(["-q", "--json"])
+                .arg(&files[i])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = finish_within(c, PROMPTLY);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let merged_file = dir.path().join("merged.json");
+    let o = archbench(&[
+        "merge",
+        files[0].to_str().unwrap(),
+        files[1].to_str().unwrap(),
+        "--json",
+        merged_file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = read_json(&merged_file);
+    assert_valid(&m);
+    let series = m["series"].as_array().unwrap();
+    assert_eq!(series.len(), 3, "{series:?}");
+    // 400, then the ramp's seconds at their means: 600 and 1,000.
+    for (s, want) in series.iter().zip([400.0, 600.0, 1000.0]) {
+        let asked = s["target_rate"].as_f64().unwrap();
+        assert!((asked - want).abs() < 1e-6, "{series:?}");
+    }
+    for s in &series[1..] {
+        let sent = s["completed"].as_f64().unwrap() + s["errors"].as_f64().unwrap();
+        let asked = s["target_rate"].as_f64().unwrap();
+        assert!((sent - asked).abs() <= 0.02 * asked, "{series:?}");
+    }
+    let requests = m["totals"]["requests"].as_u64().unwrap();
+    let logged = ng.stop_and_read_log().len() as u64;
+    assert!(
+        requests <= logged && logged <= requests + 10,
+        "{requests} {logged}"
+    );
+}
