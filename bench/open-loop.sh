@@ -17,8 +17,10 @@
 # last CPU. Prints per setting: achieved req/s, client CPU (% of a core, µs per request, and
 # the ratio to the closed loop's µs per request), requests per sleep, send lateness
 # p50/p99/max and earliness (early sends, p99/max) from the result's `pacing` (wrk2 reports
-# none), the pacing slack archbench measured for itself, and with wrk2 archbench's µs per
-# request as a ratio of wrk2's at each rate. Writes all of it, with the raw figures, to
+# none), the pacing slack archbench measured for itself, archbench's µs per request as a
+# ratio of the wake-up floor's (examples/wakeup_floor.rs, measured in the same rounds: a
+# timerfd sleep per request, its send and its response's read, nothing else), and with wrk2
+# as a ratio of wrk2's at each rate. Writes all of it, with the raw figures, to
 # bench/results/open-loop-DATE.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,9 @@ if [ -z "${AB:-}" ]; then  # AB=/path/to/another/archbench measures that build i
   cargo build --release --quiet
   AB=./target/release/archbench
 fi
+# The wake-up floor: examples/wakeup_floor.rs, the least an exact open loop pays here.
+cargo build --release --quiet --example wakeup_floor
+FLOOR=./target/release/examples/wakeup_floor
 result_start open-loop "ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS RATES='$RATES'${SLACK:+ SLACK=$SLACK}${WRK2:+ WRK2=$WRK2}${GIVEN_AB:+ AB=$GIVEN_AB}"
 echo "tools: $(nginx -v 2>&1)${WRK2:+, wrk2 $WRK2}"
 WORK=$(mktemp -d)
@@ -79,6 +84,8 @@ for round in $(seq 1 "$ROUNDS"); do
     if [ -n "${WRK2:-}" ]; then
       run "wrk2 $r" "$WRK2" -t1 -c"$CONNS" -d"$DURATION" -R"$r" "$URL" >> "$RESULTS"
     fi
+    hostport=${URL#http://}
+    run "floor $r" "$FLOOR" "${hostport%/}" "$r" "$CONNS" "${DURATION%s}" >> "$RESULTS"
   done
   echo "  round $round done"
 done
@@ -130,7 +137,15 @@ for label in labels:
         ratios.append(f"{label[5:]} req/s {ours / theirs:.2f}x")
 if ratios:
     print("archbench µs/req as a ratio of wrk2's: " + ", ".join(ratios))
-print("goal: µs/req <= 1.0x wrk2's at every rate; p99 lateness <= 200 µs at 10000")
+floors = []
+for label in labels:
+    if label.startswith("open ") and ("floor " + label[5:]) in labels:
+        ours = statistics.median(us_per_req(r) for r in rows if r["label"] == label)
+        floor = statistics.median(us_per_req(r) for r in rows if r["label"] == "floor " + label[5:])
+        floors.append(f"{label[5:]} req/s {ours / floor:.2f}x")
+if floors:
+    print("archbench µs/req as a ratio of the wake-up floor's (examples/wakeup_floor.rs): " + ", ".join(floors))
+print("goal: µs/req <= 1.1x the wake-up floor's and <= 1.0x wrk2's at every rate; p99 lateness <= 200 µs at 10000")
 slacks = sorted({r["slack_us"] for r in rows if r.get("slack_us") is not None})
 if slacks:
     print(f"pacing slack (plan.pacing_slack_us) over the open-loop runs: {slacks[0]}-{slacks[-1]} µs")
