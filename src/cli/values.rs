@@ -360,8 +360,10 @@ mod tests {
             [1e3, 2e3, 4e3, 8e3, 16e3, 32e3, 50e3]
         );
         assert_eq!(ladder("1k:3k:+1k").unwrap().0, [1e3, 2e3, 3e3]);
+        // Two ends: the range sweep --find-max searches (a ladder of the two loads).
+        assert_eq!(ladder("500:4k").unwrap().0, [500.0, 4e3]);
         for bad in [
-            "", "0,1", "-1,2", "8:1:x2", "1:8:x1", "1:8:/2", "1:1G:+1", "1:2", "a,b",
+            "", "0,1", "-1,2", "8:1:x2", "1:8:x1", "1:8:/2", "1:1G:+1", "2:1", "a,b", "1:2:3:4",
         ] {
             let e = ladder(bad).unwrap_err();
             assert!(e.contains("use e.g."), "{bad:?}: {e}");
