@@ -1,6 +1,7 @@
 //! `sweep --find-max`: the search of `sweep::find_max` run target by target, each probe one
 //! comparison step of that target alone (saved with the sweep as it goes, so Ctrl-C keeps
-//! what was measured). A probe the client could not keep (its limiter names the client) ends
+//! what was measured). A probe the client could not keep (it sent less than the rate, a
+//! worker saturated, or sends late by more than a tenth of the latency the SLO allows) ends
 //! the search with that reason: a rate the client did not send says nothing of the server.
 
 use std::sync::atomic::Ordering;
@@ -8,7 +9,8 @@ use std::sync::atomic::Ordering;
 use super::climb::{empty_sweep, finish_sweep, StepLoad, StepPlans, SweepSpec};
 use super::session::Session;
 use super::StopSignals;
-use crate::stats::{LimiterSide, RunResult};
+use crate::slo::SloMetric;
+use crate::stats::RunResult;
 use crate::sweep::find_max::{Bisection, MaxRate, Next, RateHeld};
 use crate::sweep::{SweepResult, SweepStep};
 
@@ -184,10 +186,7 @@ impl Prober<'_> {
             .iter()
             .filter(|r| self.slo.judge(|m| m.measure(r)).passed)
             .count() as u64;
-        let client_limited = measured
-            .iter()
-            .find(|r| matches!(r.limiter.side, LimiterSide::Client | LimiterSide::Both))
-            .map(|r| r.limiter.reason.clone());
+        let client_limited = measured.iter().find_map(|r| meaningless(r, self.slo));
         let interrupted = comparison.interrupted;
         sweep.interrupted |= interrupted;
         sweep.steps.push(SweepStep {
@@ -209,6 +208,39 @@ impl Prober<'_> {
             .collect::<Vec<_>>()
             .join(",")
     }
+}
+
+/// Why a probe's run says nothing of the server, if so: the client sent less than the rate
+/// asked, one of its workers was saturated, or its sends were late by more than a tenth of the
+/// latency the SLO allows (lateness a server never saw would count as its latency). Lateness
+/// alone under an SLO on errors or throughput does not void a probe: the rate still arrived.
+fn meaningless(r: &RunResult, slo: &crate::slo::Slo) -> Option<String> {
+    let pacing = r.pacing.as_ref()?;
+    if pacing.achieved_rate < 0.95 * pacing.target_rate {
+        return Some(format!(
+            "it sent {:.0} of {:.0} req/s",
+            pacing.achieved_rate, pacing.target_rate
+        ));
+    }
+    if r.client.busiest_worker_percent >= crate::monitor::SATURATED * 100.0 {
+        return Some(format!(
+            "a worker was busy {:.0}% of a core",
+            r.client.busiest_worker_percent
+        ));
+    }
+    let allowed = slo
+        .conditions
+        .iter()
+        .filter(|c| matches!(c.metric, SloMetric::Percentile(_) | SloMetric::Mean))
+        .filter(|c| c.comparison.is_upper_bound())
+        .map(|c| c.threshold)
+        .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.min(t))))?;
+    let late = pacing.lateness.p99_us as f64;
+    (late > allowed / 10.0).then(|| {
+        format!(
+            "p99 send lateness {late:.0} µs, over a tenth of the {allowed:.0} µs the SLO allows"
+        )
+    })
 }
 
 /// How the search ended, in one line: "sustains 1,980 req/s (p99<5ms held in 3/3 runs), fails

@@ -184,13 +184,13 @@ fn a_knee_beyond_the_ladder_is_said_so() {
 }
 
 /// `--find-max` against an nginx that answers at most 2,000 requests a second (`limit_req`,
-/// a burst of 5 for jitter; the rest 503): the search brackets the rate where errors pass 1%
+/// a burst of 10 for jitter; the rest 503): the search brackets the rate where errors pass 1%
 /// within the precision, runs the boundary again, and every request counted is in nginx's log.
 #[test]
 fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
     let Some(server) = Nginx::start(NginxConfig {
         http: "limit_req_zone $server_port zone=cap:1m rate=2000r/s; limit_req_status 503;",
-        server: "limit_req zone=cap burst=5 nodelay;",
+        server: "limit_req zone=cap burst=10 nodelay;",
         ..NginxConfig::default()
     }) else {
         return;
@@ -226,7 +226,7 @@ fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
     let sustained = m["sustained"]["rate"].as_f64().unwrap();
     let failed = m["failed"]["rate"].as_f64().unwrap();
     // Errors pass 1% a little above 2,000 req/s (2,000 answered, the rest refused).
-    assert!((1850.0..=2100.0).contains(&sustained), "{m}");
+    assert!((1800.0..=2150.0).contains(&sustained), "{m}");
     assert!(
         failed > sustained && failed <= sustained * 1.05 + 1.0,
         "{m}"
@@ -252,6 +252,45 @@ fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
         counted <= logged && logged <= counted + 40 * runs.len() as u64,
         "{counted} {logged}"
     );
+}
+
+/// One connection cannot send 50,000 requests a second: the search ends there as the
+/// client's limit, not as the server's maximum.
+#[test]
+fn find_max_ends_where_the_client_cannot_keep_the_rate() {
+    let Some(server) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("max.json");
+    let url = format!("one={}", server.url("/"));
+    let o = sweep(&[
+        &url,
+        "--find-max",
+        "--rates",
+        "50k:100k",
+        "--slo",
+        "errors<1%",
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-d",
+        "500ms",
+        "--no-warmup",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.code().is_some(), "{}", stderr(&o));
+    let doc = read_json(&json);
+    let m = &doc["find_max"][0];
+    let verdict = m["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("the client could not keep 50,000 req/s (it sent"),
+        "{verdict}"
+    );
+    assert!(m["sustained"].is_null() && m["failed"].is_null(), "{m}");
+    assert_eq!(m["probes"].as_array().unwrap().len(), 1);
 }
 
 #[test]
