@@ -92,9 +92,13 @@ pub fn agent_args(o: &crate::k8s::AgentOrders) -> Vec<String> {
     let mut w = Argv::new("agent", &["agent"]);
     w.word(o.url.clone())
         .short("connections", o.connections.to_string())
-        .short("threads", o.threads.to_string())
-        .short("duration", ms(o.duration))
-        .value("timeout", ms(o.timeout))
+        .short("threads", o.threads.to_string());
+    // Stages are the run's length (a duration beside them, rounded, would contradict them).
+    match &o.stages {
+        Some(stages) => w.value("stages", stages.clone()),
+        None => w.short("duration", ms(o.duration)),
+    };
+    w.value("timeout", ms(o.timeout))
         .value("part", o.part.clone())
         .value("control", o.control.clone())
         .value("start_timeout", format!("{}s", o.start_timeout.as_secs()));

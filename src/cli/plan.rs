@@ -63,17 +63,6 @@ pub fn runs(runs: u64) -> Result<usize, PlanError> {
     }
 }
 
-/// A command whose loads keep one rate: `--stages` (or a ramp) is refused in one line.
-#[cfg(feature = "k8s")]
-pub fn steady_rate_only(rate: &super::flags::Rate, command: &str) -> Result<(), PlanError> {
-    match rate.staged() {
-        Some(_) => Err(invalid(format!(
-            "{command} keeps one rate so far: --stages and ramps (--rate FROM:TO/LENGTH) are for run and compare"
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// Run durations when none is given.
 pub const RUN_DURATION: Duration = Duration::from_secs(10);
 pub const COMPARE_DURATION: Duration = Duration::from_secs(3);
@@ -861,6 +850,7 @@ pub fn service_plan(
         http2_streams,
         http3_streams,
         tls: _,
+        stages: _,
     } = *load;
     let unresolved = build(PlanInput {
         url,
@@ -875,7 +865,7 @@ pub fn service_plan(
         duration: Some(duration),
         requests: None,
         rate,
-        stages: None,
+        stages: load.stages.clone(),
         slack: None,
         timeout,
         insecure: false,

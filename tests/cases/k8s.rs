@@ -3290,3 +3290,74 @@ fn a_caddy_variant_is_loaded_over_http3_counted_against_its_log() {
     let down = ok(&k8s(c, ns, &["down"]));
     assert!(down.contains("Secret nginx-tls: deleted"), "{down}");
 }
+
+/// `--stages` on the cluster: from here, and split over two in-cluster workers whose parts
+/// merge into the stages; each second after the first sent within 5% of what the stages ask,
+/// and every request counted in nginx's log.
+#[test]
+fn a_staged_load_follows_its_stages_from_here_and_from_in_cluster_workers() {
+    let Some(c) = cluster_with_load_node() else {
+        return;
+    };
+    let ns = "staged";
+    let dir = tempfile::tempdir().unwrap();
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--pools-by", "agentpool", "--wait-timeout", "90s"],
+    ));
+    let conf = dir.path().join("counted.conf");
+    std::fs::write(&conf, counted_conf()).unwrap();
+    ok(&k8s(
+        c,
+        ns,
+        &["config", conf.to_str().unwrap(), "--wait-timeout", "90s"],
+    ));
+    let pods = pod_names(&ok(&k8s(c, ns, &["status"])));
+    for inside in [false, true] {
+        let before = access_lines(c, ns, &pods);
+        let out = dir.path().join(format!("run-{inside}"));
+        let mut args = vec![
+            "load",
+            "intel",
+            "-c",
+            "4",
+            "--stages",
+            "1s@100, 2s@100..300",
+            "--wait-timeout",
+            "90s",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ];
+        if inside {
+            args.extend(["--in-cluster", "--workers", "2"]);
+        }
+        ok(&k8s(c, ns, &args));
+        let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
+        crate::util::schema::assert_valid(&doc);
+        let run = &doc["targets"][0]["runs"][0];
+        assert_eq!(
+            run["plan"]["stages"].as_array().unwrap().len(),
+            2,
+            "{inside}"
+        );
+        let series = run["series"].as_array().unwrap();
+        assert_eq!(series.len(), 3, "{inside}: {series:?}");
+        for (s, want) in series.iter().zip([100.0, 150.0, 250.0]) {
+            let asked = s["target_rate"].as_f64().unwrap();
+            assert!((asked - want).abs() < 1e-6, "{inside}: {series:?}");
+        }
+        for s in &series[1..] {
+            let sent = s["completed"].as_f64().unwrap() + s["errors"].as_f64().unwrap();
+            let asked = s["target_rate"].as_f64().unwrap();
+            assert!((sent - asked).abs() <= 0.05 * asked, "{inside}: {series:?}");
+        }
+        let counted = run["totals"]["requests"].as_u64().unwrap();
+        let served = (access_lines(c, ns, &pods) - before) as u64;
+        assert!(
+            (490..=500).contains(&counted) && served >= counted && served <= counted + 4,
+            "{inside}: nginx logged {served}, archbench counted {counted}"
+        );
+    }
+    ok(&k8s(c, ns, &["down"]));
+}

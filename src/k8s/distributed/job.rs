@@ -144,6 +144,7 @@ fn agent_orders(target: &LoadTarget, how: &InCluster, load: &WholeLoad) -> Agent
             (how.ready_timeout + start_ahead(how.workers)).as_secs() + 60,
         ),
         rate: load.rate,
+        stages: load.stages.as_ref().map(ToString::to_string),
         http2_streams: load.http2_streams,
         http3_streams: load.http3_streams,
         host,
@@ -251,6 +252,7 @@ pub fn preview_jobs(setup: &crate::k8s::Setup, how: &InCluster) -> Vec<Job> {
         http2_streams: None,
         http3_streams: None,
         tls: false,
+        stages: None,
     };
     setup
         .variants
@@ -341,6 +343,7 @@ mod tests {
         http2_streams: None,
         http3_streams: None,
         tls: false,
+        stages: None,
     };
 
     #[test]

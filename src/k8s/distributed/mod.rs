@@ -67,6 +67,8 @@ pub struct AgentOrders {
     pub control: String,
     pub start_timeout: Duration,
     pub rate: Option<f64>,
+    /// `--stages`, as the flag takes them (each worker sends its part of them).
+    pub stages: Option<String>,
     pub http2_streams: Option<u64>,
     /// HTTP/3: streams per connection.
     pub http3_streams: Option<u64>,
@@ -94,6 +96,9 @@ pub struct WholeLoad {
     pub http3_streams: Option<u64>,
     /// https to port 443 (`k8s load --tls`): workers mount the Secret and pin its certificate.
     pub tls: bool,
+    /// Open loop whose rate changes (`--stages`): every worker follows them for its share
+    /// (`duration` is their length); `rate` is then None.
+    pub stages: Option<crate::stages::Stages>,
 }
 
 /// One target's distributed run.

@@ -142,9 +142,14 @@ impl<'a> LoadContext<'a> {
         self.targets.iter().map(|t| t.name.clone()).collect()
     }
 
-    /// A target's whole load at `connections` (and `rate`, open loop), before in-cluster
-    /// workers split it.
-    pub fn whole(&self, connections: u64, rate: Option<f64>) -> WholeLoad {
+    /// A target's whole load at `connections` (and `rate`, or `stages`, open loop), before
+    /// in-cluster workers split it. Stages set its length.
+    pub fn whole(
+        &self,
+        connections: u64,
+        rate: Option<f64>,
+        stages: Option<crate::stages::Stages>,
+    ) -> WholeLoad {
         let s = self.shape;
         WholeLoad {
             http2_streams: s.http2_streams,
@@ -152,9 +157,12 @@ impl<'a> LoadContext<'a> {
             tls: s.tls,
             connections,
             threads: s.threads,
-            duration: s.duration,
+            duration: stages
+                .as_ref()
+                .map_or(s.duration, |st| Duration::from_secs_f64(st.length_s())),
             rate,
             timeout: s.timeout,
+            stages,
         }
     }
 

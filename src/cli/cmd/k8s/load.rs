@@ -40,7 +40,7 @@ pub fn load(
         ctx.dir.join("k8s-load.json"),
         Some(ctx.dir.join("k8s-load.md")),
     );
-    let whole = ctx.whole(l.connections.connections, l.rate.steady());
+    let whole = ctx.whole(l.connections.connections, l.rate.steady(), l.rate.staged());
     let (plan, commands) = load_plan(&ctx, &whole, l, runs)?;
     if outputs.layout == Format::Wrk {
         announce_wrk(&ctx.targets, &commands);
@@ -216,8 +216,15 @@ fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String 
     if l.http.tls {
         w.switch("tls");
     }
+    if let Some((streams, _)) = l.http.http2.http3_streams() {
+        w.switch("http3").value("streams", streams.to_string());
+    }
     if let Some(r) = l.rate.steady() {
         w.value("rate", r.to_string());
+    }
+    if let Some(stages) = l.rate.staged() {
+        // One word for the shell: the parser takes the stages without spaces too.
+        w.value("stages", stages.to_string().replace(", ", ","));
     }
     if let Some((k, v)) = &l.inside.node_selector {
         w.value("node_selector", format!("{k}={v}"));
@@ -289,6 +296,7 @@ mod tests {
             http2_streams: None,
             http3_streams: None,
             tls: false,
+            stages: None,
         };
         let job = k8s::distributed::job(&target, "nginx", "j", &how, &load, "t0k");
         let container = &job.spec.unwrap().template.spec.unwrap().containers[0];
@@ -305,7 +313,10 @@ mod tests {
             agent.start_timeout
         );
         // Over https: the same address, the Secret mounted and its certificate pinned.
-        let tls = WholeLoad { tls: true, ..load };
+        let tls = WholeLoad {
+            tls: true,
+            ..load.clone()
+        };
         let job = k8s::distributed::job(&target, "nginx", "j", &how, &tls, "t0k");
         let pod = job.spec.unwrap().template.spec.unwrap();
         let secret = pod.volumes.as_ref().unwrap()[0].secret.as_ref().unwrap();

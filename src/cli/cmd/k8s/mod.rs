@@ -61,7 +61,6 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         K8sCommand::Config(c) => drop(nginx_config(&c.config)?),
         K8sCommand::Load(l) => {
             plan::runs(l.runs.runs)?;
-            plan::steady_rate_only(&l.rate, "k8s load")?;
             in_cluster(&l.inside, &l.live, l.connections.connections)?;
             LoadShape::of(&l.http, l.threads(), l.duration.duration, l.timeout.timeout)?;
         }

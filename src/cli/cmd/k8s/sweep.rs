@@ -36,7 +36,7 @@ impl StepPlans for ServiceTargets<'_> {
         warmup: bool,
     ) -> Result<ComparePlan, PlanError> {
         *self.step.lock().unwrap_or_else(|e| e.into_inner()) = load;
-        let whole = self.ctx.whole(load.connections, load.rate);
+        let whole = self.ctx.whole(load.connections, load.rate, None);
         let contenders = self
             .ctx
             .targets
@@ -145,7 +145,7 @@ pub fn sweep(
     };
     let workers = |c: &Contender| {
         let step = *source.step.lock().unwrap_or_else(|e| e.into_inner());
-        let whole = ctx.whole(step.connections, step.rate);
+        let whole = ctx.whole(step.connections, step.rate, None);
         ctx.in_cluster(&c.name, &whole, &say, &signals.stop)
     };
     let run_one: Option<RunOne> = in_cluster.then_some(&workers as RunOne);
