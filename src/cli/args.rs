@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use super::flags::{
-    Connections, Cost, HtmlFile, Http2, JsonFile, Ladders, Layout, NoWarmup, Objectives, OutDir,
-    OutputArgs, PacingSlack, Quiet, Rate, RunDuration, Runs, Threads, Timeout,
+    Connections, Cost, FindMax, HtmlFile, Http2, JsonFile, Ladders, Layout, NoWarmup, Objectives,
+    OutDir, OutputArgs, PacingSlack, Quiet, Rate, RunDuration, Runs, Threads, Timeout,
 };
 
 #[derive(Debug, Parser)]
@@ -483,15 +483,8 @@ pub struct SweepArgs {
     pub targets: Vec<String>,
     #[command(flatten)]
     pub ladders: Ladders,
-    /// Open loop: instead of climbing the ladder, find each target's highest rate holding
-    /// --slo by bisection within --rates LO[:HI] (without HI, doubling from LO), to
-    /// --precision; the rates either side of the boundary are run --runs times each.
-    #[arg(long, requires = "slo", requires = "rates")]
-    pub find_max: bool,
-    /// --find-max: how close the rate that held and the one that failed must come, in % of
-    /// the former.
-    #[arg(long, default_value = "5%", value_parser = super::values::percent, requires = "find_max")]
-    pub precision: f64,
+    #[command(flatten)]
+    pub find_max: FindMax,
     #[command(flatten)]
     pub pacing_slack: PacingSlack,
     #[command(flatten)]

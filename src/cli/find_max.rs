@@ -7,7 +7,8 @@
 use std::sync::atomic::Ordering;
 
 use super::climb::{empty_sweep, finish_sweep, StepLoad, StepPlans, SweepSpec};
-use super::session::Session;
+use super::flags::FindMax;
+use super::session::{RunOne, Session};
 use super::StopSignals;
 use crate::slo::SloMetric;
 use crate::stats::RunResult;
@@ -23,6 +24,23 @@ pub struct MaxSearch {
     pub precision: f64,
 }
 
+impl MaxSearch {
+    /// The search `--find-max` asks for: between the lowest and highest of `--rates` (one
+    /// rate: doubling from it, up to what one process sends); None without it.
+    pub fn asked(flags: &FindMax, rates: &[f64]) -> Option<MaxSearch> {
+        flags.find_max.then(|| {
+            let floor = rates.iter().copied().fold(f64::INFINITY, f64::min);
+            let top = rates.iter().copied().fold(0.0, f64::max);
+            MaxSearch {
+                floor,
+                ceiling: (top > floor).then_some(top),
+                most: super::plan::MAX_LOCAL_RATE,
+                precision: flags.precision,
+            }
+        })
+    }
+}
+
 /// What the probes share.
 struct Prober<'a> {
     spec: &'a SweepSpec<'a>,
@@ -30,6 +48,8 @@ struct Prober<'a> {
     session: &'a Session<'a>,
     slo: &'a crate::slo::Slo,
     quiet: bool,
+    /// How a run is measured: here (None), or by a cluster's in-cluster workers.
+    run_one: Option<RunOne<'a>>,
 }
 
 /// One probe: the rate and its held count, and why the client could not keep it, if so.
@@ -41,12 +61,14 @@ struct Probed {
 
 /// Searches each target's highest rate holding the SLO; the sweep with every probe as a step
 /// and each target's answer.
+#[allow(clippy::too_many_arguments)]
 pub fn find_max(
     spec: &SweepSpec<'_>,
     source: &dyn StepPlans,
     names: &[String],
     session: &Session<'_>,
     search: &MaxSearch,
+    run_one: Option<RunOne>,
     signals: &StopSignals,
 ) -> anyhow::Result<SweepResult> {
     let mut sweep = empty_sweep(spec);
@@ -59,6 +81,7 @@ pub fn find_max(
         session,
         slo,
         quiet: spec.quiet,
+        run_one,
     };
     for name in names {
         if signals.stop.load(Ordering::Relaxed) {
@@ -173,9 +196,9 @@ impl Prober<'_> {
         }
         let commands = self.source.commands(&plan);
         let step = format!("{} req/s offered", grouped_rate(rate));
-        let comparison = self
-            .session
-            .compare(&plan, commands, Some(&step), None, &mut |_| Ok(()))?;
+        let comparison =
+            self.session
+                .compare(&plan, commands, Some(&step), self.run_one, &mut |_| Ok(()))?;
         let measured: Vec<&RunResult> = comparison
             .targets
             .iter()

@@ -221,6 +221,20 @@ pub struct Ladders {
     pub rates: Option<values::Ladder>,
 }
 
+/// `--find-max` and `--precision` (`sweep`, `k8s sweep`).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct FindMax {
+    /// Open loop: instead of climbing the ladder, find each target's highest rate holding
+    /// --slo by bisection within --rates LO[:HI] (without HI, doubling from LO), to
+    /// --precision; the rates either side of the boundary are run --runs times each.
+    #[arg(long, requires = "slo", requires = "rates")]
+    pub find_max: bool,
+    /// --find-max: how close the rate that held and the one that failed must come, in % of
+    /// the former.
+    #[arg(long, default_value = "5%", value_parser = values::percent, requires = "find_max")]
+    pub precision: f64,
+}
+
 /// `--http2`, `--http3` and `--streams`.
 #[derive(Debug, Clone, Copy, Default, Args)]
 pub struct Http2 {

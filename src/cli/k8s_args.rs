@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand};
 
 use super::args::LiveArgs;
 use super::flags::{
-    Connections, Cost, Http2, Ladders, NoWarmup, Objectives, OutDir, OutputArgs, Quiet, Rate,
-    RunDuration, Runs, Threads, Timeout, THREADS,
+    Connections, Cost, FindMax, Http2, Ladders, NoWarmup, Objectives, OutDir, OutputArgs, Quiet,
+    Rate, RunDuration, Runs, Threads, Timeout, THREADS,
 };
 
 /// `archbench k8s`'s own command line (parsed by the archbench-k8s executable).
@@ -163,6 +163,8 @@ pub struct K8sSweepArgs {
     pub targets: Vec<crate::k8s::LoadSelection>,
     #[command(flatten)]
     pub ladders: Ladders,
+    #[command(flatten)]
+    pub find_max: FindMax,
     #[command(flatten)]
     pub threads: Threads,
     #[command(flatten)]

@@ -184,13 +184,13 @@ fn a_knee_beyond_the_ladder_is_said_so() {
 }
 
 /// `--find-max` against an nginx that answers at most 2,000 requests a second (`limit_req`,
-/// a burst of 10 for jitter; the rest 503): the search brackets the rate where errors pass 1%
+/// a burst of 100, for a client made late by a loaded machine; the rest 503): the search brackets the rate where errors pass 1%
 /// within the precision, runs the boundary again, and every request counted is in nginx's log.
 #[test]
 fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
     let Some(server) = Nginx::start(NginxConfig {
         http: "limit_req_zone $server_port zone=cap:1m rate=2000r/s; limit_req_status 503;",
-        server: "limit_req zone=cap burst=10 nodelay;",
+        server: "limit_req zone=cap burst=100 nodelay;",
         ..NginxConfig::default()
     }) else {
         return;
@@ -225,8 +225,9 @@ fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
     let m = &doc["find_max"][0];
     let sustained = m["sustained"]["rate"].as_f64().unwrap();
     let failed = m["failed"]["rate"].as_f64().unwrap();
-    // Errors pass 1% a little above 2,000 req/s (2,000 answered, the rest refused).
-    assert!((1800.0..=2150.0).contains(&sustained), "{m}");
+    // Errors pass 1% a little above 2,000 req/s (2,000 a second and the burst of 100
+    // answered, the rest refused).
+    assert!((1800.0..=2250.0).contains(&sustained), "{m}");
     assert!(
         failed > sustained && failed <= sustained * 1.05 + 1.0,
         "{m}"

@@ -60,7 +60,7 @@ impl StepPlans for UrlTargets<'_> {
 pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let (kind, loads, rate_connections) =
         ladder(a.ladders.connections.as_ref(), a.ladders.rates.as_ref())?;
-    let search = a.find_max.then(|| max_search(&loads, a.precision));
+    let search = MaxSearch::asked(&a.find_max, &loads);
     let outputs = OutputPlan::new(
         &a.output,
         "sweep",
@@ -91,26 +91,13 @@ pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let title = format!("sweep {}", names.join(" vs "));
     let mut session = Session::begin(&a.live, &first.contenders, tui, title, !quiet, signals)?;
     let sweep = match &search {
-        Some(search) => find_max(&spec, &source, &names, &session, search, signals)?,
+        Some(search) => find_max(&spec, &source, &names, &session, search, None, signals)?,
         None => climb(&spec, &source, &names, &session, None, tui, signals)?,
     };
     // The terminal is restored before the report (an error above restores it on drop).
     session.close();
     outputs.write(&sweep)?;
     Ok(exit_status(&sweep, &spec, &session, signals))
-}
-
-/// `--find-max`'s range: the lowest and highest of `--rates` (one rate: doubling from it, up
-/// to what one process sends).
-fn max_search(rates: &[f64], precision: f64) -> MaxSearch {
-    let floor = rates.iter().copied().fold(f64::INFINITY, f64::min);
-    let top = rates.iter().copied().fold(0.0, f64::max);
-    MaxSearch {
-        floor,
-        ceiling: (top > floor).then_some(top),
-        most: crate::cli::plan::MAX_LOCAL_RATE,
-        precision,
-    }
 }
 
 /// The names of `sweep`'s NAME=URL targets, in order (a malformed one is kept whole, for
