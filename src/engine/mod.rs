@@ -243,7 +243,7 @@ pub struct Progress<'a> {
     pub worker_busy: &'a [Option<f64>],
     /// The QUIC counters of every worker, as of its latest tick (HTTP/3 runs; at the end the
     /// run's own figures).
-    pub quic: Option<crate::stats::QuicNow>,
+    pub quic: Option<crate::stats::QuicFigures>,
 }
 
 /// What a run measured.
@@ -292,17 +292,17 @@ struct WorkerProgress {
     tid: AtomicU64,
     /// Its QUIC counters as of its latest tick (None: it speaks no QUIC). A lock taken once a
     /// tick by each side, never per request.
-    quic: std::sync::Mutex<Option<crate::stats::QuicNow>>,
+    quic: std::sync::Mutex<Option<crate::stats::QuicFigures>>,
 }
 
 impl WorkerProgress {
-    fn publish_quic(&self, q: crate::stats::QuicNow) {
+    fn publish_quic(&self, q: crate::stats::QuicFigures) {
         // A reader that panicked leaves counters that are still whole.
         *self.quic.lock().unwrap_or_else(|e| e.into_inner()) = Some(q);
     }
 
-    fn quic(&self) -> Option<crate::stats::QuicNow> {
-        *self.quic.lock().unwrap_or_else(|e| e.into_inner())
+    fn quic(&self) -> Option<crate::stats::QuicFigures> {
+        self.quic.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -423,7 +423,7 @@ fn run_prepared(
         errors: merged.recording.error_total(),
         latency: collector.live(),
         worker_busy: busy.read(&progress),
-        quic: merged.recording.quic.as_ref().map(|q| q.now()),
+        quic: merged.recording.quic.as_deref().cloned(),
     });
     Ok(RunOutcome {
         recording: merged.recording,
@@ -728,7 +728,7 @@ impl Watch<'_> {
     }
 
     /// The workers' QUIC counters added up, if any worker has published some.
-    fn quic(&self) -> Option<crate::stats::QuicNow> {
+    fn quic(&self) -> Option<crate::stats::QuicFigures> {
         self.progress
             .iter()
             .filter_map(WorkerProgress::quic)

@@ -15,7 +15,7 @@ use super::worker_base::{
     wait_for_start, WorkerOutcome, WorkerSpec, MAX_POLL_WAIT, RATE_SAMPLE, TIMER,
 };
 use super::{EngineError, WorkerProgress};
-use crate::stats::{QuicNow, Recorder};
+use crate::stats::{QuicFigures, Recorder};
 
 /// What a readiness event says of one connection's socket.
 #[derive(Debug, Clone, Copy)]
@@ -53,8 +53,9 @@ pub(super) trait Protocol {
     /// The run's end, before its recording is taken (a protocol that counts per connection
     /// adds the connections still open).
     fn finish(&mut self) {}
-    /// Its QUIC counters as they stand, for live views (a protocol over QUIC).
-    fn quic_now(&mut self) -> Option<QuicNow> {
+    /// Its QUIC figures as they stand, the open connections' counters included, for live
+    /// views (a protocol over QUIC).
+    fn quic_now(&mut self) -> Option<QuicFigures> {
         None
     }
 }

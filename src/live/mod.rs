@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::engine::live::{HISTORY, TICK};
 use crate::engine::Progress;
 use crate::monitor::SATURATED;
-use crate::stats::{step_covered, ErrorKind, LatencySummary, QuicNow, ServerNow};
+use crate::stats::{step_covered, ErrorKind, LatencySummary, QuicFigures, ServerNow};
 
 /// Latency bucket bounds of the Prometheus histogram, in microseconds (upper bounds; +Inf
 /// follows): 1-2-5 per decade from 10 µs, so `histogram_quantile` lands within a bucket of
@@ -67,18 +67,18 @@ pub struct TargetLive {
     pub worker_busy: Vec<Option<f64>>,
     pub servers: Vec<ServerLive>,
     /// QUIC counters of every run of this target so far (HTTP/3 only).
-    pub quic: Option<QuicNow>,
+    pub quic: Option<QuicFigures>,
     /// Totals of this target's earlier runs, which the counters above go on from.
     before: Totals,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Totals {
     answered: u64,
     latency_sum_us: u64,
     errors_by_kind: [u64; ErrorKind::COUNT],
     buckets: [u64; BUCKETS_US.len()],
-    quic: Option<QuicNow>,
+    quic: Option<QuicFigures>,
 }
 
 impl TargetLive {
@@ -147,12 +147,13 @@ impl TargetLive {
         self.answered_total = b.answered + h.len();
         self.latency_sum_us = b.latency_sum_us + l.latency_sum_us;
         self.worker_busy = p.worker_busy.to_vec();
-        self.quic = match (b.quic, p.quic) {
-            (Some(mut before), Some(now)) => {
-                before.add(&now);
-                Some(before)
+        self.quic = match (&b.quic, &p.quic) {
+            (Some(before), Some(now)) => {
+                let mut all = before.clone();
+                all.add(now);
+                Some(all)
             }
-            (before, now) => now.or(before),
+            (before, now) => now.clone().or_else(|| before.clone()),
         };
         for now in servers {
             match self.servers.iter_mut().find(|s| s.now.label == now.label) {
@@ -190,7 +191,7 @@ impl TargetLive {
             latency_sum_us: self.latency_sum_us,
             errors_by_kind: self.errors_by_kind,
             buckets: self.buckets,
-            quic: self.quic,
+            quic: self.quic.clone(),
         };
         self.run_label = label.to_string();
         self.finished = false;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Board, ServerLive, TargetLive, BUCKETS_US};
-use crate::stats::{ErrorKind, QuicNow};
+use crate::stats::{ErrorKind, QuicFigures};
 
 /// The endpoint: serving until dropped.
 pub struct Endpoint {
@@ -349,14 +349,14 @@ type QuicCounter = (
     &'static str,
     &'static str,
     &'static str,
-    fn(&QuicNow) -> u64,
+    fn(&QuicFigures) -> u64,
 );
 
 /// The QUIC counters of the targets loaded over HTTP/3 (families only when one is): what
 /// the QUIC stack counted, of the ended connections and the open ones as of the workers'
 /// latest tick.
 fn render_quic(out: &mut String, targets: &[TargetLive]) {
-    let quic: Vec<(&TargetLive, &QuicNow)> = targets
+    let quic: Vec<(&TargetLive, &QuicFigures)> = targets
         .iter()
         .filter_map(|t| Some((t, t.quic.as_ref()?)))
         .collect();

@@ -24,7 +24,7 @@ pub use merge::{
     first_send_vs_schedule, merge_results, same_load, start_skew, started_at, MergeError, Merger,
     NamedResult,
 };
-pub use quic::{QuicConnectionCounts, QuicFigures, QuicNow};
+pub use quic::{QuicConnectionCounts, QuicFigures};
 pub use recorder::{
     step_covered, ErrorKind, IncompatibleHistograms, Recorder, ResponseTimes, SecondSample,
     MAX_SERIES,

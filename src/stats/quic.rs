@@ -77,61 +77,9 @@ pub struct QuicConnectionCounts {
     pub path_mtu: u16,
 }
 
-/// A run's QUIC counters as they stand while it goes (live views, Prometheus): the ended
-/// connections' figures plus the open ones' counters at the moment. Sums only, so workers'
-/// add up exactly; once the run has ended they are its [`QuicFigures`]' own.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QuicNow {
-    pub handshakes: u64,
-    pub handshakes_failed: u64,
-    pub datagrams_sent: u64,
-    pub datagrams_received: u64,
-    pub udp_bytes_sent: u64,
-    pub udp_bytes_received: u64,
-    pub packets_lost: u64,
-    pub congestion_events: u64,
-}
-
-impl QuicNow {
-    /// Adds another worker's (or an earlier run's) counters.
-    pub fn add(&mut self, o: &QuicNow) {
-        self.handshakes += o.handshakes;
-        self.handshakes_failed += o.handshakes_failed;
-        self.datagrams_sent += o.datagrams_sent;
-        self.datagrams_received += o.datagrams_received;
-        self.udp_bytes_sent += o.udp_bytes_sent;
-        self.udp_bytes_received += o.udp_bytes_received;
-        self.packets_lost += o.packets_lost;
-        self.congestion_events += o.congestion_events;
-    }
-
-    /// Adds an open connection's counters so far.
-    pub fn open_connection(&mut self, c: &QuicConnectionCounts) {
-        self.datagrams_sent += c.datagrams_sent;
-        self.datagrams_received += c.datagrams_received;
-        self.udp_bytes_sent += c.udp_bytes_sent;
-        self.udp_bytes_received += c.udp_bytes_received;
-        self.packets_lost += c.packets_lost;
-        self.congestion_events += c.congestion_events;
-    }
-}
-
 impl QuicFigures {
-    /// The counters of the connections counted so far, as [`QuicNow`].
-    pub fn now(&self) -> QuicNow {
-        QuicNow {
-            handshakes: self.handshakes,
-            handshakes_failed: self.handshakes_failed,
-            datagrams_sent: self.datagrams_sent,
-            datagrams_received: self.datagrams_received,
-            udp_bytes_sent: self.udp_bytes_sent,
-            udp_bytes_received: self.udp_bytes_received,
-            packets_lost: self.packets_lost,
-            congestion_events: self.congestion_events,
-        }
-    }
-
-    /// Adds one connection's counters, taken as it ended.
+    /// Adds one connection's counters, taken as it ended (mid-run, for live views, an open
+    /// one's so far).
     pub fn connection_ended(&mut self, c: &QuicConnectionCounts) {
         self.datagrams_sent += c.datagrams_sent;
         self.datagrams_received += c.datagrams_received;
@@ -262,17 +210,19 @@ mod tests {
             datagrams_sent: 10,
             ..open
         });
-        let mut now = ended.now();
-        now.open_connection(&open);
+        // Mid-run (as a worker publishes them): the ended ones' figures and the open one's
+        // counters so far.
+        let mut now = ended.clone();
+        now.connection_ended(&open);
         assert_eq!((now.handshakes, now.handshakes_failed), (2, 1));
         assert_eq!((now.datagrams_sent, now.datagrams_received), (15, 12));
         assert_eq!((now.udp_bytes_sent, now.udp_bytes_received), (1400, 1600));
         assert_eq!((now.packets_lost, now.congestion_events), (2, 2));
         // Once every connection has ended, the counters are the figures'.
         ended.connection_ended(&open);
-        let mut other_worker = now;
-        other_worker.add(&ended.now());
+        let mut other_worker = now.clone();
+        other_worker.add(&ended);
         assert_eq!(other_worker.datagrams_sent, 30);
-        assert_eq!(ended.now().datagrams_sent, now.datagrams_sent);
+        assert_eq!(ended.datagrams_sent, now.datagrams_sent);
     }
 }

@@ -32,7 +32,7 @@ use crate::http::h3::{
     CriticalStreams, ErrorCode, ErrorScope, H3Error, ResponseParser, UniStreamParser,
     DEFAULT_MAX_HEADERS_FRAME,
 };
-use crate::stats::{ErrorKind, QuicNow, Recorder, TlsFailure};
+use crate::stats::{ErrorKind, QuicFigures, Recorder, TlsFailure};
 
 /// What an HTTP/3 run sends, encoded once for all its connections, and how it connects.
 #[derive(Clone)]
@@ -1035,10 +1035,10 @@ impl Protocol for H3Worker<'_> {
         H3Worker::finish(self)
     }
 
-    fn quic_now(&mut self) -> Option<QuicNow> {
-        let mut now = self.rec.quic().now();
+    fn quic_now(&mut self) -> Option<QuicFigures> {
+        let mut now = self.rec.quic().clone();
         for q in self.conns.iter().filter_map(|c| c.quic.as_ref()) {
-            now.open_connection(&q.counts());
+            now.connection_ended(&q.counts());
         }
         Some(now)
     }
