@@ -15,30 +15,16 @@ use crate::stats::RunResult;
 use crate::sweep::find_max::{Bisection, MaxRate, Next, RateHeld};
 use crate::sweep::{SweepResult, SweepStep};
 
-/// The range and precision of the search (`--rates LO[:HI]`, `--precision`).
-pub struct MaxSearch {
-    pub floor: f64,
-    pub ceiling: Option<f64>,
-    /// Without a ceiling, doubling stops at this rate (what one process may send).
-    pub most: f64,
-    pub precision: f64,
-}
-
-impl MaxSearch {
-    /// The search `--find-max` asks for: between the lowest and highest of `--rates` (one
-    /// rate: doubling from it, up to what one process sends); None without it.
-    pub fn asked(flags: &FindMax, rates: &[f64]) -> Option<MaxSearch> {
-        flags.find_max.then(|| {
-            let floor = rates.iter().copied().fold(f64::INFINITY, f64::min);
-            let top = rates.iter().copied().fold(0.0, f64::max);
-            MaxSearch {
-                floor,
-                ceiling: (top > floor).then_some(top),
-                most: super::plan::MAX_LOCAL_RATE,
-                precision: flags.precision,
-            }
-        })
-    }
+/// The search `--find-max` asks for, before its first probe: between the lowest and highest
+/// of `--rates` (one rate: doubling from it, up to what one process sends), to `--precision`;
+/// None without `--find-max`.
+pub fn search_asked(flags: &FindMax, rates: &[f64]) -> Option<Bisection> {
+    flags.find_max.then(|| {
+        let floor = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let top = rates.iter().copied().fold(0.0, f64::max);
+        let ceiling = (top > floor).then_some(top);
+        Bisection::new(floor, ceiling, super::plan::MAX_LOCAL_RATE, flags.precision)
+    })
 }
 
 /// What the probes share.
@@ -47,7 +33,6 @@ struct Prober<'a> {
     source: &'a dyn StepPlans,
     session: &'a Session<'a>,
     slo: &'a crate::slo::Slo,
-    quiet: bool,
     /// How a run is measured: here (None), or by a cluster's in-cluster workers.
     run_one: Option<RunOne<'a>>,
 }
@@ -61,13 +46,12 @@ struct Probed {
 
 /// Searches each target's highest rate holding the SLO; the sweep with every probe as a step
 /// and each target's answer.
-#[allow(clippy::too_many_arguments)]
 pub fn find_max(
     spec: &SweepSpec<'_>,
     source: &dyn StepPlans,
     names: &[String],
     session: &Session<'_>,
-    search: &MaxSearch,
+    search: &Bisection,
     run_one: Option<RunOne>,
     signals: &StopSignals,
 ) -> anyhow::Result<SweepResult> {
@@ -80,7 +64,6 @@ pub fn find_max(
         source,
         session,
         slo,
-        quiet: spec.quiet,
         run_one,
     };
     for name in names {
@@ -89,15 +72,22 @@ pub fn find_max(
         }
         let answer = prober.search(name, search, &mut sweep)?;
         sweep.find_max.push(answer);
-        finish_sweep(&mut sweep, names, spec);
-        spec.outputs.save_json(&sweep)?;
+        finish(&mut sweep, names, spec)?;
         if sweep.interrupted {
             break;
         }
     }
-    finish_sweep(&mut sweep, names, spec);
-    spec.outputs.save_json(&sweep)?;
+    finish(&mut sweep, names, spec)?;
     Ok(sweep)
+}
+
+/// The targets' summaries over the probes, as over a ladder's steps: the steps in order of
+/// rate (each target's probes keep the order they ran in), so its knee is the highest rate
+/// that met the SLO, and none when no rate did. Saved.
+fn finish(sweep: &mut SweepResult, names: &[String], spec: &SweepSpec<'_>) -> anyhow::Result<()> {
+    sweep.steps.sort_by(|a, b| a.load.total_cmp(&b.load));
+    finish_sweep(sweep, names, spec);
+    spec.outputs.save_json(sweep)
 }
 
 impl Prober<'_> {
@@ -105,21 +95,22 @@ impl Prober<'_> {
     fn search(
         &self,
         name: &str,
-        search: &MaxSearch,
+        search: &Bisection,
         sweep: &mut SweepResult,
     ) -> anyhow::Result<MaxRate> {
-        let mut b = Bisection::new(search.floor, search.ceiling, search.most, search.precision);
+        let mut b = search.clone();
         let mut answer = MaxRate {
             name: name.to_string(),
             sustained: None,
             failed: None,
-            precision: search.precision,
+            precision: b.precision(),
             verdict: String::new(),
             probes: Vec::new(),
         };
         let end = loop {
-            let Next::Probe(rate) = b.next() else {
-                break b.next();
+            let next = b.next();
+            let Next::Probe(rate) = next else {
+                break next;
             };
             let warmup = answer.probes.is_empty() && !self.spec.no_warmup;
             let p = self.probe(name, rate, 1, warmup, sweep)?;
@@ -138,7 +129,7 @@ impl Prober<'_> {
             b.record(rate, p.held.held_in_all());
         };
         self.check_boundary(name, &b, sweep, &mut answer)?;
-        answer.verdict = verdict(end, &answer, self.slo_text());
+        answer.verdict = verdict(end, &answer, &sweep.slo.join(","));
         Ok(answer)
     }
 
@@ -191,12 +182,12 @@ impl Prober<'_> {
         };
         let mut plan = self.source.plan(&[name.to_string()], load, warmup)?;
         plan.runs = runs;
-        if !self.quiet {
+        if !self.spec.quiet {
             eprintln!("sweep --find-max: {name} at {} req/s", grouped_rate(rate));
         }
         let commands = self.source.commands(&plan);
         let step = format!("{} req/s offered", grouped_rate(rate));
-        let comparison =
+        let mut comparison =
             self.session
                 .compare(&plan, commands, Some(&step), self.run_one, &mut |_| Ok(()))?;
         let measured: Vec<&RunResult> = comparison
@@ -210,6 +201,8 @@ impl Prober<'_> {
             .filter(|r| self.slo.judge(|m| m.measure(r)).passed)
             .count() as u64;
         let client_limited = measured.iter().find_map(|r| meaningless(r, self.slo));
+        // Each step judged as a ladder's is, for its row of the tables.
+        comparison.slo = comparison.judge_slo(self.slo);
         let interrupted = comparison.interrupted;
         sweep.interrupted |= interrupted;
         sweep.steps.push(SweepStep {
@@ -221,15 +214,6 @@ impl Prober<'_> {
             client_limited,
             interrupted,
         })
-    }
-
-    fn slo_text(&self) -> String {
-        self.slo
-            .conditions
-            .iter()
-            .map(|c| c.text.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
     }
 }
 
@@ -257,7 +241,7 @@ fn meaningless(r: &RunResult, slo: &crate::slo::Slo) -> Option<String> {
         .filter(|c| matches!(c.metric, SloMetric::Percentile(_) | SloMetric::Mean))
         .filter(|c| c.comparison.is_upper_bound())
         .map(|c| c.threshold)
-        .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.min(t))))?;
+        .reduce(f64::min)?;
     let late = pacing.lateness.p99_us as f64;
     (late > allowed / 10.0).then(|| {
         format!(
@@ -268,7 +252,7 @@ fn meaningless(r: &RunResult, slo: &crate::slo::Slo) -> Option<String> {
 
 /// How the search ended, in one line: "sustains 1,980 req/s (p99<5ms held in 3/3 runs), fails
 /// at 2,050 (0/3); bracketed within 5%".
-fn verdict(end: Next, a: &MaxRate, slo: String) -> String {
+fn verdict(end: Next, a: &MaxRate, slo: &str) -> String {
     let held = |r: &RateHeld| format!("{}/{}", r.held, r.runs);
     match (end, &a.sustained, &a.failed) {
         (Next::FailsAtFloor, _, Some(f)) => format!(

@@ -81,6 +81,12 @@ impl Bisection {
         }
     }
 
+    /// The gap asked for between the rate that held and the one that failed, as a fraction
+    /// of the former.
+    pub fn precision(&self) -> f64 {
+        self.precision
+    }
+
     /// The highest rate that held and the lowest that failed so far.
     pub fn bounds(&self) -> (Option<f64>, Option<f64>) {
         (self.held, self.failed)

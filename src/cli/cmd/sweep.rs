@@ -6,7 +6,7 @@ use crate::cli::args::{LoadArgs, SweepArgs};
 use crate::cli::climb::{
     check_every_step, climb, exit_status, ladder, StepLoad, StepPlans, SweepSpec,
 };
-use crate::cli::find_max::{find_max, MaxSearch};
+use crate::cli::find_max::{find_max, search_asked};
 use crate::cli::flags::{Connections, Format, Rate};
 use crate::cli::output::{check_prices, OutputPlan};
 use crate::cli::session::Session;
@@ -60,7 +60,7 @@ impl StepPlans for UrlTargets<'_> {
 pub fn cmd_sweep(a: &SweepArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let (kind, loads, rate_connections) =
         ladder(a.ladders.connections.as_ref(), a.ladders.rates.as_ref())?;
-    let search = MaxSearch::asked(&a.find_max, &loads);
+    let search = search_asked(&a.find_max, &loads);
     let outputs = OutputPlan::new(
         &a.output,
         "sweep",

@@ -10,7 +10,7 @@ use super::placed::pairs;
 use crate::cli::climb::{
     check_every_step, climb, exit_status, ladder, StepLoad, StepPlans, SweepSpec,
 };
-use crate::cli::find_max::{find_max, MaxSearch};
+use crate::cli::find_max::{find_max, search_asked};
 use crate::cli::flags::Format;
 use crate::cli::k8s_args::K8sSweepArgs;
 use crate::cli::output::OutputPlan;
@@ -150,7 +150,7 @@ pub fn sweep(
         ctx.in_cluster(&c.name, &whole, &say, &signals.stop)
     };
     let run_one: Option<RunOne> = in_cluster.then_some(&workers as RunOne);
-    let result = match MaxSearch::asked(&w.find_max, &spec.loads) {
+    let result = match search_asked(&w.find_max, &spec.loads) {
         Some(search) => find_max(&spec, &source, &names, &session, &search, run_one, signals),
         None => climb(&spec, &source, &names, &session, run_one, tui, signals),
     };
