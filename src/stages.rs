@@ -172,6 +172,17 @@ impl Stages {
     }
 }
 
+impl fmt::Display for Stage {
+    /// As `--stages` takes one: `30s@1000`, `60s@1000..20000`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}s@{}", self.length_s, self.from)?;
+        if self.to != self.from {
+            write!(f, "..{}", self.to)?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for Stages {
     /// As `--stages` takes them: `30s@1000, 60s@1000..20000`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -179,10 +190,7 @@ impl fmt::Display for Stages {
             if k > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "{}s@{}", s.length_s, s.from)?;
-            if s.to != s.from {
-                write!(f, "..{}", s.to)?;
-            }
+            write!(f, "{s}")?;
         }
         Ok(())
     }

@@ -303,12 +303,7 @@ fn pacing(input: &PlanInput<'_>) -> Result<Pacing, PlanError> {
         )),
         None => Ok(Pacing::Closed),
         Some(r) if r.is_finite() && r >= MIN_RATE => {
-            let local = r * input.part.share(input.connections) as f64 / input.connections as f64;
-            if local > MAX_LOCAL_RATE {
-                return Err(invalid(format!(
-                    "--rate {r}: more than {MAX_LOCAL_RATE} requests per second from one process is beyond one machine; split the load with --part"
-                )));
-            }
+            within_one_process(input, r, &format!("--rate {r}"))?;
             Ok(Pacing::Open {
                 rate: r,
                 slack: slack(input.slack)?,
@@ -325,12 +320,7 @@ fn pacing(input: &PlanInput<'_>) -> Result<Pacing, PlanError> {
 /// process keeps, and the stages set the run's length.
 fn staged_pacing(input: &PlanInput<'_>, stages: &Stages) -> Result<Pacing, PlanError> {
     let peak = stages.peak_rate();
-    let local = peak * input.part.share(input.connections) as f64 / input.connections as f64;
-    if local > MAX_LOCAL_RATE {
-        return Err(invalid(format!(
-            "--stages: a rate of {peak} requests per second is more than {MAX_LOCAL_RATE} from one process, beyond one machine; split the load with --part"
-        )));
-    }
+    within_one_process(input, peak, &format!("--stages (at their peak, {peak})"))?;
     if stages.mean_rate() < MIN_RATE {
         return Err(invalid(format!(
             "--stages ask for {} requests over {}s, below {MIN_RATE} per second",
@@ -351,6 +341,18 @@ fn staged_pacing(input: &PlanInput<'_>, stages: &Stages) -> Result<Pacing, PlanE
         rate: stages.mean_rate(),
         slack: slack(input.slack)?,
     })
+}
+
+/// This process's share of `rate` (its connections' share of the whole load) is one machine's
+/// to send.
+fn within_one_process(input: &PlanInput<'_>, rate: f64, given: &str) -> Result<(), PlanError> {
+    let local = rate * input.part.share(input.connections) as f64 / input.connections as f64;
+    if local > MAX_LOCAL_RATE {
+        return Err(invalid(format!(
+            "{given}: more than {MAX_LOCAL_RATE} requests per second from one process is beyond one machine; split the load with --part"
+        )));
+    }
+    Ok(())
 }
 
 /// `--pacing-slack`, or a wake-up's latency measured here (in whole µs); never above the bound, so no send

@@ -221,25 +221,27 @@ fn seconds_axis(v: f64) -> String {
 
 /// Answered requests per second over the run (a partial last step at its own length).
 fn throughput_series(r: &RunResult) -> Vec<(f64, f64)> {
-    let step = f64::from(r.series_step_s.max(1));
-    r.series
-        .iter()
-        .filter_map(|s| {
-            let len = step_covered(f64::from(s.second), step, r.totals.elapsed_s)?;
-            Some((f64::from(s.second) + len / 2.0, s.completed as f64 / len))
-        })
-        .collect()
+    per_step(r, |s, len| Some(s.completed as f64 / len))
 }
 
 /// A staged run's asked rate per step (`--stages`), where the throughput is drawn; empty for
 /// a steady one.
 fn target_series(r: &RunResult) -> Vec<(f64, f64)> {
+    per_step(r, |s, _| s.target_rate)
+}
+
+/// A figure of each step of the run's series (given the step and the seconds of it the run
+/// covered), at the middle of the time it covers.
+fn per_step(
+    r: &RunResult,
+    figure: impl Fn(&crate::stats::SecondSample, f64) -> Option<f64>,
+) -> Vec<(f64, f64)> {
     let step = f64::from(r.series_step_s.max(1));
     r.series
         .iter()
         .filter_map(|s| {
             let len = step_covered(f64::from(s.second), step, r.totals.elapsed_s)?;
-            Some((f64::from(s.second) + len / 2.0, s.target_rate?))
+            Some((f64::from(s.second) + len / 2.0, figure(s, len)?))
         })
         .collect()
 }

@@ -101,9 +101,6 @@ fn write_stages(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         let covered = steps.len() as f64 * step;
         let asked: f64 = steps.iter().filter_map(|s| s.target_rate).sum::<f64>() * step;
         let done: u64 = steps.iter().map(|s| s.completed + s.errors).sum();
-        let label = crate::stages::Stages::new(vec![*stage])
-            .map(|one| one.to_string())
-            .unwrap_or_default();
         let achieved = if covered > 0.0 {
             format!(
                 "asked {:.1} req/s, achieved {:.1}",
@@ -115,7 +112,7 @@ fn write_stages(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         };
         writeln!(
             out,
-            "  {} {label}: {achieved}",
+            "  {} {stage}: {achieved}",
             if k == 0 { "Stages    " } else { "          " }
         )?;
         from = to;
