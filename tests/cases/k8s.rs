@@ -59,6 +59,24 @@ fn counted_conf() -> String {
     )
 }
 
+/// nginx on the intel and arm pools of `ns` (`up --pools-by agentpool`), running `conf`
+/// (written in `dir`), both waited for; its pods' names.
+fn up_by_pools_with(c: &TestCluster, ns: &str, conf: &str, dir: &Path) -> Vec<String> {
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--pools-by", "agentpool", "--wait-timeout", "90s"],
+    ));
+    let file = dir.join("nginx.conf");
+    std::fs::write(&file, conf).unwrap();
+    ok(&k8s(
+        c,
+        ns,
+        &["config", file.to_str().unwrap(), "--wait-timeout", "90s"],
+    ));
+    pod_names(&ok(&k8s(c, ns, &["status"])))
+}
+
 /// Access-log lines of these nginx pods (the counted format: "CONN STATUS \"REQUEST\"").
 fn access_lines(c: &TestCluster, ns: &str, pods: &[String]) -> usize {
     pods.iter()
@@ -909,19 +927,7 @@ fn an_in_cluster_load_of_three_workers_is_one_run_merged_exactly() {
     let ns = "incluster";
     let dir = tempfile::tempdir().unwrap();
     // nginx on the intel and arm pools only (the load node is amd64 too).
-    ok(&k8s(
-        c,
-        ns,
-        &["up", "--pools-by", "agentpool", "--wait-timeout", "90s"],
-    ));
-    let conf = dir.path().join("counted.conf");
-    std::fs::write(&conf, counted_conf()).unwrap();
-    ok(&k8s(
-        c,
-        ns,
-        &["config", conf.to_str().unwrap(), "--wait-timeout", "90s"],
-    ));
-    let pods = pod_names(&ok(&k8s(c, ns, &["status"])));
+    let pods = up_by_pools_with(c, ns, &counted_conf(), dir.path());
     let served_before = access_lines(c, ns, &pods);
     let out = dir.path().join("results");
     // Open loop, 3 workers per target, 7 connections: shares 3, 2, 2.
@@ -3302,19 +3308,7 @@ fn a_staged_load_follows_its_stages_from_here_and_from_in_cluster_workers() {
     };
     let ns = "staged";
     let dir = tempfile::tempdir().unwrap();
-    ok(&k8s(
-        c,
-        ns,
-        &["up", "--pools-by", "agentpool", "--wait-timeout", "90s"],
-    ));
-    let conf = dir.path().join("counted.conf");
-    std::fs::write(&conf, counted_conf()).unwrap();
-    ok(&k8s(
-        c,
-        ns,
-        &["config", conf.to_str().unwrap(), "--wait-timeout", "90s"],
-    ));
-    let pods = pod_names(&ok(&k8s(c, ns, &["status"])));
+    let pods = up_by_pools_with(c, ns, &counted_conf(), dir.path());
     for inside in [false, true] {
         let before = access_lines(c, ns, &pods);
         let out = dir.path().join(format!("run-{inside}"));
@@ -3373,11 +3367,6 @@ fn k8s_sweep_finds_the_rate_a_capped_nginx_sustains() {
     };
     let ns = "capped";
     let dir = tempfile::tempdir().unwrap();
-    ok(&k8s(
-        c,
-        ns,
-        &["up", "--pools-by", "agentpool", "--wait-timeout", "90s"],
-    ));
     let capped = archbench::k8s::TUNED_NGINX_CONF
         .replace(
             "keepalive_timeout 65;",
@@ -3387,14 +3376,7 @@ fn k8s_sweep_finds_the_rate_a_capped_nginx_sustains() {
             "return 200",
             "limit_req zone=cap burst=30 nodelay;\n            empty_gif;\n            # return 200",
         );
-    let conf = dir.path().join("capped.conf");
-    std::fs::write(&conf, capped).unwrap();
-    ok(&k8s(
-        c,
-        ns,
-        &["config", conf.to_str().unwrap(), "--wait-timeout", "90s"],
-    ));
-    let pods: Vec<String> = pod_names(&ok(&k8s(c, ns, &["status"])))
+    let pods: Vec<String> = up_by_pools_with(c, ns, &capped, dir.path())
         .into_iter()
         .filter(|p| p.contains("intel"))
         .collect();

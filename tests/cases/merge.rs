@@ -16,12 +16,9 @@ fn histogram(doc: &serde_json::Value, which: &str) -> hdrhistogram::Histogram<u6
     h.0
 }
 
-#[test]
-fn three_parts_started_together_merge_exactly() {
-    let Some(ng) = Nginx::start(NginxConfig::default()) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
+/// `n` processes of `archbench run ARGS --part I/n`, started together 1.5 s from now
+/// (`--start-at`), each to completion; their result files.
+fn run_parts(dir: &std::path::Path, n: usize, args: &[&str]) -> Vec<std::path::PathBuf> {
     let start = SystemTime::now() + Duration::from_millis(1500);
     let at = format!(
         "@{:.6}",
@@ -30,17 +27,13 @@ fn three_parts_started_together_merge_exactly() {
             .unwrap()
             .as_secs_f64()
     );
-    let files: Vec<_> = (0..3)
-        .map(|i| dir.path().join(format!("p{i}.json")))
-        .collect();
-    // Seven connections at 700 req/s, 2,100 requests in all, over three parts: 3, 2 and 2
-    // connections, so 300, 200 and 200 req/s and 900, 600 and 600 requests (a count, so no
-    // request is in flight when a part stops). Each part takes 3 s: they end together.
-    let children: Vec<_> = (0..3)
+    let files: Vec<_> = (0..n).map(|i| dir.join(format!("p{i}.json"))).collect();
+    let children: Vec<_> = (0..n)
         .map(|i| {
             bin()
-                .args(["run", &ng.url("/"), "-c", "7", "-t", "1", "--rate", "700"])
-                .args(["-n", "2100", "--part", &format!("{i}/3"), "--start-at", &at])
+                .arg("run")
+                .args(args)
+                .args(["--part", &format!("{i}/{n}"), "--start-at", &at])
                 .args(["-q", "--json"])
                 .arg(&files[i])
                 .stdout(std::process::Stdio::null())
@@ -53,6 +46,33 @@ fn three_parts_started_together_merge_exactly() {
         let o = finish_within(c, PROMPTLY);
         assert!(o.status.success(), "{}", stderr(&o));
     }
+    files
+}
+
+#[test]
+fn three_parts_started_together_merge_exactly() {
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Seven connections at 700 req/s, 2,100 requests in all, over three parts: 3, 2 and 2
+    // connections, so 300, 200 and 200 req/s and 900, 600 and 600 requests (a count, so no
+    // request is in flight when a part stops). Each part takes 3 s: they end together.
+    let files = run_parts(
+        dir.path(),
+        3,
+        &[
+            &ng.url("/"),
+            "-c",
+            "7",
+            "-t",
+            "1",
+            "--rate",
+            "700",
+            "-n",
+            "2100",
+        ],
+    );
     let parts: Vec<serde_json::Value> = files.iter().map(read_json).collect();
     for (i, p) in parts.iter().enumerate() {
         assert_valid(p);
@@ -335,35 +355,19 @@ fn parts_of_a_staged_load_merge_into_the_stages() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let start = SystemTime::now() + Duration::from_millis(1500);
-    let at = format!(
-        "@{:.6}",
-        start
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64()
+    let files = run_parts(
+        dir.path(),
+        2,
+        &[
+            &ng.url("/"),
+            "-c",
+            "10",
+            "-t",
+            "1",
+            "--stages",
+            "1s@400, 2s@400..1200",
+        ],
     );
-    let files: Vec<_> = (0..2)
-        .map(|i| dir.path().join(format!("s{i}.json")))
-        .collect();
-    let children: Vec<_> = (0..2)
-        .map(|i| {
-            bin()
-                .args(["run", &ng.url("/"), "-c", "10", "-t", "1"])
-                .args(["--stages", "1s@400, 2s@400..1200"])
-                .args(["--part", &format!("{i}/2"), "--start-at", &at])
-                .args(["-q", "--json"])
-                .arg(&files[i])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for c in children {
-        let o = finish_within(c, PROMPTLY);
-        assert!(o.status.success(), "{}", stderr(&o));
-    }
     let merged_file = dir.path().join("merged.json");
     let o = archbench(&[
         "merge",
