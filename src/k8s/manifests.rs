@@ -667,20 +667,9 @@ mod tests {
     }
 
     fn service_ports(all: &[Manifest], name: &str) -> Vec<(String, i32)> {
-        all.iter()
-            .find_map(|m| match m {
-                Manifest::Service(s) if s.metadata.name.as_deref() == Some(name) => Some(s),
-                _ => None,
-            })
-            .unwrap()
-            .spec
-            .as_ref()
-            .unwrap()
-            .ports
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|p| (p.name.clone().unwrap(), p.port))
+        service_protocols(all, name)
+            .into_iter()
+            .map(|(port_name, port, _)| (port_name, port))
             .collect()
     }
 

@@ -441,11 +441,25 @@ fn write_http2(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     };
     writeln!(
         out,
-        "  HTTP/2     {streams}; {} GOAWAY, {} requests sent again{}{}",
-        grouped(h.goaways),
-        grouped(h.retried),
-        codes("streams reset", &h.resets),
-        codes("connection errors", &h.connection_errors)
+        "  HTTP/2     {streams}; {}",
+        sent_again(h.goaways, h.retried, &h.resets, &h.connection_errors)
+    )
+}
+
+/// HTTP/2's and HTTP/3's losses: `n GOAWAY, n requests sent again; streams reset …;
+/// connection errors …`.
+fn sent_again(
+    goaways: u64,
+    retried: u64,
+    resets: &[crate::stats::H2CodeCount],
+    connection_errors: &[crate::stats::H2CodeCount],
+) -> String {
+    format!(
+        "{} GOAWAY, {} requests sent again{}{}",
+        grouped(goaways),
+        grouped(retried),
+        codes("streams reset", resets),
+        codes("connection errors", connection_errors)
     )
 }
 
@@ -470,11 +484,8 @@ fn write_quic(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     if q.goaways + q.retried > 0 || !q.resets.is_empty() || !q.connection_errors.is_empty() {
         writeln!(
             out,
-            "             {} GOAWAY, {} requests sent again{}{}",
-            grouped(q.goaways),
-            grouped(q.retried),
-            codes("streams reset", &q.resets),
-            codes("connection errors", &q.connection_errors)
+            "             {}",
+            sent_again(q.goaways, q.retried, &q.resets, &q.connection_errors)
         )?;
     }
     if let Some(note) = quic_note(r) {
