@@ -129,22 +129,18 @@ for label in labels:
           f"{med(lambda r: (r['user_s'] + r['sys_s']) * 100 / secs):10.1f}% "
           f"{med(us_per_req):8.2f} {med(us_per_req) / closed:9.2f}x "
           f"{med(lambda r: r['requests'] / max(r['sleeps'], 1)):10.1f} {late:>26} {early:>20}")
-ratios = []
-for label in labels:
-    if label.startswith("open ") and ("wrk2 " + label[5:]) in labels:
-        ours = statistics.median(us_per_req(r) for r in rows if r["label"] == label)
-        theirs = statistics.median(us_per_req(r) for r in rows if r["label"] == "wrk2 " + label[5:])
-        ratios.append(f"{label[5:]} req/s {ours / theirs:.2f}x")
-if ratios:
-    print("archbench µs/req as a ratio of wrk2's: " + ", ".join(ratios))
-floors = []
-for label in labels:
-    if label.startswith("open ") and ("floor " + label[5:]) in labels:
-        ours = statistics.median(us_per_req(r) for r in rows if r["label"] == label)
-        floor = statistics.median(us_per_req(r) for r in rows if r["label"] == "floor " + label[5:])
-        floors.append(f"{label[5:]} req/s {ours / floor:.2f}x")
-if floors:
-    print("archbench µs/req as a ratio of the wake-up floor's (examples/wakeup_floor.rs): " + ", ".join(floors))
+def ratios_to(peer, what):
+    """archbench's median µs/req over the peer's, at each rate both ran."""
+    out = []
+    for label in labels:
+        if label.startswith("open ") and (peer + " " + label[5:]) in labels:
+            ours = statistics.median(us_per_req(r) for r in rows if r["label"] == label)
+            theirs = statistics.median(us_per_req(r) for r in rows if r["label"] == peer + " " + label[5:])
+            out.append(f"{label[5:]} req/s {ours / theirs:.2f}x")
+    if out:
+        print(f"archbench µs/req as a ratio of {what}: " + ", ".join(out))
+ratios_to("wrk2", "wrk2's")
+ratios_to("floor", "the wake-up floor's (examples/wakeup_floor.rs)")
 print("goal: µs/req <= 1.1x the wake-up floor's and <= 1.0x wrk2's at every rate; p99 lateness <= 200 µs at 10000")
 slacks = sorted({r["slack_us"] for r in rows if r.get("slack_us") is not None})
 if slacks:
