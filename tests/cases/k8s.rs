@@ -3358,8 +3358,9 @@ fn a_staged_load_follows_its_stages_from_here_and_from_in_cluster_workers() {
 }
 
 /// `k8s sweep --find-max` against the cluster's nginx capped by `limit_req` at 300 requests a
-/// second per pod (a burst of 30, for a client made late by a loaded machine; the rest 503): the search brackets the rate where errors pass
-/// 1%, through the Service's ClusterIP rules, from here.
+/// second per pod (a burst of 30, for a client made late by a loaded machine; the rest 503):
+/// the search brackets the rate where errors pass 1%, through the Service's ClusterIP rules,
+/// from here.
 #[test]
 fn k8s_sweep_finds_the_rate_a_capped_nginx_sustains() {
     let Some(c) = cluster() else {

@@ -184,8 +184,9 @@ fn a_knee_beyond_the_ladder_is_said_so() {
 }
 
 /// `--find-max` against an nginx that answers at most 2,000 requests a second (`limit_req`,
-/// a burst of 100, for a client made late by a loaded machine; the rest 503): the search brackets the rate where errors pass 1%
-/// within the precision, runs the boundary again, and every request counted is in nginx's log.
+/// a burst of 100, for a client made late by a loaded machine; the rest 503): the search
+/// brackets the rate where errors pass 1% within the precision, runs the boundary again, and
+/// every request counted is in nginx's log.
 #[test]
 fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
     let Some(server) = Nginx::start(NginxConfig {
