@@ -58,7 +58,14 @@ fn streams_carry_exactly_the_count_caddy_logs() {
         assert!(q.udp_bytes_received > 2000 * 10, "{q:?}");
         assert!(q.path_mtu_min.is_some_and(|m| m >= 1200), "{q:?}");
         let tls = r.tls.as_ref().expect("TLS figures");
-        assert_eq!((tls.full_handshakes, tls.alpn.as_deref()), (4, Some("h3")));
+        // A worker that starts after another's first handshake may resume its ticket: the
+        // four handshakes are full or resumed, and the first is full.
+        assert_eq!(
+            (tls.handshakes(), tls.alpn.as_deref()),
+            (4, Some("h3")),
+            "{tls:?}"
+        );
+        assert!(tls.full_handshakes >= 1, "{tls:?}");
         // The closed loop's connections were closed with H3_NO_ERROR at the end: no error.
         assert!(q.connection_errors.is_empty(), "{q:?}");
         crate::util::schema::assert_valid(&serde_json::to_value(&r).unwrap());
