@@ -47,8 +47,8 @@ fn coordinated_omission_is_corrected_to_the_analytic_percentiles() {
         "1",
         "-d",
         "5s",
-        // The largest slack: sends that go out early are timed from their send, so the
-        // correction holds with it.
+        // The largest default slack: sends that go out early are timed from their send, so
+        // the correction holds with it.
         "--pacing-slack",
         "50us",
         "-o",
@@ -372,6 +372,21 @@ fn sends_due_within_the_slack_share_a_wake_up_early_and_are_reported() {
         line.contains("the slack is 50 µs") && line.contains(&format!("max {max} µs")),
         "{line}"
     );
+
+    // A slack asked for beyond the default's bound, as bursty as wrk2 at this rate: a
+    // wake-up sends the 40 requests due within 2 ms, all but the first early, each timed from
+    // its own send.
+    let (doc, logged) = open_loop_with_slack("2ms");
+    assert_eq!(
+        (doc["totals"]["requests"].as_u64(), logged),
+        (Some(6000), 6000)
+    );
+    assert_eq!(doc["plan"]["pacing_slack_us"], 2000);
+    let pacing = &doc["pacing"];
+    let early = pacing["early_sends"].as_u64().unwrap();
+    assert!(early > 3000, "{pacing}");
+    let max = pacing["earliness"]["max_us"].as_u64().unwrap();
+    assert!(max > 50 && max <= 2000, "{pacing}");
 
     let (doc, logged) = open_loop_with_slack("0");
     assert_eq!(logged, 6000);

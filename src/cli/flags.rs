@@ -172,8 +172,8 @@ pub struct Timeout {
 #[derive(Debug, Clone, Copy, Default, Args)]
 pub struct PacingSlack {
     /// Open loop: a send due within this long after a wake-up goes out in it, early, timed
-    /// from its actual send; at most 50us [default: how late a wake-up comes on this machine,
-    /// measured at the start, at most 50us].
+    /// from its actual send; at most 5ms (a few ms: as bursty as wrk2, at its cost) [default:
+    /// how late a wake-up comes on this machine, measured at the start, at most 50us].
     #[arg(long, value_parser = values::duration)]
     pub pacing_slack: Option<Duration>,
 }

@@ -355,14 +355,14 @@ fn within_one_process(input: &PlanInput<'_>, rate: f64, given: &str) -> Result<(
     Ok(())
 }
 
-/// `--pacing-slack`, or a wake-up's latency measured here (in whole µs); never above the bound, so no send
-/// goes out earlier than the schedule allows.
+/// `--pacing-slack` (at most 5 ms), or a wake-up's latency measured here (at most 50 µs); in
+/// whole µs.
 fn slack(given: Option<Duration>) -> Result<Duration, PlanError> {
     match given {
-        Some(d) if d > wake::MAX_SLACK => Err(invalid(format!(
-            "--pacing-slack {}: at most {}us (a send earlier than that is off its schedule)",
+        Some(d) if d > wake::MAX_ASKED_SLACK => Err(invalid(format!(
+            "--pacing-slack {}: at most {}ms (a send earlier than that is off its schedule)",
             duration_arg(d),
-            wake::MAX_SLACK.as_micros()
+            wake::MAX_ASKED_SLACK.as_millis()
         ))),
         // Whole microseconds, as results and reproduce lines state it.
         Some(d) => Ok(whole_micros(d)),

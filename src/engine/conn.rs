@@ -139,8 +139,9 @@ pub struct Conn {
     pub first_byte: Option<Instant>,
     /// When the latest data of the current response arrived.
     pub last_data: Option<Instant>,
-    /// Some of the current response has been read, not all.
-    pub partial: bool,
+    /// Its response is read as it comes, not left for a later wake-up: some of it has been
+    /// read, not all, or its next request is due and waits for it.
+    pub read_as_it_comes: bool,
     /// Connect time when this request opened the connection.
     pub connect_us: Option<u64>,
     /// Open loop: when this connection's next request is due.
@@ -161,7 +162,7 @@ impl Conn {
             sent: now,
             first_byte: None,
             last_data: None,
-            partial: false,
+            read_as_it_comes: false,
             connect_us: None,
             next_due: now,
             deadline: now,

@@ -12,6 +12,11 @@ use std::time::{Duration, Instant};
 /// The default pacing slack never exceeds this, whatever the machine measures.
 pub const MAX_SLACK: Duration = Duration::from_micros(50);
 
+/// A slack asked for (`--pacing-slack`) never exceeds this: sends a few milliseconds early
+/// are as far off an even schedule as a bursty peer's (wrk2's; `bench/open-loop.sh` measures
+/// it), and further off than that the schedule would no longer be the one asked for.
+pub const MAX_ASKED_SLACK: Duration = Duration::from_millis(5);
+
 /// Sleeps of the calling thread end at their time, not up to the default 50 µs after it.
 fn precise_sleeps() {
     // SAFETY: prctl on the calling thread with a plain integer argument; it cannot fail for

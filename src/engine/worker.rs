@@ -26,9 +26,11 @@ use crate::http::{Feed, ProtocolError};
 use crate::stats::{ErrorKind, Recorder};
 
 /// Open loop over plain TCP: when the next send is at most this far off, the worker sleeps on
-/// the send timer alone and reads the responses that arrived meanwhile when it wakes, timed
-/// by the kernel's receive timestamps. One wake-up then serves a send and the responses
-/// before it, where reacting to each response would cost a second one.
+/// the send timer alone, timed by the kernel's receive timestamps. One wake-up then serves a
+/// send and the responses before it, where reacting to each response would cost a second one.
+/// When it wakes, it reads the due connection's response itself (as the wake-up floor does)
+/// and takes the other sockets' readiness at most this long after it last did: a response is
+/// read at most this late, and most wake-ups cost no second poll.
 const DEFER_READS_UP_TO: Duration = Duration::from_millis(5);
 
 pub struct Worker<'a> {
@@ -60,9 +62,10 @@ pub struct Worker<'a> {
     /// Connections waiting for a writable edge (connecting, or a request partly written):
     /// while any does, the worker cannot sleep on the timer alone.
     awaiting_writable: usize,
-    /// Connections with a response partly read: its next segments must be read as they come
-    /// (the sender may be waiting for room), so the worker does not sleep on the timer alone.
-    partly_read: usize,
+    /// Connections whose response is read as it comes: partly read (the sender may be waiting
+    /// for room for its next segments) or overdue (the next request waits for it). While any
+    /// is, the worker does not sleep on the timer alone.
+    reading_as_they_come: usize,
     first_send: Option<Instant>,
     /// A script's hooks and per-connection buffers (engine::hook); None on the plain path.
     script: Option<Scripted>,
@@ -83,6 +86,8 @@ struct DeferredReads {
     /// Off for good once a response too large to sit whole in a socket buffer was seen: its
     /// last segments arrive only as it is read, so reading it late would delay them.
     large_responses: bool,
+    /// When the worker last took every socket's readiness.
+    all_polled_at: Instant,
 }
 
 /// A response this large (bytes of body) may not fit the socket's buffer: reads are no longer
@@ -157,6 +162,7 @@ impl<'a> Worker<'a> {
                         anchor: (Instant::now(), wall_clock_now()),
                         stamping: false,
                         large_responses: false,
+                        all_polled_at: now,
                     }),
                 };
                 let mut polls = vec![&poll];
@@ -185,7 +191,7 @@ impl<'a> Worker<'a> {
             timer,
             deferred,
             awaiting_writable: 0,
-            partly_read: 0,
+            reading_as_they_come: 0,
             first_send: None,
             script,
             stop,
@@ -253,7 +259,7 @@ impl<'a> Worker<'a> {
             wait = Duration::ZERO;
         }
         let sleep_alone = self.awaiting_writable == 0
-            && self.partly_read == 0
+            && self.reading_as_they_come == 0
             && !wait.is_zero()
             && next_due.is_some_and(|d| d.saturating_duration_since(now) <= DEFER_READS_UP_TO)
             && self
@@ -269,16 +275,30 @@ impl<'a> Worker<'a> {
                 timer.arm(due, now).map_err(EngineError::Poll)?;
             }
         }
-        // Nothing to watch but the clock: sleep on the poll that holds only the timer, then
-        // take the readiness that came meanwhile without waiting. (A plain nanosleep to the
-        // send time instead made sends late by milliseconds while the test suite loaded the
-        // machine, which this timer's poll does not.)
+        // Nothing to watch but the clock: sleep on the poll that holds only the timer. (A plain
+        // nanosleep to the send time instead made sends late by milliseconds while the test
+        // suite loaded the machine, which this timer's poll does not.) Woken, the due
+        // connection's response is read by send_due; the other sockets' readiness is taken
+        // once DEFER_READS_UP_TO has passed since it last was, or at the loop's own wake-up
+        // (housekeeping, the end of the run).
         let polled = match self.deferred.as_mut() {
-            Some(d) if sleep_alone => d
-                .timer_poll
-                .poll(&mut d.events, Some(wait))
-                .and_then(|()| self.poll.poll(events, Some(Duration::ZERO))),
-            _ => self.poll.poll(events, Some(wait)),
+            Some(d) if sleep_alone => {
+                let slept = d.timer_poll.poll(&mut d.events, Some(wait));
+                let woke = Instant::now();
+                if woke >= wake || woke.duration_since(d.all_polled_at) >= DEFER_READS_UP_TO {
+                    d.all_polled_at = woke;
+                    slept.and_then(|()| self.poll.poll(events, Some(Duration::ZERO)))
+                } else {
+                    events.clear();
+                    slept
+                }
+            }
+            Some(d) => {
+                let polled = self.poll.poll(events, Some(wait));
+                d.all_polled_at = Instant::now();
+                polled
+            }
+            None => self.poll.poll(events, Some(wait)),
         };
         worker_loop::polled(polled)?;
         if let Some(d) = self.deferred.as_mut() {
@@ -296,6 +316,9 @@ impl<'a> Worker<'a> {
                 break;
             }
             self.timers.pop();
+            if self.deferred.is_some() {
+                self.read_left_response(i, due);
+            }
             // Entries are pushed ahead (see start_request) and again when a response ends:
             // only the one for the connection's current due time sends.
             let c = &self.conns[i];
@@ -312,6 +335,24 @@ impl<'a> Worker<'a> {
                 };
                 self.start_request(i, due.min(now), now, Some(sent));
             }
+        }
+    }
+
+    /// Open loop, reads deferred: connection `i` is due at `due` and its last response may
+    /// have come without being read (the worker slept on the timer alone). It is read now; one
+    /// that has not come is overdue, and is read as it comes.
+    fn read_left_response(&mut self, i: usize, due: Instant) {
+        let c = &self.conns[i];
+        // `next_due` is the due time of the request in flight: an entry for a later one is
+        // this connection's turn; an entry for the same one is stale.
+        if c.phase != Phase::Reading || c.next_due >= due {
+            return;
+        }
+        self.read(i, false);
+        let c = &mut self.conns[i];
+        if c.phase == Phase::Reading && !c.read_as_it_comes {
+            c.read_as_it_comes = true;
+            self.reading_as_they_come += 1;
         }
     }
 
@@ -601,9 +642,9 @@ impl<'a> Worker<'a> {
                     match fed {
                         Ok(Feed::Done { .. }) => return self.complete(i, now),
                         Ok(Feed::NeedMore) => {
-                            if !conn.partial {
-                                conn.partial = true;
-                                self.partly_read += 1;
+                            if !conn.read_as_it_comes {
+                                conn.read_as_it_comes = true;
+                                self.reading_as_they_come += 1;
                             }
                             if !tls && !drain && n < self.buf.len() {
                                 return;
@@ -635,8 +676,8 @@ impl<'a> Worker<'a> {
 
     /// The response of connection `i` no longer counts as partly read.
     fn read_done(&mut self, i: usize) {
-        if std::mem::replace(&mut self.conns[i].partial, false) {
-            self.partly_read -= 1;
+        if std::mem::replace(&mut self.conns[i].read_as_it_comes, false) {
+            self.reading_as_they_come -= 1;
         }
     }
 
@@ -789,6 +830,11 @@ impl<'a> Worker<'a> {
     fn expire(&mut self, now: Instant) {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
+            if self.deferred.is_some() && c.phase == Phase::Reading && now >= c.deadline {
+                // A response left for a later wake-up may have come in time.
+                self.read(i, false);
+            }
+            let c = &self.conns[i];
             if c.busy() && now >= c.deadline {
                 self.fail(i, ErrorKind::Timeout, now);
             }
@@ -862,6 +908,7 @@ mod tests {
             anchor: (at, ts(1_000, 500_000_000)),
             stamping: true,
             large_responses: false,
+            all_polled_at: at,
         };
         let later = at + Duration::from_millis(10);
         // Arrived 3.25 ms before the poll returned: 3.25 ms before the anchor's instant.

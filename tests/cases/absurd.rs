@@ -20,12 +20,12 @@ fn absurd_values_are_usage_errors_with_one_line() {
         (vec!["run", u, "--rate", "NaN"], "invalid rate"),
         (vec!["run", u, "--rate=-5"], "invalid rate"),
         (
-            vec!["run", u, "--rate", "100", "--pacing-slack", "51us"],
-            "--pacing-slack 51us: at most 50us",
+            vec!["run", u, "--rate", "100", "--pacing-slack", "5001us"],
+            "--pacing-slack 5001us: at most 5ms",
         ),
         (
             vec!["run", u, "--rate", "100", "--pacing-slack", "1h"],
-            "at most 50us",
+            "at most 5ms",
         ),
         (
             vec!["run", u, "--tls-ciphers", "RC4-MD5"],
