@@ -715,3 +715,44 @@ fn a_pods_cpu_limit_sets_its_throughput_and_the_scaling_verdict_rests_on_it() {
         .unwrap_or_else(|| panic!("{stat}"));
     assert!(throttled > 0, "{stat}");
 }
+
+/// The open loop's latency is the server's, not the client's pacing: at 10,000 req/s its p50
+/// stays within 150 µs of the closed loop's over one connection against the same nginx
+/// (wrk2 reports 10–15× the server's; see issue 32's bench). Here, not beside the suite: on two
+/// busy cores the server's own latency moves by more than the bound.
+#[test]
+fn the_open_loops_median_at_10k_is_the_closed_loops_at_one_connection() {
+    let _alone = alone();
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let p50 = |args: &[&str]| {
+        let o = archbench(
+            &[
+                &[
+                    "run",
+                    &ng.url("/"),
+                    "-t",
+                    "1",
+                    "-d",
+                    "2s",
+                    "-q",
+                    "-o",
+                    "json",
+                ][..],
+                args,
+            ]
+            .concat(),
+        );
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(doc["totals"]["errors"], 0, "{args:?}");
+        doc["latency"]["total"]["p50_us"].as_f64().unwrap()
+    };
+    let closed = p50(&["-c", "1"]);
+    let open = p50(&["-c", "50", "--rate", "10000"]);
+    assert!(
+        (open - closed).abs() <= 150.0,
+        "open loop p50 {open} µs at 10k req/s, closed loop p50 {closed} µs at -c1"
+    );
+}
