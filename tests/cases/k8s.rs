@@ -3382,29 +3382,41 @@ fn k8s_sweep_finds_the_rate_a_capped_nginx_sustains() {
         .filter(|p| p.contains("intel"))
         .collect();
     let cap = 300.0 * pods.len() as f64;
-    let out = dir.path().join("results");
-    ok(&k8s(
-        c,
-        ns,
-        &[
-            "sweep",
-            "intel",
-            "--find-max",
-            "--rates",
-            &format!("{}:{}", cap / 3.0, cap * 3.0),
-            "--slo",
-            "errors<1%",
-            "-c",
-            "8",
-            "-d",
-            "2s",
-            "--no-warmup",
-            "--out-dir",
-            out.to_str().unwrap(),
-        ],
-    ));
-    let doc = read_json(the_run_dir(&out).join("k8s-sweep.json"));
-    crate::util::schema::assert_valid(&doc);
+    let search = |out: &Path| {
+        ok(&k8s(
+            c,
+            ns,
+            &[
+                "sweep",
+                "intel",
+                "--find-max",
+                "--rates",
+                &format!("{}:{}", cap / 3.0, cap * 3.0),
+                "--slo",
+                "errors<1%",
+                "-c",
+                "8",
+                "-d",
+                "2s",
+                "--no-warmup",
+                "--out-dir",
+                out.to_str().unwrap(),
+            ],
+        ));
+        let doc = read_json(the_run_dir(out).join("k8s-sweep.json"));
+        crate::util::schema::assert_valid(&doc);
+        doc
+    };
+    let mut doc = search(&dir.path().join("results"));
+    // A probe this machine's client could not keep (the suite loads both cores) ends the
+    // search with that verdict, rightly: no maximum is claimed from it. Once more, then.
+    if doc["find_max"][0]["verdict"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("the client could not keep"))
+    {
+        eprintln!("the client could not keep a probe: {}", doc["find_max"][0]);
+        doc = search(&dir.path().join("again"));
+    }
     let m = &doc["find_max"][0];
     let (Some(sustained), Some(failed)) = (
         m["sustained"]["rate"].as_f64(),
