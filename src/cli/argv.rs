@@ -110,6 +110,9 @@ pub fn agent_args(o: &crate::k8s::AgentOrders) -> Vec<String> {
     }
     if let Some(streams) = o.http3_streams {
         w.switch("http3").value("streams", streams.to_string());
+        if o.zero_rtt {
+            w.switch("zero_rtt");
+        }
     }
     if let Some(h) = &o.host {
         w.short("headers", format!("Host: {h}"));
@@ -140,5 +143,37 @@ mod tests {
             a.into_words(),
             ["archbench", "run", "http://x/", "-t", "2", "--insecure"]
         );
+    }
+
+    /// An in-cluster worker's HTTP/3 orders, --0rtt included, parse back as the agent's own.
+    #[cfg(feature = "k8s")]
+    #[test]
+    fn a_workers_http3_orders_parse_back_with_0rtt() {
+        let orders = crate::k8s::AgentOrders {
+            url: "https://10.0.0.1:443/".into(),
+            connections: 2,
+            threads: 1,
+            duration: std::time::Duration::from_secs(1),
+            timeout: std::time::Duration::from_secs(2),
+            part: "1/2".into(),
+            control: "$(POD_IP):9090".into(),
+            start_timeout: std::time::Duration::from_secs(60),
+            rate: None,
+            stages: None,
+            http2_streams: None,
+            http3_streams: Some(4),
+            zero_rtt: true,
+            host: None,
+            pinned_cert: Some("/tls/tls.crt".into()),
+        };
+        let words = agent_args(&orders);
+        assert!(words.iter().any(|w| w == "--0rtt"), "{words:?}");
+        let m = command_of("agent").try_get_matches_from(&words).unwrap();
+        assert!(m.get_flag("zero_rtt") && m.get_flag("http3"), "{words:?}");
+        let without = agent_args(&crate::k8s::AgentOrders {
+            zero_rtt: false,
+            ..orders
+        });
+        assert!(!without.iter().any(|w| w == "--0rtt"), "{without:?}");
     }
 }

@@ -851,6 +851,7 @@ pub fn service_plan(
         timeout,
         http2_streams,
         http3_streams,
+        zero_rtt,
         tls: _,
         stages: _,
     } = *load;
@@ -878,7 +879,7 @@ pub fn service_plan(
         part: Part::WHOLE,
         start_at: None,
         http2: http2_streams.map(|s| (s, false)),
-        http3: http3_streams.map(|s| (s, false)),
+        http3: http3_streams.map(|s| (s, zero_rtt)),
         stray_streams: None,
     })?;
     Ok(match known {
@@ -1009,7 +1010,7 @@ fn reproduce_protocol<A>(plan: &Plan<A>, w: &mut super::argv::Argv) {
             w.value("streams", h3.streams.to_string());
         }
         if h3.zero_rtt {
-            w.switch("0rtt");
+            w.switch("zero_rtt");
         }
     }
 }

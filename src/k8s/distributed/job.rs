@@ -147,6 +147,7 @@ fn agent_orders(target: &LoadTarget, how: &InCluster, load: &WholeLoad) -> Agent
         stages: load.stages.as_ref().map(ToString::to_string),
         http2_streams: load.http2_streams,
         http3_streams: load.http3_streams,
+        zero_rtt: load.zero_rtt,
         host,
         // The Secret's certificate, mounted: the one nginx serves, and no other.
         pinned_cert: load.tls.then(|| format!("{}/tls.crt", tls::WORKER_MOUNT)),
@@ -251,6 +252,7 @@ pub fn preview_jobs(setup: &crate::k8s::Setup, how: &InCluster) -> Vec<Job> {
         timeout: Duration::from_secs(10),
         http2_streams: None,
         http3_streams: None,
+        zero_rtt: false,
         tls: false,
         stages: None,
     };
@@ -342,6 +344,7 @@ mod tests {
         timeout: Duration::from_secs(2),
         http2_streams: None,
         http3_streams: None,
+        zero_rtt: false,
         tls: false,
         stages: None,
     };

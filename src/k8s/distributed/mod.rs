@@ -72,6 +72,8 @@ pub struct AgentOrders {
     pub http2_streams: Option<u64>,
     /// HTTP/3: streams per connection.
     pub http3_streams: Option<u64>,
+    /// HTTP/3's `--0rtt`.
+    pub zero_rtt: bool,
     /// The Host header (the service's name, the URL being its ClusterIP).
     pub host: Option<String>,
     /// The certificate it pins (the Secret's, mounted).
@@ -94,6 +96,8 @@ pub struct WholeLoad {
     pub http2_streams: Option<u64>,
     /// HTTP/3 (QUIC to UDP 443, `tls` with it): streams per connection.
     pub http3_streams: Option<u64>,
+    /// HTTP/3's `--0rtt`: sessions fetched before the clock, first requests as early data.
+    pub zero_rtt: bool,
     /// https to port 443 (`k8s load --tls`): workers mount the Secret and pin its certificate.
     pub tls: bool,
     /// Open loop whose rate changes (`--stages`): every worker follows them for its share

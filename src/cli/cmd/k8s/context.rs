@@ -31,6 +31,9 @@ pub struct LoadShape {
     pub http2_streams: Option<u64>,
     /// HTTP/3 (over QUIC to the Services' UDP 443): streams per connection.
     pub http3_streams: Option<u64>,
+    /// HTTP/3's `--0rtt`: each connection resumes a session fetched before the clock and
+    /// sends its first requests as early data.
+    pub zero_rtt: bool,
     /// https, the Secret's certificate pinned (`--tls`, and always with `--http3`).
     pub tls: bool,
 }
@@ -47,18 +50,16 @@ impl LoadShape {
         if let Some(why) = http.http2.stray_streams() {
             return Err(PlanError::Invalid(why.into()));
         }
-        if http.http2.zero_rtt {
-            return Err(PlanError::Invalid(
-                "--0rtt is for run, compare and sweep so far; the cluster's loads resume no sessions yet"
-                    .into(),
-            ));
-        }
         Ok(LoadShape {
             threads,
             duration,
             timeout,
             http2_streams: http.streams(),
             http3_streams: http.http2.http3_streams().map(|(streams, _)| streams),
+            zero_rtt: http
+                .http2
+                .http3_streams()
+                .is_some_and(|(_, zero_rtt)| zero_rtt),
             tls: http.tls || http.http2.http3,
         })
     }
@@ -154,6 +155,7 @@ impl<'a> LoadContext<'a> {
         WholeLoad {
             http2_streams: s.http2_streams,
             http3_streams: s.http3_streams,
+            zero_rtt: s.zero_rtt,
             tls: s.tls,
             connections,
             threads: s.threads,

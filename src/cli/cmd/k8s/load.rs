@@ -216,8 +216,11 @@ fn in_cluster_command(l: &K8sLoadArgs, namespace: &str, target: &str) -> String 
     if l.http.tls {
         w.switch("tls");
     }
-    if let Some((streams, _)) = l.http.http2.http3_streams() {
+    if let Some((streams, zero_rtt)) = l.http.http2.http3_streams() {
         w.switch("http3").value("streams", streams.to_string());
+        if zero_rtt {
+            w.switch("zero_rtt");
+        }
     }
     if let Some(r) = l.rate.steady() {
         w.value("rate", r.to_string());
@@ -295,6 +298,7 @@ mod tests {
             timeout: Duration::from_secs(2),
             http2_streams: None,
             http3_streams: None,
+            zero_rtt: false,
             tls: false,
             stages: None,
         };
