@@ -77,6 +77,21 @@ fn up_by_pools_with(c: &TestCluster, ns: &str, conf: &str, dir: &Path) -> Vec<St
     pod_names(&ok(&k8s(c, ns, &["status"])))
 }
 
+/// What a pod's log shows once it has caught up with `counted` (or as it stands after 10 s):
+/// a line the server wrote as the last response went out reaches the log through the
+/// container's output and the node agent a moment after the load ended. A log that stays
+/// short is returned short, for the caller's assertion to fail.
+fn caught_up<N: Copy + Into<u64>>(counted: u64, logged: impl Fn() -> N) -> N {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let n = logged();
+        if n.into() >= counted || std::time::Instant::now() >= deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// Access-log lines of these nginx pods (the counted format: "CONN STATUS \"REQUEST\"").
 fn access_lines(c: &TestCluster, ns: &str, pods: &[String]) -> usize {
     pods.iter()
@@ -335,9 +350,11 @@ fn the_guides_workflow_end_to_end() {
     assert_eq!(doc["cost"].as_array().unwrap().len(), 2, "{}", doc["cost"]);
     // Requests in flight when a run's time ran out were answered but not counted: at most
     // one per connection.
-    let served = access_lines(c, ns, &pods) - served_before;
+    let served = caught_up(counted, || {
+        (access_lines(c, ns, &pods) - served_before) as u64
+    });
     assert!(
-        served as u64 >= counted && served as u64 <= counted + 8,
+        served >= counted && served <= counted + 8,
         "nginx logged {served}, archbench counted {counted}"
     );
     // The script's own layout.
@@ -1036,9 +1053,11 @@ fn an_in_cluster_load_of_three_workers_is_one_run_merged_exactly() {
     // counted was answered by nginx, and nginx answered at most one more per connection (in
     // flight at the deadline).
     assert!(counted > 1_500, "{counted}");
-    let served = access_lines(c, ns, &pods) - served_before;
+    let served = caught_up(counted, || {
+        (access_lines(c, ns, &pods) - served_before) as u64
+    });
     assert!(
-        served as u64 >= counted && served as u64 <= counted + 14,
+        served >= counted && served <= counted + 14,
         "nginx logged {served}, archbench counted {counted}"
     );
     // The Jobs are gone with their pods (the garbage collector's work).
@@ -1998,9 +2017,11 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         .iter()
         .map(|t| t["runs"][0]["totals"]["requests"].as_u64().unwrap())
         .sum();
-    let served = access_lines(c, ns, &pods) - served_before;
+    let served = caught_up(counted, || {
+        (access_lines(c, ns, &pods) - served_before) as u64
+    });
     assert!(
-        counted > 0 && served as u64 >= counted && served as u64 <= counted + 6,
+        counted > 0 && served >= counted && served <= counted + 6,
         "nginx logged {served}, archbench counted {counted}"
     );
     // The output flags compare and sweep take: -o json on stdout, --markdown and --html
@@ -2111,10 +2132,12 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(first, ["small", "large"]);
-    let served = access_lines(c, ns, &pods) - served_before;
+    let served = caught_up(counted, || {
+        (access_lines(c, ns, &pods) - served_before) as u64
+    });
     // At most one request in flight per connection when a run's time ran out.
     assert!(
-        counted > 0 && served as u64 >= counted && served as u64 <= counted + 14,
+        counted > 0 && served >= counted && served <= counted + 14,
         "nginx logged {served}, archbench counted {counted} in {runs} runs"
     );
     let page = std::fs::read_to_string(&html).unwrap();
@@ -2224,10 +2247,12 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
             );
         }
     }
-    let served = access_lines(c, ns, &pods) - served_before;
+    let served = caught_up(counted, || {
+        (access_lines(c, ns, &pods) - served_before) as u64
+    });
     assert_eq!(doc["steps"].as_array().unwrap().len(), 2);
     assert!(
-        counted > 0 && served as u64 >= counted && served as u64 <= counted + 12,
+        counted > 0 && served >= counted && served <= counted + 12,
         "nginx logged {served}, the workers counted {counted}"
     );
     // A new shared configuration reaches both; large keeps its worker_processes.
@@ -2401,7 +2426,7 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         let run = &doc["targets"][0]["runs"][0];
         let counted = run["totals"]["requests"].as_u64().unwrap();
         assert_eq!(run["plan"]["http2_streams"], 4, "{}", run["plan"]);
-        let served = (logged_h2() - before) as u64;
+        let served = caught_up(counted, || (logged_h2() - before) as u64);
         // At most one stream's request per slot in flight when the time ran out: 2 x 4.
         assert!(
             counted > 0 && served >= counted && served <= counted + 8,
@@ -2504,7 +2529,7 @@ fn https_is_set_up_once_and_loaded_with_its_certificate_pinned() {
         let doc = load(extra, k);
         let run = doc["targets"][0]["runs"][0].clone();
         let counted = run["totals"]["requests"].as_u64().unwrap();
-        let served = (logged(protocol) - before) as u64;
+        let served = caught_up(counted, || (logged(protocol) - before) as u64);
         assert!(
             counted > 0 && served >= counted && served <= counted + in_flight,
             "{extra:?}: nginx logged {served} {protocol} requests, archbench counted {counted}"
@@ -2607,7 +2632,7 @@ fn https_is_set_up_once_and_loaded_with_its_certificate_pinned() {
         .filter(|p| !old_pods.contains(p))
         .collect();
     let counted = run["totals"]["requests"].as_u64().unwrap();
-    let served = logged("HTTP/1.1") as u64;
+    let served = caught_up(counted, || logged("HTTP/1.1") as u64);
     assert!(
         counted > 0 && served >= counted && served <= counted + 2,
         "after config: the new pods {:?} logged {served}, archbench counted {counted}; {}",
@@ -2695,7 +2720,7 @@ fn a_load_right_after_config_is_served_by_the_new_pods_only() {
         let counted = doc["targets"][0]["runs"][0]["totals"]["requests"]
             .as_u64()
             .unwrap();
-        let served = access_lines(c, ns, &new) as u64;
+        let served = caught_up(counted, || access_lines(c, ns, &new) as u64);
         // The new pods served nothing before the load; 2 connections in flight at the end.
         assert!(
             counted > 0 && served >= counted && served <= counted + 2,
@@ -3015,7 +3040,7 @@ fn the_arm64_node_runs_arm64_builds_read_from_their_executables() {
         run["servers"][0]["fingerprint"]["emulator"], "/usr/bin/qemu-aarch64-static",
         "{run}"
     );
-    let logged = served() - before;
+    let logged = caught_up(counted, || served() - before);
     // Requests in flight when the time ran out were answered but not counted: at most one
     // per connection.
     assert!(
@@ -3180,7 +3205,7 @@ fn a_caddy_variant_is_loaded_over_http3_counted_against_its_log() {
         let doc = read_json(the_run_dir(&out).join("k8s-load.json"));
         let run = &doc["targets"][0]["runs"][0];
         let counted = run["totals"]["requests"].as_u64().unwrap();
-        let served = caddy_logged(c, ns, &pods, "HTTP/3.0") - before;
+        let served = caught_up(counted, || caddy_logged(c, ns, &pods, "HTTP/3.0") - before);
         eprintln!(
             "in-cluster {inside}, --0rtt {zero_rtt}: counted {counted}, Caddy logged {served}"
         );
@@ -3255,7 +3280,7 @@ fn a_caddy_variant_is_loaded_over_http3_counted_against_its_log() {
     let url = run["plan"]["url"].as_str().unwrap();
     assert!(url.ends_with(&format!(":{}/", udp["nodePort"])), "{url}");
     let counted = run["totals"]["requests"].as_u64().unwrap();
-    let served = caddy_logged(c, ns, &pods, "HTTP/3.0") - before;
+    let served = caught_up(counted, || caddy_logged(c, ns, &pods, "HTTP/3.0") - before);
     assert!(
         counted > 100 && served >= counted && served <= counted + 1,
         "through a node port: Caddy logged {served} HTTP/3 requests, archbench counted {counted}"
@@ -3291,7 +3316,7 @@ fn a_caddy_variant_is_loaded_over_http3_counted_against_its_log() {
         .map(|r| r["totals"]["requests"].as_u64().unwrap())
         .sum();
     assert!(runs.iter().all(|r| r["tls"]["alpn"] == "h3"), "{doc}");
-    let served = caddy_logged(c, ns, &pods, "HTTP/3.0") - before;
+    let served = caught_up(counted, || caddy_logged(c, ns, &pods, "HTTP/3.0") - before);
     // At most a request per connection in flight at each run's end: 1 + 2.
     assert!(
         counted > 100 && served >= counted && served <= counted + 3,
@@ -3378,7 +3403,7 @@ fn a_staged_load_follows_its_stages_from_here_and_from_in_cluster_workers() {
             assert!((sent - asked).abs() <= 0.05 * asked, "{inside}: {series:?}");
         }
         let counted = run["totals"]["requests"].as_u64().unwrap();
-        let served = (access_lines(c, ns, &pods) - before) as u64;
+        let served = caught_up(counted, || (access_lines(c, ns, &pods) - before) as u64);
         assert!(
             (490..=500).contains(&counted) && served >= counted && served <= counted + 4,
             "{inside}: nginx logged {served}, archbench counted {counted}"

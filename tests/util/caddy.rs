@@ -1,6 +1,7 @@
-//! Real Caddy (Debian's, HTTP/3 by quic-go) for the HTTP/3 tests: on loopback only, TCP and
-//! UDP on one port, a self-signed certificate made here, a JSON access log that says each
-//! request's protocol and status, and no admin endpoint.
+//! Real Caddy (Debian's, HTTP/3 by quic-go; or a newer one built from the Go module proxy)
+//! for the HTTP/3 tests: on loopback only, TCP and UDP on one port, a self-signed certificate
+//! made here, a JSON access log that says each request's protocol and status, and no admin
+//! endpoint.
 
 use std::io::BufRead as _;
 use std::process::{Child, Command, Stdio};
@@ -35,6 +36,9 @@ pub struct CaddyConfig<'a> {
     /// The name whose certificate answers a handshake without one (a client asking for an IP
     /// address sends no name): `cert`'s, when it is not for 127.0.0.1.
     pub default_sni: Option<&'a str>,
+    /// The newer Caddy `tools/caddy/build` makes from the Go module proxy (its quic-go years
+    /// newer than Debian's) rather than Debian's.
+    pub newer: bool,
 }
 
 /// How long Caddy may take to say its servers run.
@@ -43,7 +47,11 @@ const STARTS_WITHIN: Duration = Duration::from_secs(20);
 impl Caddy {
     /// None (with a visible note) when caddy is not installed.
     pub fn start(cfg: CaddyConfig<'_>) -> Option<Caddy> {
-        let bin = super::require_tool("caddy")?;
+        let bin = if cfg.newer {
+            newer_caddy()?
+        } else {
+            super::require_tool("caddy")?
+        };
         let dir = tempfile::tempdir().expect("a temporary directory");
         let (cert, key) = cfg.cert.clone().unwrap_or_else(|| {
             let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
@@ -165,6 +173,19 @@ impl Drop for Caddy {
             let _ = c.wait();
         }
     }
+}
+
+/// The newer Caddy, where `tools/caddy/build` put it (tools/test builds it); without it the
+/// test fails naming the script, or under ARCHBENCH_ALLOW_SKIPS=1 is a listed skip.
+fn newer_caddy() -> Option<std::path::PathBuf> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/caddy/build");
+    let printed = Command::new(&script).arg("--print").output().ok()?;
+    let path = std::path::PathBuf::from(String::from_utf8_lossy(&printed.stdout).trim());
+    if printed.status.success() && path.is_file() {
+        return Some(path);
+    }
+    super::cannot_run("the newer Caddy is not built (tools/caddy/build; tools/test builds it)");
+    None
 }
 
 /// A loopback port free for TCP and UDP alike (taken by Caddy right after).
