@@ -4,6 +4,7 @@
 #   bench/vs-oha-h3.sh                  # -c50, --streams 1 and 10, 3 interleaved rounds of 5 s
 #   ROUNDS=5 DURATION=10 STREAMS="1 10 100" bench/vs-oha-h3.sh
 #   OHA=/path/to/oha bench/vs-oha-h3.sh # an oha built with its http3 feature
+#   CADDY=$(tools/caddy/build) bench/vs-oha-h3.sh   # the newer Caddy instead of Debian's
 #
 # Needs: caddy (Debian's, HTTP/3 by quic-go), python3, taskset, GNU time, and oha built with
 # `--features http3`: without OHA it is built once with `cargo install oha --locked --features
@@ -11,7 +12,9 @@
 # dependency of its latest resolution wants a newer rustc). Loopback only. Caddy is pinned to
 # CPU 0 (access log off), the client to the last CPU. Prints, per --streams: median req/s,
 # wall time against the asked duration, client CPU seconds per round, requests per client
-# CPU-second and the ratio archbench/oha, and peak RSS. Writes all of it, with the raw
+# CPU-second and the ratio archbench/oha, and peak RSS; then archbench over HTTP/2 (TLS) against
+# the same Caddy beside its HTTP/3: req/s, and the client's and Caddy's CPU per request (from
+# /proc/PID/stat, clock ticks). Writes all of it, with the raw
 # figures, to bench/results/vs-oha-h3-DATE.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +24,9 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-50}
 STREAMS=${STREAMS:-"1 10"}
-for tool in caddy python3 taskset /usr/bin/time openssl; do
+# CADDY=PATH: another Caddy (e.g. the newer one tools/caddy/build makes), Debian's by default.
+CADDY=${CADDY:-caddy}
+for tool in "$CADDY" python3 taskset /usr/bin/time openssl; do
   command -v "$tool" >/dev/null || { echo "vs-oha-h3: $tool is not installed" >&2; exit 2; }
 done
 OHA=${OHA:-}
@@ -39,7 +44,7 @@ AB=${ARCHBENCH:-./target/release/archbench}
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 result_start vs-oha-h3 "ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS STREAMS='$STREAMS'"
-echo "tools: caddy $(caddy version), $("$OHA" --version)"
+echo "tools: caddy $("$CADDY" version), $("$OHA" --version)"
 WORK=$(mktemp -d)
 LAST_CPU=$(( $(nproc) - 1 ))
 PORT=${PORT:-18473}
@@ -62,9 +67,9 @@ https://127.0.0.1:$PORT {
 }
 CONF
 HOME=$WORK XDG_DATA_HOME=$WORK/data XDG_CONFIG_HOME=$WORK/config \
-  taskset -c 0 caddy run --adapter caddyfile --config "$WORK/Caddyfile" 2>"$WORK/caddy.log" &
-CADDY=$!
-trap 'kill $CADDY 2>/dev/null; wait $CADDY 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  taskset -c 0 "$CADDY" run --adapter caddyfile --config "$WORK/Caddyfile" 2>"$WORK/caddy.log" &
+CADDY_PID=$!
+trap 'kill $CADDY_PID 2>/dev/null; wait $CADDY_PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 1 200); do
   grep -q '"serving initial configuration"' "$WORK/caddy.log" && break
   sleep 0.05
@@ -76,12 +81,16 @@ run() { # tool conns streams duration -> one JSON line with requests answered an
   local cmd
   if [ "$tool" = oha ]; then
     cmd=("$OHA" --http-version 3 --insecure --no-tui --output-format json -c "$c" -p "$m" -z "${d}s" "$URL")
+  elif [ "$tool" = archbench-h2 ]; then
+    cmd=("$AB" run --http2 -k -q -o json -t 1 -c "$c" --streams "$m" -d "${d}s" "$URL")
   else
     cmd=("$AB" run --http3 -k -q -o json -t 1 -c "$c" --streams "$m" -d "${d}s" "$URL")
   fi
-  local line
+  local line server_before server_after
+  server_before=$(server_cpu_ticks)
   line=$(taskset -c "$LAST_CPU" python3 bench/measure.py "${cmd[@]}")
-  TOOL=$tool python3 -c '
+  server_after=$(server_cpu_ticks)
+  SERVER_S=$(( server_after - server_before ))/$(getconf CLK_TCK) TOOL=$tool python3 -c '
 import json, os, sys
 m = json.loads(sys.stdin.read())
 doc = json.loads(m["output"])
@@ -91,14 +100,20 @@ if os.environ["TOOL"] == "oha":
 else:
     m["requests"] = doc["totals"]["requests"]
 del m["output"]
+ticks, hz = os.environ["SERVER_S"].split("/")
+m["server_cpu_s"] = int(ticks) / int(hz)
 print(json.dumps(m))' <<<"$line"
+}
+
+server_cpu_ticks() { # Caddy's user + system CPU so far, in clock ticks (/proc/PID/stat)
+  awk '{ print $14 + $15 }' "/proc/$CADDY_PID/stat"
 }
 
 echo "caddy: on CPU 0, HTTP/3, access log off; clients on CPU $LAST_CPU; -c$CONNS ${DURATION}s, $ROUNDS rounds per --streams"
 RESULTS=$WORK/results.jsonl
 for m in $STREAMS; do
   for round in $(seq 1 "$ROUNDS"); do
-    for tool in archbench oha; do
+    for tool in archbench oha archbench-h2; do
       line=$(run "$tool" "$CONNS" "$m" "$DURATION")
       echo "{\"tool\":\"$tool\",\"m\":$m,\"round\":$round,\"r\":$line}" >> "$RESULTS"
       echo "  --streams $m round $round $tool: $line"
@@ -126,5 +141,20 @@ for m in sys.argv[3].split():
     print(f"--streams {m}: ratio archbench/oha: req/s {res['archbench'][0]/res['oha'][0]:.2f}, "
           f"requests per client CPU-second {res['archbench'][1]/res['oha'][1]:.2f} (goal >= 2)")
 print("req/s is answers over the asked duration for both (oha's own req/s divides by its wall time)")
+print()
+print("HTTP/3 against HTTP/2 over TLS, archbench against the same Caddy: req/s, and each side's CPU per request")
+print(f"{'':22} {'median req/s':>13} {'client µs/req':>14} {'Caddy µs/req':>13}")
+for m in sys.argv[3].split():
+    med = {}
+    for tool, name in (("archbench", "h3"), ("archbench-h2", "h2")):
+        rs = [r["r"] for r in rows if r["tool"] == tool and r["m"] == int(m)]
+        rps = statistics.median(r["requests"] / secs for r in rs)
+        client = statistics.median((r["user_s"] + r["sys_s"]) * 1e6 / max(r["requests"], 1) for r in rs)
+        server = statistics.median(r["server_cpu_s"] * 1e6 / max(r["requests"], 1) for r in rs)
+        med[name] = (rps, client, server)
+        print(f"--streams {m:<3} archbench {name} {rps:13.0f} {client:14.1f} {server:13.1f}")
+    h3, h2 = med["h3"], med["h2"]
+    print(f"--streams {m}: h3/h2 req/s {h3[0]/h2[0]:.2f} (goal >= 0.5); per request h3 costs "
+          f"{h3[2]/h2[2]:.2f}x h2's on the server and {h3[1]/h2[1]:.2f}x on the client")
 PY
 result_raw "$RESULTS"

@@ -81,11 +81,11 @@ fn up_by_pools_with(c: &TestCluster, ns: &str, conf: &str, dir: &Path) -> Vec<St
 /// a line the server wrote as the last response went out reaches the log through the
 /// container's output and the node agent a moment after the load ended. A log that stays
 /// short is returned short, for the caller's assertion to fail.
-fn caught_up<N: Copy + Into<u64>>(counted: u64, logged: impl Fn() -> N) -> N {
+fn caught_up(counted: u64, logged: impl Fn() -> u64) -> u64 {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let n = logged();
-        if n.into() >= counted || std::time::Instant::now() >= deadline {
+        if n >= counted || std::time::Instant::now() >= deadline {
             return n;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
