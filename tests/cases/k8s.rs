@@ -3391,7 +3391,18 @@ fn a_staged_load_follows_its_stages_from_here_and_from_in_cluster_workers() {
             2,
             "{inside}"
         );
-        let series = run["series"].as_array().unwrap();
+        let mut series = run["series"].as_array().unwrap().clone();
+        // A worker the machine woke late reads its last responses just after the stages end:
+        // a fourth second that asks nothing and holds at most those few (they were answered,
+        // and nginx logged them).
+        if series.len() == 4 {
+            let spill = series.pop().unwrap();
+            let n = spill["completed"].as_u64().unwrap() + spill["errors"].as_u64().unwrap();
+            assert!(
+                spill["target_rate"] == 0.0 && n <= 12,
+                "{inside}: {spill} after {series:?}"
+            );
+        }
         assert_eq!(series.len(), 3, "{inside}: {series:?}");
         for (s, want) in series.iter().zip([100.0, 150.0, 250.0]) {
             let asked = s["target_rate"].as_f64().unwrap();
