@@ -349,10 +349,8 @@ impl<'a> Worker<'a> {
             return;
         }
         self.read(i, false);
-        let c = &mut self.conns[i];
-        if c.phase == Phase::Reading && !c.read_as_it_comes {
-            c.read_as_it_comes = true;
-            self.reading_as_they_come += 1;
+        if self.conns[i].phase == Phase::Reading {
+            self.read_as_it_comes(i);
         }
     }
 
@@ -638,14 +636,10 @@ impl<'a> Worker<'a> {
                     if self.script.is_some() {
                         fed = self.scripted_feed(i, n, now, fed);
                     }
-                    let conn = &mut self.conns[i];
                     match fed {
                         Ok(Feed::Done { .. }) => return self.complete(i, now),
                         Ok(Feed::NeedMore) => {
-                            if !conn.read_as_it_comes {
-                                conn.read_as_it_comes = true;
-                                self.reading_as_they_come += 1;
-                            }
+                            self.read_as_it_comes(i);
                             if !tls && !drain && n < self.buf.len() {
                                 return;
                             }
@@ -674,7 +668,15 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// The response of connection `i` no longer counts as partly read.
+    /// The response of connection `i` is read as it comes (partly read, or overdue), and the
+    /// worker stays off the timer-only sleep until it is whole.
+    fn read_as_it_comes(&mut self, i: usize) {
+        if !std::mem::replace(&mut self.conns[i].read_as_it_comes, true) {
+            self.reading_as_they_come += 1;
+        }
+    }
+
+    /// The response of connection `i` is no longer read as it comes.
     fn read_done(&mut self, i: usize) {
         if std::mem::replace(&mut self.conns[i].read_as_it_comes, false) {
             self.reading_as_they_come -= 1;

@@ -50,16 +50,14 @@ impl LoadShape {
         if let Some(why) = http.http2.stray_streams() {
             return Err(PlanError::Invalid(why.into()));
         }
+        let http3 = http.http2.http3_streams();
         Ok(LoadShape {
             threads,
             duration,
             timeout,
             http2_streams: http.streams(),
-            http3_streams: http.http2.http3_streams().map(|(streams, _)| streams),
-            zero_rtt: http
-                .http2
-                .http3_streams()
-                .is_some_and(|(_, zero_rtt)| zero_rtt),
+            http3_streams: http3.map(|(streams, _)| streams),
+            zero_rtt: http3.is_some_and(|(_, zero_rtt)| zero_rtt),
             tls: http.tls || http.http2.http3,
         })
     }
