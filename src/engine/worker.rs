@@ -283,7 +283,12 @@ impl<'a> Worker<'a> {
         // (housekeeping, the end of the run).
         let polled = match self.deferred.as_mut() {
             Some(d) if sleep_alone => {
-                let slept = d.timer_poll.poll(&mut d.events, Some(wait));
+                // A read of the timer sleeps for less than an epoll_wait on its poll; when
+                // housekeeping or the run's end comes first, the poll's timeout wakes for it.
+                let slept = match (&mut self.timer, next_due) {
+                    (Some(timer), Some(due)) if due <= wake => timer.sleep(),
+                    _ => d.timer_poll.poll(&mut d.events, Some(wait)),
+                };
                 let woke = Instant::now();
                 if woke >= wake || woke.duration_since(d.all_polled_at) >= DEFER_READS_UP_TO {
                     d.all_polled_at = woke;

@@ -139,7 +139,8 @@ pub struct WorkerOutcome {
 
 /// A timerfd in the worker's poll: epoll_wait alone counts whole milliseconds, so waiting for
 /// a send time with it means either sleeping past it or polling without sleeping through
-/// the last millisecond (a whole core at any rate, with enough connections).
+/// the last millisecond (a whole core at any rate, with enough connections). It blocks
+/// (no TFD_NONBLOCK): a worker with nothing but the clock to wait for reads it (`sleep`).
 pub(super) struct SendTimer {
     fd: OwnedFd,
     /// The instant it is set to fire at (or fired at).
@@ -149,12 +150,7 @@ pub(super) struct SendTimer {
 impl SendTimer {
     pub(super) fn new(polls: &[&Poll]) -> io::Result<SendTimer> {
         // SAFETY: timerfd_create returns a new descriptor we own, or -1.
-        let raw = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
+        let raw = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) };
         if raw < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -168,7 +164,8 @@ impl SendTimer {
     }
 
     /// Makes the timer fire at `at`. Setting it also clears an earlier expiry, so a fired
-    /// timer is never read: one syscall per send time, none when `at` is already set.
+    /// timer need not be read (the polls never read it): one syscall per send time, none when
+    /// `at` is already set.
     pub(super) fn arm(&mut self, at: Instant, now: Instant) -> io::Result<()> {
         if self.armed == Some(at) {
             return Ok(());
@@ -194,6 +191,23 @@ impl SendTimer {
             return Err(io::Error::last_os_error());
         }
         self.armed = Some(at);
+        Ok(())
+    }
+
+    /// Sleeps until the armed time (at once if it has passed): a read of the blocking timerfd.
+    /// The read takes the expiry, so the next `arm` sets the timer again whatever its time: a
+    /// read of a timer that has fired and been read would never return.
+    pub(super) fn sleep(&mut self) -> io::Result<()> {
+        if self.armed.is_none() {
+            return Ok(());
+        }
+        let mut expirations = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into an 8-byte buffer we own.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.armed = None;
         Ok(())
     }
 }
@@ -274,5 +288,44 @@ pub(super) fn tls_failure(e: &rustls::Error) -> TlsFailure {
         E::AlertReceived(_) => TlsFailure::ServerAlert,
         E::PeerIncompatible(_) => TlsFailure::NothingInCommon,
         _ => TlsFailure::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timer_sleep_lasts_until_the_armed_time_and_each_arming_sleeps_again() {
+        let poll = Poll::new().unwrap();
+        let mut timer = SendTimer::new(&[&poll]).unwrap();
+        // Not armed: nothing to wait for.
+        let t0 = Instant::now();
+        timer.sleep().unwrap();
+        assert!(t0.elapsed() < Duration::from_millis(100));
+        for _ in 0..2 {
+            let now = Instant::now();
+            let at = now + Duration::from_millis(3);
+            timer.arm(at, now).unwrap();
+            timer.sleep().unwrap();
+            assert!(Instant::now() >= at, "woke before the armed time");
+        }
+        // Armed at a time already past: at once, and the same time armed again (after its
+        // expiry was read) returns too. A timer left disarmed would block that read for good:
+        // a thread, and a deadline on it.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let now = Instant::now();
+            let past = now - Duration::from_millis(1);
+            timer.arm(past, now).unwrap();
+            timer.sleep().unwrap();
+            timer.arm(past, Instant::now()).unwrap();
+            timer.sleep().unwrap();
+            let _ = done.send(());
+        });
+        assert!(
+            finished.recv_timeout(Duration::from_secs(5)).is_ok(),
+            "a sleep on a timer armed again at a past time did not return"
+        );
     }
 }
