@@ -160,6 +160,9 @@ pub struct H3Worker<'a> {
     open: Option<SlotSchedule>,
     /// Every connection's datagrams pass through these.
     bufs: DatagramBuffers,
+    /// The request's frames, this worker's own copy: each stream is handed a counted
+    /// reference to it (no copy, no allocation per request, no count shared across workers).
+    request: bytes::Bytes,
 }
 
 impl<'a> H3Worker<'a> {
@@ -178,6 +181,7 @@ impl<'a> H3Worker<'a> {
         Ok(H3Worker {
             open,
             bufs: DatagramBuffers::new(),
+            request: bytes::Bytes::copy_from_slice(&h3.request),
             poll,
             conns: (0..spec.connections)
                 .map(|_| H3Conn {
@@ -512,14 +516,14 @@ impl<'a> H3Worker<'a> {
         let Some(slot) = c.slots.iter_mut().find(|s| s.stream == Some(id)) else {
             return;
         };
-        let request = &self.h3.request;
         let mut send = q.conn.send_stream(id);
-        if slot.written < request.len() {
-            if let Ok(n) = send.write(&request[slot.written..]) {
-                slot.written += n;
+        if slot.written < self.request.len() {
+            let mut rest = [self.request.slice(slot.written..)];
+            if let Ok(w) = send.write_chunks(&mut rest) {
+                slot.written += w.bytes;
             }
         }
-        if slot.written == request.len() {
+        if slot.written == self.request.len() {
             // The request is whole: the stream's send side ends with it.
             let _ = send.finish();
         }
