@@ -504,7 +504,7 @@ fn h3_spec(plan: &Plan, h: Http3, tls: &worker_base::TlsSetup) -> Result<h3::H3S
     let mut quic = quinn_proto::ClientConfig::new(Arc::new(crypto));
     quic.transport_config(Arc::new(h3::transport()));
     Ok(h3::H3Spec {
-        request: request.as_bytes().into(),
+        request: bytes::Bytes::copy_from_slice(request.as_bytes()),
         head: request.is_head(),
         control: crate::http::h3::control_stream().into(),
         streams: h.streams,

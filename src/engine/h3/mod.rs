@@ -37,8 +37,10 @@ use crate::stats::{ErrorKind, QuicFigures, Recorder, TlsFailure};
 /// What an HTTP/3 run sends, encoded once for all its connections, and how it connects.
 #[derive(Clone)]
 pub struct H3Spec {
-    /// The request's HEADERS (and DATA) frames: what every request stream carries.
-    pub request: Arc<[u8]>,
+    /// The request's HEADERS (and DATA) frames: what every request stream carries, each
+    /// stream a counted reference to them (no copy per request). Each worker takes its own
+    /// copy, so no count is shared across workers.
+    pub request: bytes::Bytes,
     /// A HEAD request: its responses have no content.
     pub head: bool,
     /// Our control stream's bytes (its type and SETTINGS).
@@ -160,9 +162,6 @@ pub struct H3Worker<'a> {
     open: Option<SlotSchedule>,
     /// Every connection's datagrams pass through these.
     bufs: DatagramBuffers,
-    /// The request's frames, this worker's own copy: each stream is handed a counted
-    /// reference to it (no copy, no allocation per request, no count shared across workers).
-    request: bytes::Bytes,
 }
 
 impl<'a> H3Worker<'a> {
@@ -173,6 +172,8 @@ impl<'a> H3Worker<'a> {
         progress: &'a WorkerProgress,
     ) -> Result<H3Worker<'a>, EngineError> {
         let now = spec.start;
+        let mut h3 = h3;
+        h3.request = bytes::Bytes::copy_from_slice(&h3.request);
         let streams = h3.streams.max(1) as usize;
         let mut rec = Recorder::new(spec.expected);
         rec.quic().streams_asked = h3.streams;
@@ -181,7 +182,6 @@ impl<'a> H3Worker<'a> {
         Ok(H3Worker {
             open,
             bufs: DatagramBuffers::new(),
-            request: bytes::Bytes::copy_from_slice(&h3.request),
             poll,
             conns: (0..spec.connections)
                 .map(|_| H3Conn {
@@ -516,14 +516,15 @@ impl<'a> H3Worker<'a> {
         let Some(slot) = c.slots.iter_mut().find(|s| s.stream == Some(id)) else {
             return;
         };
+        let request = &self.h3.request;
         let mut send = q.conn.send_stream(id);
-        if slot.written < self.request.len() {
-            let mut rest = [self.request.slice(slot.written..)];
+        if slot.written < request.len() {
+            let mut rest = [request.slice(slot.written..)];
             if let Ok(w) = send.write_chunks(&mut rest) {
                 slot.written += w.bytes;
             }
         }
-        if slot.written == self.request.len() {
+        if slot.written == request.len() {
             // The request is whole: the stream's send side ends with it.
             let _ = send.finish();
         }
