@@ -46,7 +46,7 @@ impl SlotSchedule {
             slack,
             // One entry per slot, and room for as many again: it never grows.
             due: BinaryHeap::with_capacity(spec.connections * slots * 2),
-            timer: SendTimer::new(&[poll]).map_err(EngineError::Poll)?,
+            timer: SendTimer::new(poll).map_err(EngineError::Poll)?,
         }))
     }
 

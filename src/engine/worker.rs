@@ -56,8 +56,8 @@ pub struct Worker<'a> {
     slack: Duration,
     /// Open loop: wakes the poll at the next send time, to the nanosecond.
     timer: Option<SendTimer>,
-    /// Open loop over plain TCP: responses carry kernel receive timestamps, and a poll holding
-    /// only the timer lets the worker sleep through their arrival (see DEFER_READS_UP_TO).
+    /// Open loop over plain TCP: responses carry kernel receive timestamps, and a sleep on the
+    /// timer alone lets the worker sleep through their arrival (see DEFER_READS_UP_TO).
     deferred: Option<DeferredReads>,
     /// Connections waiting for a writable edge (connecting, or a request partly written):
     /// while any does, the worker cannot sleep on the timer alone.
@@ -73,12 +73,10 @@ pub struct Worker<'a> {
     progress: &'a WorkerProgress,
 }
 
-/// Reading responses late but timing them exactly: the timer-only poll, and where the
-/// monotonic and the wall clocks stood together when the last poll returned (kernel receive
-/// timestamps are wall-clock times).
+/// Reading responses late but timing them exactly: where the monotonic and the wall clocks
+/// stood together when the last sleep or poll returned (kernel receive timestamps are
+/// wall-clock times).
 struct DeferredReads {
-    timer_poll: Poll,
-    events: Events,
     anchor: (Instant, libc::timespec),
     /// A read has come with a timestamp: the kernel stamps segments now (it turns stamping
     /// on asynchronously after the first socket asks), so reads may be deferred.
@@ -157,17 +155,13 @@ impl<'a> Worker<'a> {
                 let deferred = match spec.tls {
                     Some(_) => None,
                     None => Some(DeferredReads {
-                        timer_poll: Poll::new().map_err(EngineError::Poll)?,
-                        events: Events::with_capacity(4),
                         anchor: (Instant::now(), wall_clock_now()),
                         stamping: false,
                         large_responses: false,
                         all_polled_at: now,
                     }),
                 };
-                let mut polls = vec![&poll];
-                polls.extend(deferred.as_ref().map(|d| &d.timer_poll));
-                let timer = SendTimer::new(&polls).map_err(EngineError::Poll)?;
+                let timer = SendTimer::new(&poll).map_err(EngineError::Poll)?;
                 (Some(timer), deferred)
             }
         };
@@ -270,25 +264,21 @@ impl<'a> Worker<'a> {
             // The next send time wakes the poll through the timer even when a housekeeping
             // wake comes first: epoll's own timeout is rounded up to a whole millisecond,
             // which would make sends just after it late. A poll that does not wait needs no
-            // timer.
+            // timer. Sleeping on the timer alone, it wakes for whichever comes first.
             if !wait.is_zero() {
-                timer.arm(due, now).map_err(EngineError::Poll)?;
+                let at = if sleep_alone { due.min(wake) } else { due };
+                timer.arm(at, now).map_err(EngineError::Poll)?;
             }
         }
-        // Nothing to watch but the clock: sleep on the poll that holds only the timer. (A plain
-        // nanosleep to the send time instead made sends late by milliseconds while the test
-        // suite loaded the machine, which this timer's poll does not.) Woken, the due
-        // connection's response is read by send_due; the other sockets' readiness is taken
-        // once DEFER_READS_UP_TO has passed since it last was, or at the loop's own wake-up
-        // (housekeeping, the end of the run).
-        let polled = match self.deferred.as_mut() {
-            Some(d) if sleep_alone => {
-                // A read of the timer sleeps for less than an epoll_wait on its poll; when
-                // housekeeping or the run's end comes first, the poll's timeout wakes for it.
-                let slept = match (&mut self.timer, next_due) {
-                    (Some(timer), Some(due)) if due <= wake => timer.sleep(),
-                    _ => d.timer_poll.poll(&mut d.events, Some(wait)),
-                };
+        // Nothing to watch but the clock: sleep on the timer alone, a read of it (cheaper than
+        // an epoll_wait; a plain nanosleep to the send time instead made sends late by
+        // milliseconds while the test suite loaded the machine, which the timer does not).
+        // Woken, the due connection's response is read by send_due; the other sockets'
+        // readiness is taken once DEFER_READS_UP_TO has passed since it last was, or at the
+        // loop's own wake-up (housekeeping, the end of the run).
+        let polled = match (self.deferred.as_mut(), self.timer.as_mut()) {
+            (Some(d), Some(timer)) if sleep_alone => {
+                let slept = timer.sleep();
                 let woke = Instant::now();
                 if woke >= wake || woke.duration_since(d.all_polled_at) >= DEFER_READS_UP_TO {
                     d.all_polled_at = woke;
@@ -298,12 +288,12 @@ impl<'a> Worker<'a> {
                     slept
                 }
             }
-            Some(d) => {
+            (Some(d), _) => {
                 let polled = self.poll.poll(events, Some(wait));
                 d.all_polled_at = Instant::now();
                 polled
             }
-            None => self.poll.poll(events, Some(wait)),
+            (None, _) => self.poll.poll(events, Some(wait)),
         };
         worker_loop::polled(polled)?;
         if let Some(d) = self.deferred.as_mut() {
@@ -910,8 +900,6 @@ mod tests {
     fn a_receive_timestamp_becomes_the_instant_it_stands_for() {
         let at = Instant::now();
         let d = DeferredReads {
-            timer_poll: Poll::new().unwrap(),
-            events: Events::with_capacity(1),
             anchor: (at, ts(1_000, 500_000_000)),
             stamping: true,
             large_responses: false,

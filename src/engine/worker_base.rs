@@ -148,7 +148,7 @@ pub(super) struct SendTimer {
 }
 
 impl SendTimer {
-    pub(super) fn new(polls: &[&Poll]) -> io::Result<SendTimer> {
+    pub(super) fn new(poll: &Poll) -> io::Result<SendTimer> {
         // SAFETY: timerfd_create returns a new descriptor we own, or -1.
         let raw = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) };
         if raw < 0 {
@@ -156,10 +156,8 @@ impl SendTimer {
         }
         // SAFETY: `raw` is a valid descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        for poll in polls {
-            poll.registry()
-                .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
-        }
+        poll.registry()
+            .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
         Ok(SendTimer { fd, armed: None })
     }
 
@@ -298,7 +296,7 @@ mod tests {
     #[test]
     fn a_timer_sleep_lasts_until_the_armed_time_and_each_arming_sleeps_again() {
         let poll = Poll::new().unwrap();
-        let mut timer = SendTimer::new(&[&poll]).unwrap();
+        let mut timer = SendTimer::new(&poll).unwrap();
         // Not armed: nothing to wait for.
         let t0 = Instant::now();
         timer.sleep().unwrap();
