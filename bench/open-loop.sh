@@ -18,7 +18,9 @@
 # bench --workers 1`) runs on CPU 0, the client on the last CPU. Prints per setting: achieved
 # req/s, client CPU (% of a core, µs per request, and the ratio to the closed loop's µs per
 # request), requests per sleep, send lateness p50/p99/max and earliness (early sends, p99/max)
-# from the result's `pacing` (wrk2 reports none), the pacing slack archbench measured for
+# from the result's `pacing` (wrk2 reports none), the ACKs the kernel's delayed-ACK timer sent
+# per request (machine-wide TcpExt DelayedACKs; an ACK the timer does not send, the client's
+# own read does, on the client's CPU), the pacing slack archbench measured for
 # itself, archbench's µs per request as a ratio of the wake-up floor's (examples/
 # wakeup_floor.rs, measured in the same rounds: a timerfd sleep per request, its send and its
 # response's read, nothing else).
@@ -96,9 +98,16 @@ if [ -n "${WRK2:-}" ] && [ -n "$PERF_OK" ]; then
   done
 fi
 
+delayed_acks() { # ACKs the kernel's delayed-ACK timer has sent, machine-wide (TcpExt DelayedACKs)
+  awk '/^TcpExt:/ { if (!n) { for (i = 2; i <= NF; i++) col[$i] = i; n = 1 } else print $col["DelayedACKs"] }' /proc/net/netstat
+}
+
 run() { # label cmd... -> one JSON line
   local label=$1; shift
-  taskset -c "$LAST_CPU" python3 bench/measure.py "$@" | LABEL="$label" python3 -c '
+  local acks_before line
+  acks_before=$(delayed_acks)
+  line=$(taskset -c "$LAST_CPU" python3 bench/measure.py "$@")
+  ACKS=$(( $(delayed_acks) - acks_before )) LABEL="$label" python3 -c '
 import json, os, re, sys
 m = json.loads(sys.stdin.read())
 out = m.pop("output")
@@ -122,7 +131,8 @@ else:  # wrk2 layout (-L: its percentiles, in us, ms or s)
     if 50.0 in pct and 99.0 in pct:
         m["latency_us"] = [round(pct[50.0]), round(pct[99.0])]
 m["label"] = os.environ["LABEL"]
-print(json.dumps(m))'
+m["delayed_acks"] = int(os.environ["ACKS"])
+print(json.dumps(m))' <<<"$line"
 }
 
 echo "nginx: 1 worker on CPU 0 ($URL); client on CPU $LAST_CPU; -c$CONNS -t1 -d$DURATION; $ROUNDS rounds"
@@ -171,7 +181,7 @@ labels = list(dict.fromkeys(r["label"] for r in rows))
 def us_per_req(r): return (r["user_s"] + r["sys_s"]) * 1e6 / max(r["requests"], 1)
 closed = statistics.median(us_per_req(r) for r in rows if r["label"] == "closed")
 print()
-print(f"{'':12} {'req/s':>9} {'client CPU':>11} {'µs/req':>8} {'vs closed':>10} {'req/sleep':>10} {'lateness p50/p99/max µs':>26} {'early n p99/max µs':>20}")
+print(f"{'':12} {'req/s':>9} {'client CPU':>11} {'µs/req':>8} {'vs closed':>10} {'req/sleep':>10} {'lateness p50/p99/max µs':>26} {'early n p99/max µs':>20} {'timer ACKs/req':>15}")
 for label in labels:
     rs = [r for r in rows if r["label"] == label]
     med = lambda f: statistics.median(f(r) for r in rs)
@@ -183,7 +193,8 @@ for label in labels:
     print(f"{label:12} {med(lambda r: r['requests'] / secs):9.0f} "
           f"{med(lambda r: (r['user_s'] + r['sys_s']) * 100 / secs):10.1f}% "
           f"{med(us_per_req):8.2f} {med(us_per_req) / closed:9.2f}x "
-          f"{med(lambda r: r['requests'] / max(r['sleeps'], 1)):10.1f} {late:>26} {early:>20}")
+          f"{med(lambda r: r['requests'] / max(r['sleeps'], 1)):10.1f} {late:>26} {early:>20} "
+          f"{med(lambda r: r['delayed_acks'] / max(r['requests'], 1)):15.2f}")
 def ratios_to(peer, what, ours="open"):
     """`ours`' median µs/req over the peer's, at each rate both ran."""
     out = []
@@ -198,6 +209,9 @@ def ratios_to(peer, what, ours="open"):
 ratios_to("floor", "the wake-up floor's (examples/wakeup_floor.rs)")
 ratios_to("wrk2", "wrk2's")
 ratios_to("wrk2", "wrk2's, at wrk2's schedule error", ours="slack")
+print("timer ACKs/req: ACKs the kernel's delayed-ACK timer sent per request, machine-wide (TcpExt")
+print("DelayedACKs). The timer usually runs on the CPU the response arrived on, the server's: a client")
+print("that reads a response before the timer fires sends that ACK itself, in its read, on its own CPU.")
 print("goals: exact (open) µs/req <= 1.1x the wake-up floor's, p99 lateness <= 200 µs at 10000;")
 print("       at wrk2's schedule error (slack) µs/req <= 1.0x wrk2's at every rate")
 with_latency = [l for l in labels if all("latency_us" in r for r in rows if r["label"] == l)]

@@ -431,8 +431,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
     /// Server threads [default: one per core].
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// Run a local nginx with one of archbench's configurations instead (on a free loopback
     /// port, printed), until Ctrl-C.
     #[arg(long, value_enum, conflicts_with_all = ["addr", "threads", "delay", "burn"])]

@@ -76,6 +76,8 @@ fn one_line_usage_error(e: &clap::Error, subcommand: Option<&str>) -> String {
         format!("{} {}", head, listed.join(", "))
     };
     let help = match subcommand {
+        // ab's -h is its help, as in ApacheBench (which has no --help).
+        Some("ab") => "archbench ab -h".to_string(),
         Some(sub) => format!("archbench {sub} --help"),
         None => "archbench --help".to_string(),
     };
@@ -96,12 +98,34 @@ fn exit_for(e: &anyhow::Error) -> i32 {
         || e.downcast_ref::<crate::stats::MergeError>().is_some()
         || e.downcast_ref::<crate::script::ScriptError>()
             .is_some_and(crate::script::ScriptError::is_usage)
+        || tls_settings_contradict(e)
         || k8s_usage(e)
     {
         EXIT_USAGE
     } else {
         EXIT_FAILURE
     }
+}
+
+/// TLS flags that leave nothing to offer (a cipher of the other version, say) are a command
+/// line that contradicts itself.
+fn tls_settings_contradict(e: &anyhow::Error) -> bool {
+    use crate::engine::EngineError;
+    use crate::http::tls::TlsSetupError;
+    use crate::measure::MeasureError;
+    e.chain().any(|c| {
+        // The engine's and the measurement's errors are transparent: their sources are the
+        // TLS error's own, so it is matched inside them.
+        let engine = match c.downcast_ref::<MeasureError>() {
+            Some(MeasureError::Engine(e)) => Some(e),
+            _ => c.downcast_ref::<EngineError>(),
+        };
+        matches!(engine, Some(EngineError::Tls(TlsSetupError::Settings(_))))
+            || matches!(
+                c.downcast_ref::<TlsSetupError>(),
+                Some(TlsSetupError::Settings(_))
+            )
+    })
 }
 
 /// The error and its causes on one line, each cause once: messages that already quote their

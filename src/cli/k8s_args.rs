@@ -34,7 +34,7 @@ pub struct K8sArgs {
     #[arg(long, global = true)]
     pub context: Option<String>,
     /// Namespace of the setup.
-    #[arg(short = 'n', long, global = true, default_value = "nginx")]
+    #[arg(short = 'n', long, global = true, default_value = "nginx", value_parser = super::values::namespace)]
     pub namespace: String,
     #[command(subcommand)]
     pub command: K8sCommand,

@@ -41,13 +41,11 @@ pub fn nothing_answered_line(name: Option<&str>, failed: u64) -> String {
     )
 }
 
-/// Status for a finished run: interrupted runs report the signal.
+/// Status for a finished run of a front end (wrk, ab, h2load): as `run`'s, the signal's when
+/// interrupted, and 1 (said on stderr) when no request was answered — their layouts print
+/// zeros then, so the status and that line say that nothing was measured.
 pub fn finish_code(result: &RunResult, signals: &StopSignals) -> i32 {
-    if result.interrupted {
-        signals.exit_code()
-    } else {
-        0
-    }
+    Ending::of_run(result).status(signals)
 }
 
 /// Which command line the user is speaking, for advice in its own flags.

@@ -1,16 +1,49 @@
 //! Ctrl-C and SIGTERM: a first one stops the load (and what it measured is still reported),
-//! a second exits at once.
+//! a second one a while later exits at once.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::stop::Stop;
 
-/// SIGINT/SIGTERM set `stop` and wake what waits on it; a second one exits at once.
+/// How long after the first signal a second one still counts as the same interruption.
+/// Signals that come together are one request to stop, not two: `timeout -s INT` signals the
+/// program and then its process group (so the program twice within microseconds), as does a
+/// supervisor that signals a group its shell also forwards to. Only a second Ctrl-C the user
+/// presses after seeing the first take effect forces the exit.
+const SAME_INTERRUPTION_NS: u64 = 500_000_000;
+
+/// SIGINT/SIGTERM set `stop` and wake what waits on it; a second one, from
+/// [`SAME_INTERRUPTION_NS`] after the first on, exits at once.
 pub struct StopSignals {
     pub stop: Stop,
     which: Arc<AtomicUsize>,
+    /// CLOCK_MONOTONIC nanoseconds of the first stop (0: none yet).
+    first_ns: Arc<AtomicU64>,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds, at least 1; async-signal-safe (clock_gettime is).
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec into `t`; clock_gettime may be called from a handler.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+        .max(1)
+}
+
+/// Notes a stop at `now`; true when an earlier one came long enough before it to make this
+/// one a second interruption.
+fn is_second_interruption(first_ns: &AtomicU64, now: u64) -> bool {
+    match first_ns.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => false,
+        Err(first) => now.saturating_sub(first) >= SAME_INTERRUPTION_NS,
+    }
 }
 
 impl StopSignals {
@@ -18,9 +51,18 @@ impl StopSignals {
         use signal_hook::consts::{SIGINT, SIGTERM};
         let stop = Stop::new();
         let which = Arc::new(AtomicUsize::new(0));
+        let first_ns = Arc::new(AtomicU64::new(0));
         for sig in [SIGINT, SIGTERM] {
-            // Registered first so it sees the flag before this signal sets it.
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, stop.flag())?;
+            let first = first_ns.clone();
+            // SAFETY: the action only reads the clock, compares and swaps an atomic and, for a
+            // second interruption, calls _exit: all async-signal-safe.
+            unsafe {
+                signal_hook::low_level::register(sig, move || {
+                    if is_second_interruption(&first, monotonic_ns()) {
+                        signal_hook::low_level::exit(128 + sig);
+                    }
+                })?;
+            }
             signal_hook::flag::register(sig, stop.flag())?;
             signal_hook::flag::register_usize(sig, which.clone(), sig as usize)?;
         }
@@ -35,13 +77,20 @@ impl StopSignals {
                     waker.wake();
                 }
             })?;
-        Ok(StopSignals { stop, which })
+        Ok(StopSignals {
+            stop,
+            which,
+            first_ns,
+        })
     }
 
     /// What a key that stops the load does: what SIGINT would (stop, exit status 130).
     pub fn as_if_interrupted(&self) -> Box<dyn Fn() + Send> {
         let (stop, which) = (self.stop.clone(), self.which.clone());
+        let first_ns = self.first_ns.clone();
         Box::new(move || {
+            // A signal after the key is a second interruption, as after a first signal.
+            let _ = is_second_interruption(&first_ns, monotonic_ns());
             // A signal that came first keeps its own status.
             let _ = which.compare_exchange(
                 0,
@@ -71,5 +120,25 @@ pub fn wait_for(stop: &AtomicBool) {
         if !stop.load(Ordering::Relaxed) {
             let _ = s.forever().next();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_close_together_are_one_interruption() {
+        let first = AtomicU64::new(0);
+        let t0 = 10 * SAME_INTERRUPTION_NS;
+        assert!(!is_second_interruption(&first, t0));
+        // `timeout -s INT`'s second signal, microseconds later: the same interruption.
+        assert!(!is_second_interruption(&first, t0 + 20_000));
+        assert!(!is_second_interruption(
+            &first,
+            t0 + SAME_INTERRUPTION_NS - 1
+        ));
+        // A second Ctrl-C pressed after the first took effect.
+        assert!(is_second_interruption(&first, t0 + SAME_INTERRUPTION_NS));
     }
 }

@@ -236,6 +236,22 @@ pub fn price(text: &str) -> Result<(String, f64), String> {
     Ok((name.trim().to_string(), price))
 }
 
+/// A Kubernetes namespace: an RFC 1123 label (1 to 63 lowercase letters, digits and '-',
+/// beginning and ending with a letter or digit), as the API server demands.
+#[cfg(feature = "k8s")]
+pub fn namespace(text: &str) -> Result<String, String> {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let ok = (1..=63).contains(&text.len())
+        && text.starts_with(alnum)
+        && text.ends_with(alnum)
+        && text.chars().all(|c| alnum(c) || c == '-');
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err("a namespace is 1 to 63 lowercase letters, digits and '-', beginning and ending with a letter or digit (e.g. nginx)".into())
+    }
+}
+
 /// The loads of a sweep, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ladder(pub Vec<f64>);
@@ -253,7 +269,7 @@ pub fn ladder(text: &str) -> Result<Ladder, String> {
         rate(t)
             .ok()
             .filter(|v| *v > 0.0 && *v <= 1e9)
-            .ok_or_else(|| bad(&format!("{t:?} is not a number from 0 to 1G")))
+            .ok_or_else(|| bad(&format!("{t:?} is not a number above 0, up to 1G")))
     };
     let mut values = Vec::new();
     let parts: Vec<&str> = text.split(':').collect();
@@ -268,6 +284,11 @@ pub fn ladder(text: &str) -> Result<Ladder, String> {
             let (from, to) = (positive(from)?, positive(to)?);
             if to < from {
                 return Err(bad("it ends below where it starts"));
+            }
+            if to == from {
+                return Err(bad(
+                    "it ends where it starts; give one load, or a range that grows",
+                ));
             }
             values.extend([from, to]);
         }
@@ -347,6 +368,25 @@ mod tests {
                 price(bad).unwrap_err().contains("NAME=PRICE_PER_HOUR"),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "k8s")]
+    fn namespaces_are_rfc_1123_labels() {
+        for good in ["nginx", "a", "nginx-2", "0ns", &"a".repeat(63)] {
+            assert_eq!(namespace(good).as_deref(), Ok(good));
+        }
+        for bad in [
+            "",
+            "Bad_NS!",
+            "nginx-",
+            "-nginx",
+            "NGINX",
+            "a.b",
+            &"a".repeat(64),
+        ] {
+            assert!(namespace(bad).is_err(), "{bad:?}");
         }
     }
 

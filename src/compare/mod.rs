@@ -174,6 +174,10 @@ pub struct Delta {
     /// Why there is no verdict: one run, or too few runs to ever reach ALPHA.
     #[serde(default)]
     pub no_verdict: Option<String>,
+    /// The baseline's median is 0 and this target's is not: no relative difference exists
+    /// (`relative` is 0 and there is no interval); a significant difference says "up from 0".
+    #[serde(default)]
+    pub from_zero: bool,
 }
 
 impl TargetRuns {
@@ -319,6 +323,12 @@ struct Metric {
     read: fn(&RunResult) -> Option<f64>,
 }
 
+/// A latency figure of a run that had answers; a run without any measured no latency (its
+/// histogram's zeros are not latencies).
+fn answered(r: &RunResult, us: u64) -> Option<f64> {
+    (r.totals.requests > 0).then_some(us as f64)
+}
+
 /// The watched servers' figure summed (None when one misses part of its target).
 fn server_sum(r: &RunResult, f: fn(&crate::stats::ServerUsage) -> f64) -> Option<f64> {
     crate::stats::servers_sum(&r.servers, f)
@@ -335,25 +345,25 @@ const METRICS: [Metric; 14] = [
         name: "p50",
         unit: "µs",
         higher_is_better: false,
-        read: |r| Some(r.latency.total.p50_us as f64),
+        read: |r| answered(r, r.latency.total.p50_us),
     },
     Metric {
         name: "p90",
         unit: "µs",
         higher_is_better: false,
-        read: |r| Some(r.latency.total.p90_us as f64),
+        read: |r| answered(r, r.latency.total.p90_us),
     },
     Metric {
         name: "p99",
         unit: "µs",
         higher_is_better: false,
-        read: |r| Some(r.latency.total.p99_us as f64),
+        read: |r| answered(r, r.latency.total.p99_us),
     },
     Metric {
         name: "p99.9",
         unit: "µs",
         higher_is_better: false,
-        read: |r| Some(r.latency.total.p99_9_us as f64),
+        read: |r| answered(r, r.latency.total.p99_9_us),
     },
     Metric {
         name: "errors",
@@ -512,6 +522,7 @@ fn delta(base: &[f64], other: &[f64], higher_is_better: bool) -> Option<Delta> {
     if base.is_empty() || other.is_empty() {
         return None;
     }
+    let from_zero = mb == 0.0 && mo != 0.0;
     let relative = if mb != 0.0 { mo / mb - 1.0 } else { 0.0 };
     if let Some(why) = no_verdict_reason(base.len(), other.len()) {
         return Some(Delta {
@@ -522,24 +533,30 @@ fn delta(base: &[f64], other: &[f64], higher_is_better: bool) -> Option<Delta> {
             verdict: "no verdict".into(),
             better: None,
             no_verdict: Some(why),
+            from_zero,
         });
     }
-    let (ci_low, ci_high) =
-        stats::relative_difference_ci(base, other).unwrap_or((relative, relative));
+    // A ratio to a zero baseline has no interval.
+    let ci = if from_zero {
+        None
+    } else {
+        Some(stats::relative_difference_ci(base, other).unwrap_or((relative, relative)))
+    };
     let p_value = stats::mann_whitney_p(base, other);
     let significant = p_value < ALPHA && mo != mb;
     Some(Delta {
         relative,
-        ci_low: Some(ci_low),
-        ci_high: Some(ci_high),
+        ci_low: ci.map(|c| c.0),
+        ci_high: ci.map(|c| c.1),
         p_value: Some(p_value),
-        verdict: if significant {
-            format!("{:+.2}%", relative * 100.0)
-        } else {
-            "~".into()
+        verdict: match (significant, from_zero) {
+            (true, true) => "up from 0".into(),
+            (true, false) => format!("{:+.2}%", relative * 100.0),
+            (false, _) => "~".into(),
         },
         better: significant.then_some((mo > mb) == higher_is_better),
         no_verdict: None,
+        from_zero,
     })
 }
 

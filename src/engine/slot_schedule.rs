@@ -84,6 +84,24 @@ pub(super) trait Slots {
     fn set_intended(&mut self, i: usize, s: usize, intended: Instant);
     /// Writes what connection `i` has queued (once per connection per batch of sends).
     fn flush(&mut self, i: usize);
+    /// A count-bounded run's tickets are all taken.
+    fn tickets_spent(&self) -> bool;
+    /// Slot `s` of connection `i` will send nothing more.
+    fn park(&mut self, i: usize, s: usize);
+}
+
+/// Once a count-bounded run's last ticket is taken, the slots waiting for their due time will
+/// send nothing more: they park now, not at that time (up to a whole period of the schedule
+/// later, which stretched the run and understated the rate it achieved).
+fn park_waiting_if_spent<W: Slots>(w: &mut W) {
+    if !w.tickets_spent() {
+        return;
+    }
+    while let Some(Reverse((due, i, s))) = w.schedule().and_then(|o| o.due.pop()) {
+        if w.idle(i, s) && *w.next_due(i, s) == due {
+            w.park(i, s);
+        }
+    }
 }
 
 /// The first requests of the open loop: each slot at its place in the schedule (slot s of
@@ -126,6 +144,7 @@ pub(super) fn after_response<W: Slots>(w: &mut W, i: usize, s: usize, now: Insta
     } else if let Some(o) = w.schedule() {
         o.due.push(Reverse((due, i, s)));
     }
+    park_waiting_if_spent(w);
 }
 
 /// Moves slot `s`'s next due time on by its cadence; the new one.
@@ -153,6 +172,7 @@ pub(super) fn retry_later<W: Slots>(w: &mut W, i: usize, s: usize, now: Instant)
         w.set_intended(i, s, due);
         w.recorder().sends_held_by_busy_connection += 1;
     }
+    park_waiting_if_spent(w);
 }
 
 /// Sends what is due by `now` (timed from its due time) and within the slack after it (early,
@@ -191,4 +211,5 @@ pub(super) fn send_due<W: Slots>(w: &mut W, now: Instant) {
     if touched != usize::MAX {
         w.flush(touched);
     }
+    park_waiting_if_spent(w);
 }

@@ -448,6 +448,9 @@ impl<'a> Worker<'a> {
                 return;
             }
             *t -= 1;
+            if *t == 0 {
+                self.park_waiting_except(i);
+            }
         }
         if self.script.as_mut().is_some_and(|s| !s.begin(i)) {
             // request() failed: the run is stopping.
@@ -487,6 +490,18 @@ impl<'a> Worker<'a> {
             self.write(i);
         } else {
             self.open(i, now);
+        }
+    }
+
+    /// The last ticket of a count-bounded run is taken: the connections waiting for their
+    /// next turn will send nothing more, and park now rather than at that turn (in the open
+    /// loop a whole period of the schedule later, which stretched the run and understated
+    /// the rate it achieved).
+    fn park_waiting_except(&mut self, taker: usize) {
+        for j in 0..self.conns.len() {
+            if j != taker && self.conns[j].phase == Phase::Waiting {
+                self.park(j);
+            }
         }
     }
 
@@ -796,6 +811,11 @@ impl<'a> Worker<'a> {
     fn next(&mut self, i: usize, now: Instant) {
         if self.spec.deadline.is_some_and(|d| now >= d) {
             self.set_phase(i, Phase::Waiting);
+            return;
+        }
+        if self.tickets == Some(0) {
+            // Nothing left to send: parked now, not at its next turn.
+            self.park(i);
             return;
         }
         match self.spec.pacing {

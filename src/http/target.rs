@@ -113,6 +113,10 @@ impl Target {
         let port = parsed
             .port_or_known_default()
             .ok_or_else(|| invalid("no port"))?;
+        if port == 0 {
+            // Port 0 means "any free port" to bind(); no server listens there.
+            return Err(invalid("port 0 is no server's port"));
+        }
         let mut path = parsed.path().to_string();
         if path.is_empty() {
             path.push('/');

@@ -599,6 +599,16 @@ pub fn limiter(r: &RunResult) -> Limiter {
     if let Some(gone) = server_gone(r) {
         return gone;
     }
+    if r.totals.requests == 0 && r.totals.errors > 0 {
+        // A busy client then only retried failures: no load to attribute to either side.
+        return Limiter {
+            side: LimiterSide::Unknown,
+            reason: format!(
+                "no request was answered ({} failed; see the errors): there was no load to attribute",
+                r.totals.errors
+            ),
+        };
+    }
     let (side, mut reason) = saturated_side(r);
     // Short: the report's WARNING line (and stderr) give the whole sentence with the codes.
     if let Some(percent) = r.error_answer_percent() {

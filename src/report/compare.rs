@@ -351,6 +351,8 @@ pub(super) fn delta_text(t: &crate::compare::MetricSummary) -> Option<String> {
         None => "",
     };
     Some(match (d.ci_low, d.ci_high, d.p_value) {
+        (_, _, Some(p)) if d.from_zero => format!("{} p={p:.3}{judgement}", d.verdict),
+        _ if d.from_zero => "up from 0, no verdict".into(),
         (Some(lo), Some(hi), Some(p)) => format!(
             "{} [{:+.1}%, {:+.1}%] p={p:.3}{judgement}",
             d.verdict,

@@ -97,6 +97,17 @@ fn write_delta_cell(t: &MetricSummary, out: &mut dyn Write) -> io::Result<()> {
     };
     match (d.ci_low, d.ci_high, d.p_value) {
         (_, _, Some(p)) if d.verdict == "~" => write!(out, " ~ (p={p:.3}) |"),
+        (_, _, Some(p)) if d.from_zero => write!(
+            out,
+            " **{}** p={p:.3} {} |",
+            d.verdict,
+            if d.better == Some(true) {
+                "better"
+            } else {
+                "worse"
+            }
+        ),
+        _ if d.from_zero => write!(out, " up from 0, no verdict |"),
         (Some(lo), Some(hi), Some(p)) => write!(
             out,
             " **{}** [{:+.1}%, {:+.1}%] p={p:.3} {} |",

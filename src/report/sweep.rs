@@ -97,9 +97,16 @@ fn write_heading(s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             s.loads.len()
         )
     } else {
+        // The search runs between the lowest and highest load asked, or up from one.
+        let lo = s.loads.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = s.loads.iter().copied().fold(0.0, f64::max);
+        let range = if hi > lo {
+            format!("{} to {}", load_text(lo), load_text(hi))
+        } else {
+            format!("{} up", load_text(lo))
+        };
         format!(
-            "--find-max from {} {} ({} probes)",
-            loads.join(" to "),
+            "--find-max from {range} {} ({} probes)",
             s.ladder.unit(),
             s.steps.len()
         )

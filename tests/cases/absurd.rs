@@ -12,6 +12,7 @@ fn absurd_values_are_usage_errors_with_one_line() {
     let s = Server::start(ServeOptions::default()).unwrap();
     let url = s.url();
     let u = url.as_str();
+    let a_target = format!("a={u}");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["run", u, "--rate", "1e-18"], "below 0.001"),
         (vec!["run", u, "--rate", "0.0000001"], "below 0.001"),
@@ -54,6 +55,8 @@ fn absurd_values_are_usage_errors_with_one_line() {
             "timeout must be above zero",
         ),
         (vec!["run", u, "--timeout", "1e400"], "invalid duration"),
+        // Answers slower than it were once counted as successes.
+        (vec!["run", u, "--timeout", "1us"], "at least 1ms"),
         (vec!["run", u, "-t", "100000"], "at most 256 threads"),
         (
             vec!["run", u, "-c", "10000000"],
@@ -122,11 +125,54 @@ fn absurd_values_are_usage_errors_with_one_line() {
             vec!["serve", "--nginx", "bench", "--workers", "0"],
             "--workers",
         ),
+        // Once an abort (a 800 GB allocation) and a panic (100,000 thread stacks).
+        (
+            vec!["serve", "--threads", "99999999999"],
+            "is not in 1..=1024",
+        ),
+        (vec!["serve", "--threads", "100000"], "is not in 1..=1024"),
+        (
+            vec![
+                "sweep",
+                &a_target,
+                "--find-max",
+                "--slo",
+                "p99<10ms",
+                "--rates",
+                "100:100",
+            ],
+            "it ends where it starts",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:0/", "-n", "10", "-c", "1"],
+            "port 0 is no server's port",
+        ),
+        (
+            vec![
+                "run",
+                "https://127.0.0.1:9/",
+                "--tls-version",
+                "1.3",
+                "--tls-ciphers",
+                "ECDHE-ECDSA-AES128-GCM-SHA256",
+                "-n",
+                "10",
+                "-c",
+                "1",
+            ],
+            "these TLS settings leave nothing to offer",
+        ),
+        // ApacheBench's help is -h; it has no --help.
+        (vec!["ab", "--help"], "see `archbench ab -h`"),
         (
             vec!["merge", "/nonexistent/a.json"],
             "cannot read /nonexistent/a.json",
         ),
         (vec!["k8s"], "a k8s command is missing"),
+        (
+            vec!["k8s", "manifests", "-n", "Bad_NS!"],
+            "a namespace is 1 to 63 lowercase letters",
+        ),
         (vec!["k8s", "bogus"], "unrecognized subcommand 'bogus'"),
         (
             vec!["k8s", "manifests", "--arch", "sparc"],

@@ -102,6 +102,19 @@ fn bad_command_lines_exit_2_with_one_line() {
 
 #[test]
 fn sigint_prints_and_saves_what_was_measured() {
+    interrupt_and_check_what_was_saved(1);
+}
+
+/// `timeout -s INT` signals the program and then its process group: two SIGINTs within
+/// microseconds are one interruption, not a second one that exits at once.
+#[test]
+fn two_sigints_together_still_print_and_save() {
+    interrupt_and_check_what_was_saved(2);
+}
+
+/// Sends `sigints` SIGINTs back to back to a running load; it must exit 130 with what it
+/// measured printed and saved.
+fn interrupt_and_check_what_was_saved(sigints: usize) {
     let s = Server::start(ServeOptions::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("r.json");
@@ -115,8 +128,10 @@ fn sigint_prints_and_saves_what_was_measured() {
     // The first progress line proves the load is running.
     let err = LineReader::new(child.stderr.take().unwrap());
     err.wait_for("requests", PROMPTLY);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    for _ in 0..sigints {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    }
     let o = finish_within(child, PROMPTLY);
     assert_eq!(o.status.code(), Some(130));
     let text = stdout(&o);
@@ -127,6 +142,30 @@ fn sigint_prints_and_saves_what_was_measured() {
     assert!(counted > 0 && counted <= s.requests());
     // The signal came right after the first progress line (one second in).
     assert!(doc["totals"]["elapsed_s"].as_f64().unwrap() < 3.0);
+}
+
+/// wrk's, ab's and h2load's layouts print zeros when nothing was answered: the status (1, as
+/// real ab's on a refused connection) and a line on stderr say nothing was measured.
+#[test]
+fn front_ends_that_got_no_answer_say_so_and_exit_1() {
+    // A loopback port nothing listens on: bound for a free one, then let go.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/");
+    let u = url.as_str();
+    for args in [
+        vec!["ab", "-n", "10", u],
+        vec!["wrk", "-d", "300ms", "-c", "2", "-t", "1", u],
+        vec!["h2load", "--h1", "-n", "10", "-c", "1", u],
+    ] {
+        let o = archbench(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("no request was answered"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }
 
 #[test]

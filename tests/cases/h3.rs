@@ -393,6 +393,38 @@ fn a_rate_over_quic_streams_is_kept_and_counted_as_caddy_logs() {
     all_http3_ok(&log);
 }
 
+/// A count-bounded open loop over QUIC streams ends with its last response: slots with
+/// nothing left to send stop then, not at their next turn (a whole period of the schedule
+/// later, when there are as many slots as requests).
+#[test]
+fn a_counted_rate_over_quic_streams_ends_with_its_last_request() {
+    let Some(caddy) = caddy() else { return };
+    let r = run(&[
+        &caddy.url("/"),
+        "--http3",
+        "-k",
+        "--streams",
+        "8",
+        "-c",
+        "5",
+        "-t",
+        "1",
+        "--rate",
+        "200",
+        "-n",
+        "40",
+    ]);
+    assert_consistent(&r);
+    assert_eq!((r.totals.requests, r.totals.errors), (40, 0));
+    // The last of 40 at 200/s is due 195 ms in; its slot's next turn would be at 395 ms.
+    assert!(r.totals.elapsed_s < 0.3, "{:?}", r.totals);
+    let p = r.pacing.as_ref().expect("open loop: pacing figures");
+    assert!((p.achieved_rate - 200.0).abs() < 20.0, "{p:?}");
+    let log = caddy.stop_and_read_log();
+    assert_eq!(log.len(), 40);
+    all_http3_ok(&log);
+}
+
 #[test]
 fn too_few_quic_slots_for_the_rate_are_reported_as_held_sends() {
     let Some(caddy) = caddy() else { return };

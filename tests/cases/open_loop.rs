@@ -5,38 +5,35 @@ use std::time::Duration;
 
 use archbench::serve::{ServeOptions, Server};
 
-use crate::util::nginx::{Nginx, NginxConfig};
+use crate::util::nginx::{LogLine, Nginx, NginxConfig};
 use crate::util::schema::assert_valid;
 use crate::util::{
     archbench, bin, finish_within, read_json, stderr, stdout, LineReader, ServeChild, PROMPTLY,
 };
 
-#[test]
-fn open_loop_reports_its_pacing_and_counts_match_nginx() {
-    let Some(ng) = Nginx::start(NginxConfig::default()) else {
-        return;
-    };
+/// `run URL ARGS --json FILE` against a fresh nginx: the result, the text report and nginx's
+/// access log (None where nginx cannot run; `Nginx::start` says why).
+fn run_against_nginx(args: &[&str]) -> Option<(serde_json::Value, String, Vec<LogLine>)> {
+    let ng = Nginx::start(NginxConfig::default())?;
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let o = archbench(&[
-        "run",
-        &ng.url("/"),
-        "--rate",
-        "2000",
-        "-c",
-        "20",
-        "-t",
-        "1",
-        "-n",
-        "2000",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let url = ng.url("/");
+    let mut all = vec!["run", url.as_str()];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    let o = archbench(&all);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
     let doc = read_json(&json);
     assert_valid(&doc);
-    let log = ng.stop_and_read_log();
+    Some((doc, stdout(&o), ng.stop_and_read_log()))
+}
+
+#[test]
+fn open_loop_reports_its_pacing_and_counts_match_nginx() {
+    let args = ["--rate", "2000", "-c", "20", "-t", "1", "-n", "2000"];
+    let Some((doc, text, log)) = run_against_nginx(&args) else {
+        return;
+    };
     assert_eq!(doc["totals"]["requests"], 2000);
     assert_eq!(log.len(), 2000);
     let pacing = &doc["pacing"];
@@ -58,6 +55,26 @@ fn open_loop_reports_its_pacing_and_counts_match_nginx() {
         .unwrap_or_else(|| panic!("no Pacing line in:\n{text}"));
     assert!(line.contains(&format!("p99 {p99} µs")), "{line}");
     assert!(line.contains(&format!("max {max} µs")), "{line}");
+}
+
+/// A count-bounded open loop ends with its last response: connections with nothing left to
+/// send stop then, not at their next turn. With as many connections as requests that turn
+/// came a whole period later, and the run reported half the rate it kept.
+#[test]
+fn a_counted_open_loop_ends_with_its_last_request() {
+    let args = ["--rate", "200", "-c", "40", "-t", "2", "-n", "40"];
+    let Some((doc, _, log)) = run_against_nginx(&args) else {
+        return;
+    };
+    assert_eq!(
+        (doc["totals"]["requests"].as_u64(), log.len()),
+        (Some(40), 40)
+    );
+    // The last of 40 requests at 200/s is due 195 ms in; its next turn would be at 395 ms.
+    let elapsed = doc["totals"]["elapsed_s"].as_f64().unwrap();
+    assert!(elapsed < 0.3, "elapsed {elapsed} s");
+    let achieved = doc["pacing"]["achieved_rate"].as_f64().unwrap();
+    assert!((achieved - 200.0).abs() < 20.0, "achieved {achieved} req/s");
 }
 
 #[test]

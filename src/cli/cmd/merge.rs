@@ -96,6 +96,7 @@ fn merge_notes(sources: &[crate::stats::SourceRun]) -> Vec<String> {
             twice.len() - SHOWN
         ));
     }
+    notes.extend(part_notes(sources));
     // Sources that never ran at the same time do not make one load.
     let latest_start = sources.iter().map(|s| s.start_offset_s).fold(0.0, f64::max);
     let earliest_end = sources
@@ -110,13 +111,60 @@ fn merge_notes(sources: &[crate::stats::SourceRun]) -> Vec<String> {
     notes
 }
 
+/// Parts of one load (`run --part I/N`) merge into it only when every part is there, once,
+/// and nothing else is: what is missing or mixed in, in a line each.
+fn part_notes(sources: &[crate::stats::SourceRun]) -> Vec<String> {
+    const SHOWN: usize = 3;
+    let parts: Vec<&crate::stats::PartSummary> = sources
+        .iter()
+        .filter_map(|s| s.plan.part.as_ref())
+        .collect();
+    let Some(first) = parts.first() else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    let whole = sources.len() - parts.len();
+    if whole > 0 {
+        notes.push(format!(
+            "{} of the {} sources are parts of a load (--part), {whole} not; merged anyway",
+            parts.len(),
+            sources.len()
+        ));
+    }
+    let count = first.count;
+    if parts.iter().any(|p| p.count != count) {
+        notes.push("the parts come from loads split differently (--part I/N with different N); merged anyway".to_string());
+        return notes;
+    }
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !parts.iter().any(|p| p.index == *i))
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        let shown = missing
+            .iter()
+            .take(SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = match missing.len() {
+            n if n > SHOWN => format!(" and {} more", n - SHOWN),
+            _ => String::new(),
+        };
+        notes.push(format!(
+            "part {shown}{more} missing: the merge holds {} of the {count} parts of the load; merged anyway",
+            count as usize - missing.len()
+        ));
+    }
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn merge_notes_stay_a_few_lines_however_many_sources() {
-        let source = |file: String, host: &str| crate::stats::SourceRun {
+    fn source(file: String, host: &str) -> crate::stats::SourceRun {
+        crate::stats::SourceRun {
             file,
             started_at: "2026-12-01T00:00:00.000000Z".into(),
             first_send_at: None,
@@ -134,7 +182,43 @@ mod tests {
                 reason: String::new(),
             },
             pacing: None,
-        };
+        }
+    }
+
+    /// Part `index` of `count`, run on a host of its own.
+    fn part(index: u32, count: u32) -> crate::stats::SourceRun {
+        let mut s = source(format!("p{index}"), &format!("pod-{index}"));
+        s.plan.part = Some(crate::stats::PartSummary {
+            index,
+            count,
+            connections: 2,
+            requests: None,
+            rate: None,
+        });
+        s
+    }
+
+    #[test]
+    fn a_missing_or_mixed_part_is_said() {
+        assert!(merge_notes(&[part(0, 2), part(1, 2)]).is_empty());
+        assert_eq!(
+            merge_notes(&[part(0, 2)]),
+            ["part 1/2 missing: the merge holds 1 of the 2 parts of the load; merged anyway"]
+        );
+        let mixed = merge_notes(&[part(0, 1), source("whole".into(), "laptop")]);
+        assert_eq!(
+            mixed,
+            ["1 of the 2 sources are parts of a load (--part), 1 not; merged anyway"]
+        );
+        let many = merge_notes(&[part(0, 10)]);
+        assert_eq!(
+            many,
+            ["part 1/10, 2/10, 3/10 and 6 more missing: the merge holds 1 of the 10 parts of the load; merged anyway"]
+        );
+    }
+
+    #[test]
+    fn merge_notes_stay_a_few_lines_however_many_sources() {
         // 1,000 distinct workers: nothing to say.
         let distinct: Vec<_> = (0..1000)
             .map(|i| source(format!("w{i}"), &format!("pod-{i}")))

@@ -31,7 +31,7 @@ pub fn cmd_serve(a: &ServeArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         ..ServeOptions::default()
     };
     if let Some(t) = a.threads {
-        opts.threads = t;
+        opts.threads = usize::from(t);
     }
     let server = Server::start(opts)?;
     println!(

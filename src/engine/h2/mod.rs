@@ -156,6 +156,15 @@ impl<'a> H2Worker<'a> {
         true
     }
 
+    /// Slot `s` of connection `i` sends nothing more (its tickets are spent).
+    fn park_slot(&mut self, i: usize, s: usize) {
+        let slot = &mut self.conns[i].state.slots[s];
+        if !slot.parked {
+            slot.parked = true;
+            self.active -= 1;
+        }
+    }
+
     /// Takes a ticket for slot `s`'s next request and queues it; false when there is none
     /// (the slot is parked) or the run is over.
     fn queue(&mut self, i: usize, s: usize, now: Instant) -> bool {
@@ -163,11 +172,7 @@ impl<'a> H2Worker<'a> {
             Ticket::Granted => {}
             Ticket::RunOver => return false,
             Ticket::NoneLeft => {
-                let slot = &mut self.conns[i].state.slots[s];
-                if !slot.parked {
-                    slot.parked = true;
-                    self.active -= 1;
-                }
+                self.park_slot(i, s);
                 return false;
             }
         }
@@ -626,6 +631,13 @@ impl Slots for H2Worker<'_> {
 
     fn flush(&mut self, i: usize) {
         H2Worker::flush(self, i)
+    }
+    fn tickets_spent(&self) -> bool {
+        self.tickets == Some(0)
+    }
+
+    fn park(&mut self, i: usize, s: usize) {
+        self.park_slot(i, s)
     }
 }
 

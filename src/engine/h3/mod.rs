@@ -220,6 +220,15 @@ impl<'a> H3Worker<'a> {
         now.saturating_duration_since(self.spec.start).as_secs() as u32
     }
 
+    /// Slot `s` of connection `i` sends nothing more (its tickets are spent).
+    fn park_slot(&mut self, i: usize, s: usize) {
+        let slot = &mut self.conns[i].slots[s];
+        if !slot.parked {
+            slot.parked = true;
+            self.active -= 1;
+        }
+    }
+
     /// Takes a ticket for slot `s`'s next request and queues it; false when there is none
     /// (the slot is parked) or the run is over.
     fn queue(&mut self, i: usize, s: usize, now: Instant) -> bool {
@@ -227,11 +236,7 @@ impl<'a> H3Worker<'a> {
             Ticket::Granted => {}
             Ticket::RunOver => return false,
             Ticket::NoneLeft => {
-                let slot = &mut self.conns[i].slots[s];
-                if !slot.parked {
-                    slot.parked = true;
-                    self.active -= 1;
-                }
+                self.park_slot(i, s);
                 return false;
             }
         }
@@ -971,6 +976,14 @@ impl Slots for H3Worker<'_> {
 
     fn flush(&mut self, i: usize) {
         self.transmit(i, Instant::now());
+    }
+
+    fn tickets_spent(&self) -> bool {
+        self.tickets == Some(0)
+    }
+
+    fn park(&mut self, i: usize, s: usize) {
+        self.park_slot(i, s)
     }
 }
 
