@@ -523,18 +523,24 @@ fn pods_get_their_network_volumes_token_and_services() {
             "{url}"
         );
     }
-    // Every answer is in some pod's access log (nginx logs to its stdout, the pod's log).
-    let logged: usize = ps
-        .iter()
-        .map(|p| {
-            c.pod_log(ns, p["metadata"]["name"].as_str().unwrap())
-                .lines()
-                .filter(|l| l.contains("\"GET / HTTP/1.1\" 200"))
-                .count()
-        })
-        .sum();
-    // (and the one that found the rules in place)
-    assert_eq!(logged, urls.len() + 1);
+    // Every answer is in some pod's access log (nginx logs to its stdout, the pod's log),
+    // and the one that found the rules in place. nginx writes its log line after the answer,
+    // and the node agent copies stdout to the log as it comes: the last line may land a
+    // moment after curl returned, so the logs are read again until they hold every answer.
+    let logged = || -> usize {
+        ps.iter()
+            .map(|p| {
+                c.pod_log(ns, p["metadata"]["name"].as_str().unwrap())
+                    .lines()
+                    .filter(|l| l.contains("\"GET / HTTP/1.1\" 200"))
+                    .count()
+            })
+            .sum()
+    };
+    wait_for("every answer in the pods' logs", PROMPTLY, || {
+        (logged() > urls.len()).then_some(())
+    });
+    assert_eq!(logged(), urls.len() + 1);
     // Through the API server: logs, and exec in the container's namespaces.
     let arm = ps
         .iter()
