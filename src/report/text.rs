@@ -580,9 +580,12 @@ fn write_client(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "  Pacing     target {} req/s, achieved {:.1}; send lateness p50 {} µs, p99 {} µs, max {} µs; {} requests held by a busy connection",
-            // A whole rate as typed (2000); a staged run's mean to a tenth.
+            // A whole rate as typed (2000); a staged run's mean to a tenth; below one request
+            // a second (down to 0.001), to the thousandth, never "0.0".
             if pc.target_rate.fract() == 0.0 {
                 format!("{}", pc.target_rate)
+            } else if pc.target_rate < 1.0 {
+                format!("{}", (pc.target_rate * 1000.0).round() / 1000.0)
             } else {
                 format!("{:.1}", pc.target_rate)
             },

@@ -132,6 +132,10 @@ fn absurd_values_are_usage_errors_with_one_line() {
         ),
         (vec!["serve", "--threads", "100000"], "is not in 1..=1024"),
         (
+            vec!["serve", "--workers", "4", "--addr", "127.0.0.1:0"],
+            "--workers applies to --nginx only",
+        ),
+        (
             vec![
                 "sweep",
                 &a_target,
@@ -308,4 +312,10 @@ fn the_slowest_rate_allowed_runs_without_panicking() {
     let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(doc["totals"]["requests"], 1);
     assert_eq!(doc["pacing"]["lateness"]["count"], 1);
+    // The text report says the rate asked, not "0.0".
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    std::fs::write(&file, stdout(&o)).unwrap();
+    let text = stdout(&archbench(&["report", file.to_str().unwrap()]));
+    assert!(text.contains("Pacing     target 0.001 req/s"), "{text}");
 }

@@ -18,6 +18,13 @@ pub fn cmd_serve(a: &ServeArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         nginx.stop();
         return Ok(signals.exit_code());
     }
+    if a.workers.is_some() {
+        // clap's `requires` lets it through beside --addr (which --nginx conflicts with).
+        return Err(PlanError::Invalid(
+            "--workers applies to --nginx only (the embedded server takes --threads)".into(),
+        )
+        .into());
+    }
     let addr = a.addr.parse().map_err(|_| {
         PlanError::Invalid(format!(
             "invalid --addr {:?}; use e.g. 127.0.0.1:8080",
