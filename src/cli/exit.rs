@@ -110,21 +110,12 @@ fn exit_for(e: &anyhow::Error) -> i32 {
 /// TLS flags that leave nothing to offer (a cipher of the other version, say) are a command
 /// line that contradicts itself.
 fn tls_settings_contradict(e: &anyhow::Error) -> bool {
-    use crate::engine::EngineError;
     use crate::http::tls::TlsSetupError;
-    use crate::measure::MeasureError;
     e.chain().any(|c| {
-        // The engine's and the measurement's errors are transparent: their sources are the
-        // TLS error's own, so it is matched inside them.
-        let engine = match c.downcast_ref::<MeasureError>() {
-            Some(MeasureError::Engine(e)) => Some(e),
-            _ => c.downcast_ref::<EngineError>(),
-        };
-        matches!(engine, Some(EngineError::Tls(TlsSetupError::Settings(_))))
-            || matches!(
-                c.downcast_ref::<TlsSetupError>(),
-                Some(TlsSetupError::Settings(_))
-            )
+        matches!(
+            c.downcast_ref::<TlsSetupError>(),
+            Some(TlsSetupError::Settings(_))
+        )
     })
 }
 

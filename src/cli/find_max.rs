@@ -20,9 +20,7 @@ use crate::sweep::{SweepResult, SweepStep};
 /// None without `--find-max`.
 pub fn search_asked(flags: &FindMax, rates: &[f64]) -> Option<Bisection> {
     flags.find_max.then(|| {
-        let floor = rates.iter().copied().fold(f64::INFINITY, f64::min);
-        let top = rates.iter().copied().fold(0.0, f64::max);
-        let ceiling = (top > floor).then_some(top);
+        let (floor, ceiling) = crate::sweep::find_max::range_asked(rates);
         Bisection::new(floor, ceiling, super::plan::MAX_LOCAL_RATE, flags.precision)
     })
 }

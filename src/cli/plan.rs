@@ -253,10 +253,7 @@ fn check_counts(input: &PlanInput<'_>) -> Result<(), PlanError> {
 }
 
 /// The stop rule (a request count no lower than the connections, a duration above zero) and
-/// the request timeout.
-/// The shortest `--timeout` the workers' timeout scan can keep.
-const MIN_TIMEOUT: Duration = Duration::from_millis(1);
-
+/// the request timeout (no shorter than the workers' timeout scan can keep).
 fn check_stop_and_timeout(input: &PlanInput<'_>) -> Result<(), PlanError> {
     if input.requests == Some(0) {
         return Err(invalid(
@@ -277,11 +274,10 @@ fn check_stop_and_timeout(input: &PlanInput<'_>) -> Result<(), PlanError> {
     if input.timeout.is_zero() {
         return Err(invalid("timeout must be above zero; use e.g. --timeout 2s"));
     }
-    if input.timeout < MIN_TIMEOUT {
-        // Timeouts are scanned for at most every millisecond: a shorter one would pass
-        // answers slower than it as successes.
+    let shortest = crate::engine::TIMEOUT_SCAN_MIN;
+    if input.timeout < shortest {
         return Err(invalid(format!(
-            "--timeout {:?}: at least 1ms (timeouts are checked every millisecond at most)",
+            "--timeout {:?}: at least {shortest:?} (timeouts are checked every {shortest:?} at most)",
             input.timeout
         )));
     }

@@ -323,10 +323,10 @@ struct Metric {
     read: fn(&RunResult) -> Option<f64>,
 }
 
-/// A latency figure of a run that had answers; a run without any measured no latency (its
-/// histogram's zeros are not latencies).
-fn answered(r: &RunResult, us: u64) -> Option<f64> {
-    (r.totals.requests > 0).then_some(us as f64)
+/// A latency percentile as the SLO reads it: none for a run without answers (its histogram's
+/// zeros are not latencies).
+fn percentile(r: &RunResult, p: f64) -> Option<f64> {
+    crate::slo::SloMetric::Percentile(p).measure(r)
 }
 
 /// The watched servers' figure summed (None when one misses part of its target).
@@ -345,25 +345,25 @@ const METRICS: [Metric; 14] = [
         name: "p50",
         unit: "µs",
         higher_is_better: false,
-        read: |r| answered(r, r.latency.total.p50_us),
+        read: |r| percentile(r, 50.0),
     },
     Metric {
         name: "p90",
         unit: "µs",
         higher_is_better: false,
-        read: |r| answered(r, r.latency.total.p90_us),
+        read: |r| percentile(r, 90.0),
     },
     Metric {
         name: "p99",
         unit: "µs",
         higher_is_better: false,
-        read: |r| answered(r, r.latency.total.p99_us),
+        read: |r| percentile(r, 99.0),
     },
     Metric {
         name: "p99.9",
         unit: "µs",
         higher_is_better: false,
-        read: |r| answered(r, r.latency.total.p99_9_us),
+        read: |r| percentile(r, 99.9),
     },
     Metric {
         name: "errors",

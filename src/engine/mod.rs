@@ -17,6 +17,8 @@ mod worker;
 mod worker_base;
 mod worker_loop;
 
+pub use worker_loop::TIMEOUT_SCAN_MIN;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
@@ -273,7 +275,8 @@ pub enum EngineError {
     },
     #[error("cannot create an event loop: {0}")]
     Poll(#[source] std::io::Error),
-    #[error(transparent)]
+    // Its own message, and the TLS error as its source: the exit status looks it up there.
+    #[error("{0}")]
     Tls(#[from] TlsSetupError),
     #[error("a worker thread panicked; this is a bug in archbench")]
     WorkerPanic,

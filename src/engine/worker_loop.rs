@@ -139,6 +139,10 @@ fn outcome<P: Protocol>(p: &mut P, interrupted: bool, stopped_at: Instant) -> Wo
     }
 }
 
+/// The shortest period of the timeout scan: a request timeout below it could not be kept
+/// (answers slower than it would pass as successes), so plans refuse one.
+pub const TIMEOUT_SCAN_MIN: Duration = Duration::from_millis(1);
+
 /// The worker's housekeeping beside the requests: the timeout scan, the rate sample and the
 /// QUIC counters for live views, each with its next time.
 struct Chores {
@@ -152,7 +156,7 @@ struct Chores {
 
 impl Chores {
     fn new(start: Instant, timeout: Duration) -> Chores {
-        let scan_every = (timeout / 10).clamp(Duration::from_millis(1), RATE_SAMPLE);
+        let scan_every = (timeout / 10).clamp(TIMEOUT_SCAN_MIN, RATE_SAMPLE);
         Chores {
             scan_every,
             next_scan: start + scan_every,

@@ -599,13 +599,12 @@ pub fn limiter(r: &RunResult) -> Limiter {
     if let Some(gone) = server_gone(r) {
         return gone;
     }
-    if r.totals.requests == 0 && r.totals.errors > 0 {
+    if let Some(failed) = r.answered_nothing() {
         // A busy client then only retried failures: no load to attribute to either side.
         return Limiter {
             side: LimiterSide::Unknown,
             reason: format!(
-                "no request was answered ({} failed; see the errors): there was no load to attribute",
-                r.totals.errors
+                "no request was answered ({failed} failed; see the errors): there was no load to attribute"
             ),
         };
     }

@@ -97,13 +97,9 @@ fn write_heading(s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
             s.loads.len()
         )
     } else {
-        // The search runs between the lowest and highest load asked, or up from one.
-        let lo = s.loads.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = s.loads.iter().copied().fold(0.0, f64::max);
-        let range = if hi > lo {
-            format!("{} to {}", load_text(lo), load_text(hi))
-        } else {
-            format!("{} up", load_text(lo))
+        let range = match crate::sweep::find_max::range_asked(&s.loads) {
+            (lo, Some(hi)) => format!("{} to {}", load_text(lo), load_text(hi)),
+            (lo, None) => format!("{} up", load_text(lo)),
         };
         format!(
             "--find-max from {range} {} ({} probes)",

@@ -36,6 +36,14 @@ pub struct MaxRate {
     pub probes: Vec<RateHeld>,
 }
 
+/// The range `--find-max` searches, from the rates asked: their lowest, and their highest
+/// when it is above (None: one rate, doubled from until the SLO fails).
+pub fn range_asked(rates: &[f64]) -> (f64, Option<f64>) {
+    let floor = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let top = rates.iter().copied().fold(0.0, f64::max);
+    (floor, (top > floor).then_some(top))
+}
+
 /// What the search does next.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Next {

@@ -111,8 +111,9 @@ fn merge_notes(sources: &[crate::stats::SourceRun]) -> Vec<String> {
     notes
 }
 
-/// Parts of one load (`run --part I/N`) merge into it only when every part is there, once,
-/// and nothing else is: what is missing or mixed in, in a line each.
+/// Parts of one load (`run --part I/N`) merge into it only when every part is there and
+/// nothing else is: what is missing or mixed in, in a line each (a part given twice is the
+/// "same run" note's).
 fn part_notes(sources: &[crate::stats::SourceRun]) -> Vec<String> {
     const SHOWN: usize = 3;
     let parts: Vec<&crate::stats::PartSummary> = sources
@@ -136,17 +137,15 @@ fn part_notes(sources: &[crate::stats::SourceRun]) -> Vec<String> {
         notes.push("the parts come from loads split differently (--part I/N with different N); merged anyway".to_string());
         return notes;
     }
-    let missing: Vec<String> = (0..count)
+    let missing: Vec<u32> = (0..count)
         .filter(|i| !parts.iter().any(|p| p.index == *i))
-        .map(|i| format!("{i}/{count}"))
         .collect();
     if !missing.is_empty() {
-        let shown = missing
+        let shown: Vec<String> = missing[..missing.len().min(SHOWN)]
             .iter()
-            .take(SHOWN)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ");
+            .map(|i| format!("{i}/{count}"))
+            .collect();
+        let shown = shown.join(", ");
         let more = match missing.len() {
             n if n > SHOWN => format!(" and {} more", n - SHOWN),
             _ => String::new(),
