@@ -166,7 +166,10 @@ impl H2loadReport {
                 ("99%", l.p99_us),
                 ("99.9%", l.p99_9_us),
             ] {
-                writeln!(out, "  {label:>6}  {}", h2load_time_us(us as f64))?;
+                let figure = l
+                    .recorded()
+                    .map_or("-".into(), |_| h2load_time_us(us as f64));
+                writeln!(out, "  {label:>6}  {figure}")?;
             }
         }
         Ok(())

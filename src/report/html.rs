@@ -151,6 +151,17 @@ fn num(text: &str, value: f64) -> String {
     )
 }
 
+/// The cell of a figure that does not exist (a latency with no answer behind it).
+const NO_FIGURE: &str = "<td class=\"num\">–</td>";
+
+/// A cell of one latency figure; with nothing recorded there is no figure, and no value.
+fn latency(l: &crate::stats::LatencySummary, us: u64) -> String {
+    match l.recorded() {
+        Some(_) => num(&wrk_time_us(us as f64), us as f64),
+        None => NO_FIGURE.into(),
+    }
+}
+
 fn sections(docs: &[HtmlDoc]) -> io::Result<Vec<Section>> {
     let runs: Vec<(&str, &RunResult)> = docs
         .iter()
@@ -327,11 +338,11 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
                 &grouped(r.totals.requests_per_sec.round() as u64),
                 r.totals.requests_per_sec
             ),
-            num(&wrk_time_us(t.p50_us as f64), t.p50_us as f64),
-            num(&wrk_time_us(t.p90_us as f64), t.p90_us as f64),
-            num(&wrk_time_us(t.p99_us as f64), t.p99_us as f64),
-            num(&wrk_time_us(t.p99_9_us as f64), t.p99_9_us as f64),
-            num(&wrk_time_us(t.max_us as f64), t.max_us as f64),
+            latency(t, t.p50_us),
+            latency(t, t.p90_us),
+            latency(t, t.p99_us),
+            latency(t, t.p99_9_us),
+            latency(t, t.max_us),
             num(&grouped(r.totals.errors), r.totals.errors as f64),
             esc(&r.limiter.reason)
         ));
@@ -404,9 +415,9 @@ fn entries_table(name: &str, r: &RunResult) -> String {
             num(&e.weight.to_string(), e.weight as f64),
             num(&grouped(e.requests), e.requests as f64),
             num(&grouped(e.errors), e.errors as f64),
-            num(&wrk_time_us(l.p50_us as f64), l.p50_us as f64),
-            num(&wrk_time_us(l.p99_us as f64), l.p99_us as f64),
-            num(&wrk_time_us(l.max_us as f64), l.max_us as f64),
+            latency(l, l.p50_us),
+            latency(l, l.p99_us),
+            latency(l, l.max_us),
             esc(&codes.join(", "))
         ));
     }
@@ -670,10 +681,14 @@ fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String
                 &grouped(p.requests_per_sec.round() as u64),
                 p.requests_per_sec
             ),
-            num(&wrk_time_us(p.p50_us), p.p50_us),
-            num(&wrk_time_us(p.p90_us), p.p90_us),
-            num(&wrk_time_us(p.p99_us), p.p99_us),
-            num(&wrk_time_us(p.p99_9_us), p.p99_9_us),
+            p.p50_us
+                .map_or(NO_FIGURE.into(), |v| num(&wrk_time_us(v), v)),
+            p.p90_us
+                .map_or(NO_FIGURE.into(), |v| num(&wrk_time_us(v), v)),
+            p.p99_us
+                .map_or(NO_FIGURE.into(), |v| num(&wrk_time_us(v), v)),
+            p.p99_9_us
+                .map_or(NO_FIGURE.into(), |v| num(&wrk_time_us(v), v)),
             num(&format!("{:.2}", p.error_percent), p.error_percent),
             match p.slo_passed {
                 Some(true) => "<span class=\"pass\">pass</span>",
@@ -749,14 +764,15 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
     })
 }
 
-/// Where a step lies on a sweep's chart.
-type StepPoint = fn(&StepFigures) -> (f64, f64);
+/// Where a step lies on a sweep's chart (nowhere without the figure, e.g. no p99).
+type StepPoint = fn(&StepFigures) -> Option<(f64, f64)>;
 
 /// A sweep's two charts: throughput against load (knees marked, USL fits dotted) and p99
 /// against throughput (knees marked, the SLO's p99 dashed).
 fn sweep_charts(s: &SweepResult, k: usize) -> io::Result<Vec<Chart>> {
-    let by_load: StepPoint = |p| (p.load, p.requests_per_sec);
-    let by_rps: StepPoint = |p| (p.requests_per_sec, p.p99_us);
+    let by_load: StepPoint = |p| Some((p.load, p.requests_per_sec));
+    // A step with no answer has no p99 to place.
+    let by_rps: StepPoint = |p| Some((p.requests_per_sec, p.p99_us?));
     let load_axis = match s.ladder {
         LadderKind::Connections => Axis::Log2(|v| format!("{v:.0}")),
         LadderKind::Rates => Axis::Linear(rate_axis),
@@ -835,7 +851,7 @@ fn sweep_curves(s: &SweepResult, at: StepPoint) -> Vec<Line> {
         .iter()
         .map(|t| Line {
             name: t.name.clone(),
-            points: t.points.iter().map(at).collect(),
+            points: t.points.iter().filter_map(at).collect(),
         })
         .collect()
 }
@@ -850,7 +866,7 @@ fn sweep_knees(s: &SweepResult, at: StepPoint) -> Vec<Mark> {
             let p = t.points.iter().find(|p| Some(p.load) == t.knee)?;
             Some(Mark {
                 line: i,
-                at: at(p),
+                at: at(p)?,
                 label: if t.knee_beyond_ladder {
                     format!("knee of {} beyond here", t.name)
                 } else {

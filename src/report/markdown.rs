@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::{MarkdownReport, Report};
 use crate::compare::{ComparisonResult, MetricComparison, MetricSummary, ALPHA};
-use crate::stats::RunResult;
+use crate::stats::{LatencySummary, RunResult};
 use crate::units::grouped;
 use crate::units::metric_figure as figure;
 
@@ -155,10 +155,10 @@ impl Report<RunResult> for MarkdownReport {
             out,
             "| {} | {} | {} | {} | {} | {} | {} |",
             figure(r.totals.requests_per_sec, "req/s"),
-            grouped(l.p50_us),
-            grouped(l.p90_us),
-            grouped(l.p99_us),
-            grouped(l.p99_9_us),
+            latency(l, |l| l.p50_us),
+            latency(l, |l| l.p90_us),
+            latency(l, |l| l.p99_us),
+            latency(l, |l| l.p99_9_us),
             grouped(r.totals.errors),
             r.limiter.side.as_str()
         )?;
@@ -172,4 +172,9 @@ impl Report<RunResult> for MarkdownReport {
             grouped(r.totals.requests)
         )
     }
+}
+
+/// One figure of a latency summary, "–" when nothing was recorded (never a 0).
+fn latency(l: &LatencySummary, figure: fn(&LatencySummary) -> u64) -> String {
+    l.recorded().map_or("–".into(), |l| grouped(figure(l)))
 }

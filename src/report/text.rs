@@ -129,6 +129,11 @@ fn stop(r: &RunResult) -> String {
     }
 }
 
+/// One figure of a latency summary, "-" when nothing was recorded (there is no figure).
+fn figure_us(l: &LatencySummary, us: u64) -> String {
+    l.recorded().map_or("-".into(), |_| us.to_string())
+}
+
 fn latency_row(out: &mut dyn Write, name: &str, s: &LatencySummary) -> io::Result<()> {
     if s.count == 0 {
         return writeln!(out, "  {name:<11}{:>9}", "-");
@@ -287,9 +292,9 @@ fn write_entries(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
             share(e.requests + e.errors, answered),
             grouped(e.requests),
             grouped(e.errors),
-            e.latency.p50_us,
-            e.latency.p99_us,
-            e.latency.max_us,
+            figure_us(&e.latency, e.latency.p50_us),
+            figure_us(&e.latency, e.latency.p99_us),
+            figure_us(&e.latency, e.latency.max_us),
             status.join(" ")
         )?;
     }
@@ -590,9 +595,9 @@ fn write_client(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
                 format!("{:.1}", pc.target_rate)
             },
             pc.achieved_rate,
-            l.p50_us,
-            l.p99_us,
-            l.max_us,
+            figure_us(l, l.p50_us),
+            figure_us(l, l.p99_us),
+            figure_us(l, l.max_us),
             grouped(pc.held_by_busy_connection)
         )?;
         if pc.early_sends > 0 {

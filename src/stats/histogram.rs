@@ -53,8 +53,10 @@ pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
         .map_err(|e| format!("histogram decoding: {e:?}"))
 }
 
-/// The numbers people quote from a latency distribution, in microseconds.
+/// The numbers people quote from a latency distribution, in microseconds. With nothing
+/// recorded (`count` 0) there are none: the JSON holds null for each, never an invented 0.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(into = "SummaryDoc", from = "SummaryDoc")]
 pub struct LatencySummary {
     /// Number of recorded values.
     pub count: u64,
@@ -80,7 +82,66 @@ pub struct LatencySummary {
     pub max_us: u64,
 }
 
+/// [`LatencySummary`] as JSON holds it: every figure null when nothing was recorded.
+#[derive(Serialize, Deserialize)]
+struct SummaryDoc {
+    count: u64,
+    min_us: Option<u64>,
+    mean_us: Option<f64>,
+    stdev_us: Option<f64>,
+    p50_us: Option<u64>,
+    p75_us: Option<u64>,
+    p90_us: Option<u64>,
+    p99_us: Option<u64>,
+    p99_9_us: Option<u64>,
+    p99_99_us: Option<u64>,
+    max_us: Option<u64>,
+}
+
+impl From<LatencySummary> for SummaryDoc {
+    fn from(s: LatencySummary) -> SummaryDoc {
+        let recorded = s.count > 0;
+        SummaryDoc {
+            count: s.count,
+            min_us: recorded.then_some(s.min_us),
+            mean_us: recorded.then_some(s.mean_us),
+            stdev_us: recorded.then_some(s.stdev_us),
+            p50_us: recorded.then_some(s.p50_us),
+            p75_us: recorded.then_some(s.p75_us),
+            p90_us: recorded.then_some(s.p90_us),
+            p99_us: recorded.then_some(s.p99_us),
+            p99_9_us: recorded.then_some(s.p99_9_us),
+            p99_99_us: recorded.then_some(s.p99_99_us),
+            max_us: recorded.then_some(s.max_us),
+        }
+    }
+}
+
+/// Documents written before the nulls hold 0 where nothing was recorded; both read the same.
+impl From<SummaryDoc> for LatencySummary {
+    fn from(d: SummaryDoc) -> LatencySummary {
+        LatencySummary {
+            count: d.count,
+            min_us: d.min_us.unwrap_or(0),
+            mean_us: d.mean_us.unwrap_or(0.0),
+            stdev_us: d.stdev_us.unwrap_or(0.0),
+            p50_us: d.p50_us.unwrap_or(0),
+            p75_us: d.p75_us.unwrap_or(0),
+            p90_us: d.p90_us.unwrap_or(0),
+            p99_us: d.p99_us.unwrap_or(0),
+            p99_9_us: d.p99_9_us.unwrap_or(0),
+            p99_99_us: d.p99_99_us.unwrap_or(0),
+            max_us: d.max_us.unwrap_or(0),
+        }
+    }
+}
+
 impl LatencySummary {
+    /// The summary when something was recorded; without, it has no figures to show.
+    pub fn recorded(&self) -> Option<&LatencySummary> {
+        (self.count > 0).then_some(self)
+    }
+
     pub fn of(h: &Histogram<u64>) -> LatencySummary {
         if h.is_empty() {
             return LatencySummary::default();
@@ -133,6 +194,31 @@ mod tests {
         let back: SerializedHistogram = serde_json::from_str(&json).unwrap();
         assert_eq!(back.0, h);
         assert_eq!(back.0.len(), 7);
+    }
+
+    #[test]
+    fn empty_summary_has_null_figures_in_json_and_reads_back() {
+        let empty = LatencySummary::of(&latency_histogram());
+        let json = serde_json::to_value(&empty).unwrap();
+        assert_eq!(json["count"], 0);
+        for k in [
+            "min_us",
+            "mean_us",
+            "stdev_us",
+            "p50_us",
+            "p99_99_us",
+            "max_us",
+        ] {
+            assert!(json[k].is_null(), "{k}: {}", json[k]);
+        }
+        let back: LatencySummary = serde_json::from_value(json).unwrap();
+        assert_eq!(back, empty);
+        let mut h = latency_histogram();
+        h.record(250).unwrap();
+        let one = LatencySummary::of(&h);
+        let json = serde_json::to_value(&one).unwrap();
+        assert_eq!(json["p50_us"], one.p50_us);
+        assert_eq!(serde_json::from_value::<LatencySummary>(json).unwrap(), one);
     }
 
     #[test]

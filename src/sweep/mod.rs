@@ -112,10 +112,11 @@ pub struct EarlyStop {
 pub struct StepFigures {
     pub load: f64,
     pub requests_per_sec: f64,
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub p99_9_us: f64,
+    /// Total latency percentiles; none when no complete run there got an answer.
+    pub p50_us: Option<f64>,
+    pub p90_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub p99_9_us: Option<f64>,
     /// Failed requests (transport failures and answers outside 2xx/3xx), % of attempted.
     pub error_percent: f64,
     /// Watched servers' CPU, in cores, and answered requests per server CPU-second.
@@ -153,7 +154,8 @@ pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
         let v: Vec<f64> = runs.iter().filter_map(|r| f(r)).collect();
         (!v.is_empty()).then(|| crate::compare::stats::median(&v))
     };
-    let total = |r: &crate::stats::RunResult| r.latency.total.clone();
+    // Runs that answered nothing have no latency: they take no part in its median.
+    let total = |r: &crate::stats::RunResult| r.latency.total.recorded().cloned();
     let error_percent = median(&|r| {
         (r.totals.attempted > 0).then(|| {
             (r.totals.errors + r.totals.non_2xx_3xx) as f64 * 100.0 / r.totals.attempted as f64
@@ -163,10 +165,10 @@ pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
     Some(StepFigures {
         load: step.load,
         requests_per_sec: median(&|r| Some(r.totals.requests_per_sec)).unwrap_or(0.0),
-        p50_us: median(&|r| Some(total(r).p50_us as f64)).unwrap_or(0.0),
-        p90_us: median(&|r| Some(total(r).p90_us as f64)).unwrap_or(0.0),
-        p99_us: median(&|r| Some(total(r).p99_us as f64)).unwrap_or(0.0),
-        p99_9_us: median(&|r| Some(total(r).p99_9_us as f64)).unwrap_or(0.0),
+        p50_us: median(&|r| Some(total(r)?.p50_us as f64)),
+        p90_us: median(&|r| Some(total(r)?.p90_us as f64)),
+        p99_us: median(&|r| Some(total(r)?.p99_us as f64)),
+        p99_9_us: median(&|r| Some(total(r)?.p99_9_us as f64)),
         error_percent,
         // Sums over every watched server, none where one misses part of its target.
         server_cores: median(&|r| crate::stats::servers_sum(&r.servers, |s| s.cores)),
@@ -215,13 +217,13 @@ pub fn past_knee(points: &[StepFigures], kind: LadderKind) -> Option<String> {
         .iter()
         .map(|p| p.requests_per_sec)
         .fold(0.0, f64::max);
-    let exploded = first.p99_us > 0.0 && last.p99_us >= EXPLODED_P99 * first.p99_us;
+    let (first_p99, last_p99) = (first.p99_us?, last.p99_us?);
+    let exploded = first_p99 > 0.0 && last_p99 >= EXPLODED_P99 * first_p99;
     if points.len() > 1 && exploded && last.requests_per_sec < STILL_GROWING * best_before {
         return Some(format!(
-            "p99 {:.0} µs at {} {unit} is {:.0}× the first step's and throughput stopped growing",
-            last.p99_us,
+            "p99 {last_p99:.0} µs at {} {unit} is {:.0}× the first step's and throughput stopped growing",
             last.load,
-            last.p99_us / first.p99_us
+            last_p99 / first_p99
         ));
     }
     None
@@ -360,10 +362,10 @@ mod tests {
         StepFigures {
             load,
             requests_per_sec: rps,
-            p50_us: p99 / 2.0,
-            p90_us: p99 / 1.5,
-            p99_us: p99,
-            p99_9_us: p99 * 1.5,
+            p50_us: Some(p99 / 2.0),
+            p90_us: Some(p99 / 1.5),
+            p99_us: Some(p99),
+            p99_9_us: Some(p99 * 1.5),
             error_percent: errors,
             server_cores: None,
             requests_per_server_cpu_s: None,

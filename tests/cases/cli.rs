@@ -148,12 +148,7 @@ fn interrupt_and_check_what_was_saved(sigints: usize) {
 /// real ab's on a refused connection) and a line on stderr say nothing was measured.
 #[test]
 fn front_ends_that_got_no_answer_say_so_and_exit_1() {
-    // A loopback port nothing listens on: bound for a free one, then let go.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let url = format!("http://127.0.0.1:{port}/");
+    let url = nothing_listens();
     let u = url.as_str();
     for args in [
         vec!["ab", "-n", "10", u],
@@ -166,6 +161,84 @@ fn front_ends_that_got_no_answer_say_so_and_exit_1() {
         assert!(err.contains("no request was answered"), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+/// A loopback URL nothing listens on: a port bound for a free one, then let go.
+fn nothing_listens() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://127.0.0.1:{}/", l.local_addr().unwrap().port())
+}
+
+/// A run or sweep step that got no answer has no latency: its documents say so (null, "–"),
+/// never an invented 0 µs, and stay valid against their schemas.
+#[test]
+fn latency_without_answers_is_absent_not_zero() {
+    let url = nothing_listens();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let o = archbench(&[
+        "run",
+        &url,
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "--json",
+        &path("r.json"),
+        "--markdown",
+        &path("r.md"),
+        "--html",
+        &path("r.html"),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let doc = read_json(&dir.path().join("r.json"));
+    assert_valid(&doc);
+    let total = &doc["latency"]["total"];
+    assert_eq!(total["count"], 0);
+    for k in ["min_us", "mean_us", "p50_us", "p99_us", "max_us"] {
+        assert!(total[k].is_null(), "{k}: {total}");
+    }
+    // The Markdown and HTML reports show no figure either.
+    let md = std::fs::read_to_string(dir.path().join("r.md")).unwrap();
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| 0 |"))
+        .unwrap_or_default();
+    assert_eq!(row.matches("| – ").count(), 4, "{md}");
+    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    // p50, p90, p99, p99.9 and max: no cell, no data-value.
+    assert_eq!(
+        html.matches("<td class=\"num\">–</td>").count(),
+        5,
+        "{html}"
+    );
+
+    let o = archbench(&[
+        "sweep",
+        &format!("a={url}"),
+        "-c",
+        "1,2",
+        "-d",
+        "200ms",
+        "--runs",
+        "1",
+        "--no-warmup",
+        "--json",
+        &path("s.json"),
+    ]);
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    let doc = read_json(&dir.path().join("s.json"));
+    assert_valid(&doc);
+    let point = &doc["targets"][0]["points"][0];
+    assert_eq!(point["error_percent"], 100.0, "{point}");
+    for k in ["p50_us", "p90_us", "p99_us", "p99_9_us"] {
+        assert!(point[k].is_null(), "{k}: {point}");
+    }
+    assert!(
+        stdout(&o).contains("      -         -         -         -"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]
