@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use crate::units::typed_number;
+
 /// One stage: `length_s` seconds during which the rate goes from `from` to `to` requests per
 /// second.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -175,9 +177,9 @@ impl Stages {
 impl fmt::Display for Stage {
     /// As `--stages` takes one: `30s@1000`, `60s@1000..20000`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}s@{}", self.length_s, self.from)?;
+        write!(f, "{}s@{}", self.length_s, typed_number(self.from))?;
         if self.to != self.from {
-            write!(f, "..{}", self.to)?;
+            write!(f, "..{}", typed_number(self.to))?;
         }
         Ok(())
     }

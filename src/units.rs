@@ -28,6 +28,16 @@ const METRIC: Units = Units {
     units: &["k", "M", "G", "T", "P"],
 };
 
+/// A number the way a person types it: `2000`, `0.5`, and `1e300` or `1e-300` rather than
+/// hundreds of digits (a figure far outside what a run can use, quoted back in an error).
+pub fn typed_number(v: f64) -> String {
+    if v == 0.0 || (1e-6..1e15).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// wrk's format_units: scale up while the amount is at least 85% of the next unit, never to
 /// the last unit of the list.
 fn format_units(n: f64, m: &Units, precision: usize) -> String {
@@ -121,6 +131,16 @@ pub fn slo_figure(v: f64, unit: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_numbers_stay_short() {
+        assert_eq!(typed_number(2000.0), "2000");
+        assert_eq!(typed_number(0.5), "0.5");
+        assert_eq!(typed_number(0.0), "0");
+        assert_eq!(typed_number(1e300), "1e300");
+        assert_eq!(typed_number(1e-300), "1e-300");
+        assert_eq!(typed_number(123456789012345.0), "123456789012345");
+    }
 
     #[test]
     fn wrk_units_match_wrk() {

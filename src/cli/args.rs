@@ -133,6 +133,20 @@ pub struct RequestArgs {
 
 impl RequestArgs {
     /// The `--tls-*` flags as the engine takes them.
+    /// The first TLS flag given, as typed; none when TLS is left as it comes.
+    pub fn tls_flag_given(&self) -> Option<&'static str> {
+        [
+            (self.insecure, "--insecure"),
+            (self.pinned_cert.is_some(), "--pinned-cert"),
+            (self.tls_resume == Switch::Off, "--tls-resume off"),
+            (self.tls_version.is_some(), "--tls-version"),
+            (self.tls_ciphers.is_some(), "--tls-ciphers"),
+            (self.tls_groups.is_some(), "--tls-groups"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
     pub fn tls_options(&self) -> crate::http::tls::TlsOptions {
         crate::http::tls::TlsOptions {
             resume: self.tls_resume == Switch::On,

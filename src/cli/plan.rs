@@ -8,11 +8,14 @@ use std::time::{Duration, SystemTime};
 
 use thiserror::Error;
 
-use super::args::{AbArgs, CompareArgs, H2loadArgs, LoadArgs, RunArgs, WrkArgs};
+use super::args::{AbArgs, CompareArgs, H2loadArgs, LoadArgs, RequestArgs, RunArgs, WrkArgs};
 use crate::engine::{wake, Http2, Http3, Pacing, Part, Plan, StopRule};
 use crate::http::tls::TlsOptions;
-use crate::http::{DefaultHeaders, HttpVersion, RequestSpec, Target, TargetError, Unresolved};
+use crate::http::{
+    DefaultHeaders, HttpVersion, RequestSpec, Scheme, Target, TargetError, Unresolved,
+};
 use crate::stages::Stages;
+use crate::units::typed_number;
 
 /// A command line that cannot become a plan. Always the user's to fix: exit status 2.
 #[derive(Debug, Error)]
@@ -121,6 +124,8 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         return Err(invalid(why));
     }
     let basic_auth = Target::basic_auth(input.url);
+    // Over http:// there is no certificate to leave unverified.
+    let insecure = input.insecure && target.scheme == Scheme::Https;
     Ok(Plan {
         target,
         addrs: Unresolved,
@@ -142,7 +147,7 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         pacing,
         stages: input.stages,
         timeout: input.timeout,
-        insecure: input.insecure,
+        insecure,
         tls: input.tls,
         part: input.part,
         start_at: input.start_at,
@@ -166,7 +171,7 @@ fn http2(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http2>, PlanEr
             "--streams must be from 1 to {MAX_STREAMS} (concurrent streams per connection)"
         )));
     }
-    if offer_http11 && target.scheme == crate::http::Scheme::Http {
+    if offer_http11 && target.scheme == Scheme::Http {
         return Err(invalid(
             "--alpn is negotiated in the TLS handshake: it needs an https:// URL (http:// speaks h2c)",
         ));
@@ -197,7 +202,7 @@ fn http3(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http3>, PlanEr
             "--streams must be from 1 to {MAX_STREAMS} (concurrent streams per connection)"
         )));
     }
-    if target.scheme == crate::http::Scheme::Http {
+    if target.scheme == Scheme::Http {
         return Err(invalid(
             "--http3 runs over QUIC, which is always TLS: give an https:// URL",
         ));
@@ -310,14 +315,15 @@ fn pacing(input: &PlanInput<'_>) -> Result<Pacing, PlanError> {
         )),
         None => Ok(Pacing::Closed),
         Some(r) if r.is_finite() && r >= MIN_RATE => {
-            within_one_process(input, r, &format!("--rate {r}"))?;
+            within_one_process(input, r, &format!("--rate {}", typed_number(r)))?;
             Ok(Pacing::Open {
                 rate: r,
                 slack: slack(input.slack)?,
             })
         }
         Some(r) => Err(invalid(format!(
-            "--rate {r} is below {MIN_RATE} requests per second (one per 1,000 s); omit it for a closed loop"
+            "--rate {} is below {MIN_RATE} requests per second (one per 1,000 s); omit it for a closed loop",
+            typed_number(r)
         ))),
     }
 }
@@ -327,7 +333,8 @@ fn pacing(input: &PlanInput<'_>) -> Result<Pacing, PlanError> {
 /// process keeps, and the stages set the run's length.
 fn staged_pacing(input: &PlanInput<'_>, stages: &Stages) -> Result<Pacing, PlanError> {
     let peak = stages.peak_rate();
-    within_one_process(input, peak, &format!("--stages (at their peak, {peak})"))?;
+    let given = format!("--stages (at their peak, {})", typed_number(peak));
+    within_one_process(input, peak, &given)?;
     if stages.mean_rate() < MIN_RATE {
         return Err(invalid(format!(
             "--stages ask for {} requests over {}s, below {MIN_RATE} per second",
@@ -482,8 +489,20 @@ pub fn run_draft(a: &RunArgs) -> Result<Plan<Unresolved>, PlanError> {
         start_at: a.start_at,
         ..load_input(&a.url, &a.load)
     })?;
+    tls_flags_apply(&a.load.request, plan.target.scheme == Scheme::Https)?;
     plan.tls.pinned = pinned_cert(a.load.request.pinned_cert.as_deref())?;
     Ok(plan)
+}
+
+/// TLS flags shape handshakes: where no target has one they would be ignored without a
+/// word (a user believing `-k` or `--tls-version` took part), so they are refused.
+fn tls_flags_apply(request: &RequestArgs, any_https: bool) -> Result<(), PlanError> {
+    match request.tls_flag_given() {
+        Some(flag) if !any_https => Err(invalid(format!(
+            "{flag} applies to https:// targets only, and none is https://; drop it"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// `--pinned-cert FILE`'s certificate.
@@ -822,6 +841,10 @@ pub fn targets_plan(
             watch: Vec::new(),
         });
     }
+    let any_https = contenders
+        .iter()
+        .any(|c| c.plan.target.scheme == Scheme::Https);
+    tls_flags_apply(&load.request, any_https)?;
     for w in &with_perf(&load.request.watch, &load.perf)? {
         let c = contenders
             .iter_mut()
@@ -950,9 +973,6 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     if !plan.request.keepalive {
         w.switch("no_keepalive");
     }
-    if plan.insecure {
-        w.switch("insecure");
-    }
     if plan.part != Part::WHOLE {
         w.value("part", format!("{}/{}", plan.part.index, plan.part.count));
     }
@@ -977,10 +997,17 @@ pub fn reproduce<A>(plan: &Plan<A>) -> String {
     line
 }
 
-/// [`reproduce`]'s TLS flags.
+/// [`reproduce`]'s TLS flags: none over http:// (where `run` refuses them; ab's and wrk's
+/// plans are insecure whatever their scheme).
 fn reproduce_tls<A>(plan: &Plan<A>, w: &mut super::argv::Argv) {
+    if plan.target.scheme != Scheme::Https {
+        return;
+    }
     let tls = &plan.tls;
-    if plan.target.scheme == crate::http::Scheme::Https && !tls.resume {
+    if plan.insecure {
+        w.switch("insecure");
+    }
+    if !tls.resume {
         w.value("tls_resume", "off");
     }
     if !tls.ciphers.is_empty() {
@@ -1104,7 +1131,7 @@ mod tests {
     #[test]
     fn reproduce_lines_rebuild_the_plan_they_describe() {
         let compare = shell_split(
-            "archbench compare a=http://127.0.0.1:8080/x?y=1 b=http://127.0.0.1:8081/ -c 7 -t 1 \
+            "archbench compare a=http://127.0.0.1:8080/x?y=1 b=https://127.0.0.1:8081/ -c 7 -t 1 \
              -d 1500ms --rate 250.5 -H 'X-Note: it'\\''s here' --timeout 2500us -k --runs 4",
         );
         let Command::Compare(args) = parse(&compare) else {
@@ -1136,6 +1163,8 @@ mod tests {
             assert_eq!(reproduce(&again), line);
         }
         assert!(reproduce(&plans[0]).contains("--timeout 2500us"));
-        assert!(reproduce(&plans[0]).contains("--insecure"));
+        // -k reaches the https target's line only: over http:// `run` refuses it.
+        assert!(!reproduce(&plans[0]).contains("--insecure"));
+        assert!(reproduce(&plans[1]).contains("--insecure"));
     }
 }

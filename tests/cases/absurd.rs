@@ -16,7 +16,16 @@ fn absurd_values_are_usage_errors_with_one_line() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["run", u, "--rate", "1e-18"], "below 0.001"),
         (vec!["run", u, "--rate", "0.0000001"], "below 0.001"),
-        (vec!["run", u, "--rate", "1e300"], "beyond one machine"),
+        // Quoted back as typed, not as 301 digits.
+        (vec!["run", u, "--rate", "1e300"], "--rate 1e300: more than"),
+        (
+            vec!["run", u, "--stages", "1s@1e300"],
+            "--stages (at their peak, 1e300): more than",
+        ),
+        (
+            vec!["run", u, "--rate", "1e-300"],
+            "--rate 1e-300 is below 0.001",
+        ),
         (vec!["run", u, "--rate", "inf"], "invalid rate"),
         (vec!["run", u, "--rate", "NaN"], "invalid rate"),
         (vec!["run", u, "--rate=-5"], "invalid rate"),

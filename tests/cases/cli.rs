@@ -380,6 +380,32 @@ fn more_bad_command_lines_exit_2() {
             "invalid header",
         ),
         (vec!["bogus-subcommand"], "unrecognized subcommand"),
+        // TLS flags where no target speaks TLS would be ignored without a word.
+        (
+            vec!["run", "http://127.0.0.1:1/", "-k"],
+            "--insecure applies to https:// targets only",
+        ),
+        (
+            vec![
+                "compare",
+                "a=http://127.0.0.1:1/",
+                "b=http://127.0.0.1:2/",
+                "--tls-version",
+                "1.3",
+            ],
+            "--tls-version applies to https:// targets only",
+        ),
+        (
+            vec![
+                "sweep",
+                "a=http://127.0.0.1:1/",
+                "-c",
+                "1,2",
+                "--tls-resume",
+                "off",
+            ],
+            "--tls-resume off applies to https:// targets only",
+        ),
     ];
     assert_usage_errors(&cases);
 }
