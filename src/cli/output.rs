@@ -151,6 +151,35 @@ pub fn write_html(
     Ok(())
 }
 
+/// Whether a file can be written at `path` (given as `flag`): not a directory, in one that
+/// exists, where this user may create files (tried with the temporary file a save uses).
+fn writable(flag: &str, path: &Path) -> Result<(), PlanError> {
+    let refuse = |why: String| {
+        Err(PlanError::Invalid(format!(
+            "{flag} {}: {why}",
+            path.display()
+        )))
+    };
+    if path.is_dir() {
+        return refuse("it is a directory; give a file name".into());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.exists() {
+        return refuse(format!("no directory {}; create it first", dir.display()));
+    }
+    if !dir.is_dir() {
+        return refuse(format!("{} is not a directory", dir.display()));
+    }
+    let probe = crate::report::temporary_path(path);
+    match std::fs::File::create(&probe).and_then(|_| std::fs::remove_file(&probe)) {
+        Ok(()) => Ok(()),
+        Err(e) => refuse(format!("cannot write there: {e}")),
+    }
+}
+
 /// A document (of any kind, or one read back) in the layout `report` and `merge` were asked
 /// for. `Wrk` is `k8s load`'s alone and never reaches here (`OutputPlan::new` refuses it).
 pub fn write_as<D: ?Sized>(doc: &D, fmt: Format, out: &mut dyn Write) -> io::Result<()>
@@ -209,20 +238,34 @@ impl OutputPlan {
     /// The plan of `o`, for `command`, which has a report in the `layouts` listed (a layout
     /// it has not is a usage error).
     pub fn new(o: &OutputArgs, command: &str, layouts: &[Format]) -> Result<OutputPlan, PlanError> {
-        Ok(OutputPlan {
+        OutputPlan {
             layout: checked_layout(o.layout.output, command, layouts)?,
             json: o.json.json.iter().cloned().collect(),
             markdown: o.markdown.iter().cloned().collect(),
             html: o.html.html.iter().cloned().collect(),
-        })
+        }
+        .checked()
     }
 
     /// Only a JSON file, as the front ends' `--json` (their stdout is the tool's own layout).
-    pub fn json_only(j: &JsonFile) -> OutputPlan {
+    pub fn json_only(j: &JsonFile) -> Result<OutputPlan, PlanError> {
         OutputPlan {
             json: j.json.iter().cloned().collect(),
             ..OutputPlan::default()
         }
+        .checked()
+    }
+
+    /// The plan if every file of it can be written, checked before any load so that a long
+    /// run never ends unable to save what it measured.
+    fn checked(self) -> Result<OutputPlan, PlanError> {
+        let flagged = [("--json", &self.json), ("--markdown", &self.markdown)];
+        for (flag, paths) in flagged.into_iter().chain([("--html", &self.html)]) {
+            for p in paths {
+                writable(flag, p)?;
+            }
+        }
+        Ok(self)
     }
 
     /// The report on stdout is archbench's text (progress lines and notes go with it).
@@ -295,8 +338,10 @@ impl OutputPlan {
         JsonReport: Report<D>,
         HtmlPage: Report<D>,
     {
-        self.write_files(doc)?;
-        self.write_stdout(doc)
+        // The report reaches stdout even when a file could not be written.
+        let saved = self.write_files(doc);
+        self.write_stdout(doc)?;
+        saved
     }
 }
 

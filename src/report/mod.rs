@@ -78,17 +78,21 @@ pub fn save_json_value<T: serde::Serialize>(doc: &T, path: &std::path::Path) -> 
     })
 }
 
-/// Writes a file atomically (temporary file, then rename; its directory made if need be).
+/// The temporary file [`save_atomic`] writes `path` through (beside it: a rename within one
+/// directory is atomic).
+pub fn temporary_path(path: &std::path::Path) -> std::path::PathBuf {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::path::PathBuf::from(tmp)
+}
+
+/// Writes a file atomically (temporary file, then rename). Its directory must exist: one
+/// made for a mistyped path would hide the mistake.
 pub fn save_atomic(
     path: &std::path::Path,
     write: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
+    let tmp = temporary_path(path);
     {
         let mut f = io::BufWriter::new(std::fs::File::create(&tmp)?);
         write(&mut f)?;

@@ -241,6 +241,46 @@ fn latency_without_answers_is_absent_not_zero() {
     );
 }
 
+/// A file that cannot be written fails before any load (exit 2, one line), not after a long
+/// run that then cannot save what it measured; no directory is made for a mistyped path.
+#[test]
+fn unwritable_output_files_fail_before_any_load() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let url = s.url();
+    let u = url.as_str();
+    let (a, b) = (format!("a={u}"), format!("b={u}"));
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo").join("r.json");
+    let m = missing.to_str().unwrap();
+    let a_file = dir.path().join("plain");
+    std::fs::write(&a_file, "x").unwrap();
+    let under_file = a_file.join("r.md");
+    let d = dir.path().to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", u, "--json", m], "no directory"),
+        (vec!["run", u, "--json", d], "it is a directory"),
+        (
+            vec!["run", u, "--markdown", under_file.to_str().unwrap()],
+            "is not a directory",
+        ),
+        (
+            vec!["run", u, "--html", "/proc/r.html"],
+            "cannot write there",
+        ),
+        (vec!["compare", &a, &b, "--json", m], "no directory"),
+        (vec!["sweep", &a, "-c", "1,2", "--json", m], "no directory"),
+        (vec!["wrk", "-d", "1s", u, "--json", m], "no directory"),
+        (vec!["ab", "-n", "10", u, "--json", m], "no directory"),
+        (
+            vec!["h2load", "--h1", "-n", "10", u, "--json", m],
+            "no directory",
+        ),
+    ];
+    assert_usage_errors(&cases);
+    assert!(!missing.parent().unwrap().exists(), "no directory is made");
+    assert_eq!(s.requests(), 0, "nothing was sent");
+}
+
 #[test]
 fn broken_pipe_is_a_quiet_exit() {
     let s = Server::start(ServeOptions::default()).unwrap();

@@ -16,6 +16,7 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let plan = ab_plan(a)?;
+    let outputs = OutputPlan::json_only(&a.json)?;
     let total = plan.stop.requests.unwrap_or(0);
     // ab's heartbeat: every tenth of the requests (at least 100), when more than 150.
     let heartbeat = if !a.quiet && total > 150 {
@@ -43,11 +44,13 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     } else {
         write_stdout(|out| writeln!(out, "..done"))?;
     }
-    OutputPlan::json_only(&a.json).save_json(&result)?;
     let report = AbReport {
         variable_length: a.variable_length,
     };
+    // The report reaches stdout even when the file could not be written.
+    let saved = outputs.save_json(&result);
     write_stdout(|out| report.write(&result, out))?;
+    saved?;
     notes_on_stderr(&result, FrontEnd::Ab);
     Ok(finish_code(&result, signals))
 }

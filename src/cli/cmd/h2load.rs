@@ -13,6 +13,7 @@ use crate::report::{H2loadReport, H2loadSetup};
 
 pub fn cmd_h2load(a: &H2loadArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let plan = h2load_plan(a)?;
+    let outputs = OutputPlan::json_only(&a.json)?;
     let setup = H2loadSetup {
         threads: plan.threads,
         clients: plan.connections as u64,
@@ -43,10 +44,12 @@ pub fn cmd_h2load(a: &H2loadArgs, signals: &StopSignals) -> anyhow::Result<i32> 
     if plan.target.scheme == crate::http::Scheme::Https {
         write_stdout(|out| H2loadReport::protocol(&result, out))?;
     }
-    OutputPlan::json_only(&a.json).save_json(&result)?;
     let report = H2loadReport { latency: a.latency };
     let elapsed = started.elapsed().as_secs_f64();
+    // The report reaches stdout even when the file could not be written.
+    let saved = outputs.save_json(&result);
     write_stdout(|out| report.write_body(&result, elapsed, out))?;
+    saved?;
     notes_on_stderr(&result, FrontEnd::Wrk);
     Ok(finish_code(&result, signals))
 }

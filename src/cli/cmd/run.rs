@@ -48,9 +48,11 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             );
         }
     }
-    outputs.write_files(&result)?;
+    // The report reaches stdout even when a file could not be written.
+    let saved = outputs.write_files(&result);
     notes_on_stderr(&result, FrontEnd::Run);
     outputs.write_stdout(&result)?;
+    saved?;
     if let Some(h) = &plan.hooks {
         crate::script::flush_lua_output();
         if let Some(e) = h.failure() {

@@ -20,6 +20,7 @@ pub fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let mut plan = wrk_plan(a)?;
+    let outputs = OutputPlan::json_only(&a.json)?;
     // The script runs its setup and init before any load, as in wrk: a failure is a usage
     // error (exit 2) with nothing sent.
     if let Some(path) = &a.script {
@@ -36,8 +37,10 @@ pub fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     write_stdout(|out| WrkReport::preamble(&plan.summary(), out))?;
     let result = execute(&plan, &[], &signals.stop, |_, _| {})?;
     crate::script::flush_lua_output();
-    OutputPlan::json_only(&a.json).save_json(&result)?;
+    // The report reaches stdout even when the file could not be written.
+    let saved = outputs.save_json(&result);
     write_stdout(|out| report.write_body(&result, out))?;
+    saved?;
     notes_on_stderr(&result, FrontEnd::Wrk);
     if let Some(h) = &plan.hooks {
         if let Some(e) = h.failure() {
