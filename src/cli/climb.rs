@@ -63,13 +63,21 @@ pub struct SweepSpec<'a> {
 
 impl SweepSpec<'_> {
     fn step_load(&self, load: f64) -> StepLoad {
-        match self.kind {
+        StepLoad::of(self.kind, self.rate_connections, load)
+    }
+}
+
+impl StepLoad {
+    /// The step at `load` of a ladder of `kind` (a rates ladder's steps all have
+    /// `rate_connections`).
+    pub fn of(kind: LadderKind, rate_connections: u64, load: f64) -> StepLoad {
+        match kind {
             LadderKind::Connections => StepLoad {
                 connections: load as u64,
                 rate: None,
             },
             LadderKind::Rates => StepLoad {
-                connections: self.rate_connections,
+                connections: rate_connections,
                 rate: Some(load),
             },
         }

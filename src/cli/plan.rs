@@ -873,6 +873,33 @@ pub fn service_plan(
     load: &crate::k8s::WholeLoad,
     pinned: Option<&crate::http::tls::PinnedCert>,
 ) -> Result<Plan, PlanError> {
+    let unresolved = service_draft(url, load, pinned)?;
+    Ok(match known {
+        // An in-cluster name only the cluster's DNS knows: its address came from the API.
+        Some(addr) => unresolved.at(crate::http::Addresses::one(addr)),
+        None => unresolved.resolve()?,
+    })
+}
+
+/// Whether a service could be loaded at `load`, asked before any cluster is: the plan of a
+/// stand-in loopback URL of the load's scheme, never resolved nor sent to.
+#[cfg(feature = "k8s")]
+pub fn check_service_load(load: &crate::k8s::WholeLoad) -> Result<(), PlanError> {
+    let url = if load.tls {
+        "https://127.0.0.1/"
+    } else {
+        "http://127.0.0.1/"
+    };
+    service_draft(url, load, None).map(drop)
+}
+
+/// [`service_plan`] before its addresses.
+#[cfg(feature = "k8s")]
+fn service_draft(
+    url: &str,
+    load: &crate::k8s::WholeLoad,
+    pinned: Option<&crate::http::tls::PinnedCert>,
+) -> Result<Plan<Unresolved>, PlanError> {
     let crate::k8s::WholeLoad {
         connections,
         threads,
@@ -885,7 +912,7 @@ pub fn service_plan(
         tls: _,
         stages: _,
     } = *load;
-    let unresolved = build(PlanInput {
+    build(PlanInput {
         url,
         method: "GET".into(),
         headers: Vec::new(),
@@ -911,11 +938,6 @@ pub fn service_plan(
         http2: http2_streams.map(|s| (s, false)),
         http3: http3_streams.map(|s| (s, zero_rtt)),
         stray_streams: None,
-    })?;
-    Ok(match known {
-        // An in-cluster name only the cluster's DNS knows: its address came from the API.
-        Some(addr) => unresolved.at(crate::http::Addresses::one(addr)),
-        None => unresolved.resolve()?,
     })
 }
 

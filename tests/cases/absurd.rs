@@ -240,6 +240,27 @@ fn absurd_values_are_usage_errors_with_one_line() {
             vec!["k8s", "load", "both", "--runs", "0"],
             "--runs must be at least 1",
         ),
+        // The load itself, planned with a stand-in URL before any cluster is asked.
+        (
+            vec!["k8s", "load", "both", "-c", "0"],
+            "connections must be at least 1",
+        ),
+        (
+            vec!["k8s", "load", "both", "--rate", "0"],
+            "--rate 0 is below 0.001",
+        ),
+        (
+            vec!["k8s", "load", "both", "--timeout", "0s"],
+            "timeout must be above zero",
+        ),
+        (
+            vec!["k8s", "sweep", "both", "-r", "100,200", "--timeout", "1us"],
+            "at least 1ms",
+        ),
+        (
+            vec!["k8s", "load", "both", "--json", "/nonexistent/k.json"],
+            "no directory /nonexistent",
+        ),
         (
             vec!["k8s", "config", "/nonexistent.conf"],
             "--config /nonexistent.conf",

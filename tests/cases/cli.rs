@@ -191,7 +191,7 @@ fn latency_without_answers_is_absent_not_zero() {
         &path("r.html"),
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let doc = read_json(&dir.path().join("r.json"));
+    let doc = read_json(dir.path().join("r.json"));
     assert_valid(&doc);
     let total = &doc["latency"]["total"];
     assert_eq!(total["count"], 0);
@@ -227,7 +227,7 @@ fn latency_without_answers_is_absent_not_zero() {
         &path("s.json"),
     ]);
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
-    let doc = read_json(&dir.path().join("s.json"));
+    let doc = read_json(dir.path().join("s.json"));
     assert_valid(&doc);
     let point = &doc["targets"][0]["points"][0];
     assert_eq!(point["error_percent"], 100.0, "{point}");

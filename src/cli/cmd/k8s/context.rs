@@ -61,6 +61,31 @@ impl LoadShape {
             tls: http.tls || http.http2.http3,
         })
     }
+
+    /// A target's whole load at `connections` (and `rate`, or `stages`, open loop), before
+    /// in-cluster workers split it. Stages set its length.
+    pub fn whole(
+        &self,
+        connections: u64,
+        rate: Option<f64>,
+        stages: Option<crate::stages::Stages>,
+    ) -> WholeLoad {
+        let s = self;
+        WholeLoad {
+            http2_streams: s.http2_streams,
+            http3_streams: s.http3_streams,
+            zero_rtt: s.zero_rtt,
+            tls: s.tls,
+            connections,
+            threads: s.threads,
+            duration: stages
+                .as_ref()
+                .map_or(s.duration, |st| Duration::from_secs_f64(st.length_s())),
+            rate,
+            timeout: s.timeout,
+            stages,
+        }
+    }
 }
 
 /// The flags of `k8s load` and `k8s sweep` the set-up reads.
@@ -88,7 +113,8 @@ pub struct LoadContext<'a> {
     pub dir: PathBuf,
     /// `--tls`: the Secret's certificate, saved in `dir`.
     pub pinned: Option<PinnedCert>,
-    shape: LoadShape,
+    /// The load's shape: each step's whole load is [`LoadShape::whole`] of it.
+    pub shape: LoadShape,
     command: &'static str,
 }
 
@@ -139,31 +165,6 @@ impl<'a> LoadContext<'a> {
     /// The targets' names, in the order given.
     pub fn names(&self) -> Vec<String> {
         self.targets.iter().map(|t| t.name.clone()).collect()
-    }
-
-    /// A target's whole load at `connections` (and `rate`, or `stages`, open loop), before
-    /// in-cluster workers split it. Stages set its length.
-    pub fn whole(
-        &self,
-        connections: u64,
-        rate: Option<f64>,
-        stages: Option<crate::stages::Stages>,
-    ) -> WholeLoad {
-        let s = self.shape;
-        WholeLoad {
-            http2_streams: s.http2_streams,
-            http3_streams: s.http3_streams,
-            zero_rtt: s.zero_rtt,
-            tls: s.tls,
-            connections,
-            threads: s.threads,
-            duration: stages
-                .as_ref()
-                .map_or(s.duration, |st| Duration::from_secs_f64(st.length_s())),
-            rate,
-            timeout: s.timeout,
-            stages,
-        }
     }
 
     /// `target`'s contender at this whole load: its plan and its pods' watches.

@@ -40,7 +40,9 @@ pub fn load(
         ctx.dir.join("k8s-load.json"),
         Some(ctx.dir.join("k8s-load.md")),
     );
-    let whole = ctx.whole(l.connections.connections, l.rate.steady(), l.rate.staged());
+    let whole = ctx
+        .shape
+        .whole(l.connections.connections, l.rate.steady(), l.rate.staged());
     let (plan, commands) = load_plan(&ctx, &whole, l, runs)?;
     if outputs.layout == Format::Wrk {
         announce_wrk(&ctx.targets, &commands);
@@ -68,7 +70,7 @@ pub fn load(
 }
 
 /// The layouts `k8s load` has besides text: the script's own among them.
-const LAYOUTS: &[Format] = &[Format::Json, Format::Markdown, Format::Html, Format::Wrk];
+pub(super) const LAYOUTS: &[Format] = &[Format::Json, Format::Markdown, Format::Html, Format::Wrk];
 
 /// Where the results went, on stderr.
 fn say_written(outputs: &OutputPlan, dir: &std::path::Path, in_cluster: bool) {

@@ -24,7 +24,7 @@ use anyhow::Context as _;
 use self::context::LoadShape;
 use self::incluster::{in_cluster, worker_count};
 use crate::cli::k8s_args::{K8sArgs, K8sCommand, K8sSetupArgs};
-use crate::cli::output::write_stdout;
+use crate::cli::output::{write_stdout, OutputPlan};
 use crate::cli::{plan, StopSignals};
 use crate::k8s::{self, Cluster, ClusterOptions, K8sError, NginxConfig, Setup, Variant};
 
@@ -61,13 +61,14 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         K8sCommand::Config(c) => drop(nginx_config(&c.config)?),
         K8sCommand::Load(l) => {
             plan::runs(l.runs.runs)?;
+            OutputPlan::new(&l.output, "k8s load", load::LAYOUTS)?;
             in_cluster(&l.inside, &l.live, l.connections.connections)?;
-            LoadShape::of(&l.http, l.threads(), l.duration.duration, l.timeout.timeout)?;
+            let shape =
+                LoadShape::of(&l.http, l.threads(), l.duration.duration, l.timeout.timeout)?;
+            let c = l.connections.connections;
+            plan::check_service_load(&shape.whole(c, l.rate.steady(), l.rate.staged()))?;
         }
-        K8sCommand::Sweep(w) => {
-            sweep::checked(w)?;
-            LoadShape::of(&w.http, w.threads(), w.duration.duration, w.timeout.timeout)?;
-        }
+        K8sCommand::Sweep(w) => drop(sweep::checked(w)?),
         _ => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()

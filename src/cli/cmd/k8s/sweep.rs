@@ -37,7 +37,7 @@ impl StepPlans for ServiceTargets<'_> {
         warmup: bool,
     ) -> Result<ComparePlan, PlanError> {
         *self.step.lock().unwrap_or_else(|e| e.into_inner()) = load;
-        let whole = self.ctx.whole(load.connections, load.rate, None);
+        let whole = self.ctx.shape.whole(load.connections, load.rate, None);
         let contenders = self
             .ctx
             .targets
@@ -72,6 +72,11 @@ pub fn checked(w: &K8sSweepArgs) -> Result<Checked, PlanError> {
         LadderKind::Rates => rate_connections,
     };
     let how = in_cluster(&w.inside, &w.live, fewest)?;
+    let shape = LoadShape::of(&w.http, w.threads(), w.duration.duration, w.timeout.timeout)?;
+    for &load in &loads {
+        let step = StepLoad::of(kind, rate_connections, load);
+        plan::check_service_load(&shape.whole(step.connections, step.rate, None))?;
+    }
     let outputs = OutputPlan::new(
         &w.output,
         "k8s sweep",
@@ -146,7 +151,7 @@ pub fn sweep(
     };
     let workers = |c: &Contender| {
         let step = *source.step.lock().unwrap_or_else(|e| e.into_inner());
-        let whole = ctx.whole(step.connections, step.rate, None);
+        let whole = ctx.shape.whole(step.connections, step.rate, None);
         ctx.in_cluster(&c.name, &whole, &say, &signals.stop)
     };
     let run_one: Option<RunOne> = in_cluster.then_some(&workers as RunOne);
