@@ -18,9 +18,9 @@
 //!
 //! HTTP/1.1 GET / with keep-alive; responses framed by Content-Length (nginx's welcome page).
 
+use std::collections::VecDeque;
 use std::error::Error;
 use std::io::{Read, Write};
-use std::collections::VecDeque;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
