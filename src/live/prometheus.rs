@@ -140,12 +140,13 @@ fn header(out: &mut String, name: &str, kind: &str, unit: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
 }
 
-/// A per-target gauge: name, unit ("" for none), help, and how to read it.
+/// A per-target gauge: name, unit ("" for none), help, and how to read it (None: the target
+/// has no such figure now, and no sample is written for it).
 type Gauge = (
     &'static str,
     &'static str,
     &'static str,
-    fn(&TargetLive) -> f64,
+    fn(&TargetLive) -> Option<f64>,
 );
 
 /// A per-server gauge, as [`Gauge`].
@@ -256,25 +257,25 @@ fn render_target_gauges(out: &mut String, targets: &[TargetLive]) {
             "archbench_throughput",
             "requests_per_second",
             "Responses per second over the latest quarter second.",
-            |t| t.rps_now(),
+            |t| Some(t.rps_now()),
         ),
         (
             "archbench_latency_p99",
             "seconds",
-            "p99 of total latency over the last second.",
-            |t| t.last_second.p99_us as f64 / 1e6,
+            "p99 of total latency over the last second (no sample without an answer in it).",
+            |t| Some(t.last_second.recorded()?.p99_us as f64 / 1e6),
         ),
         (
             "archbench_elapsed",
             "seconds",
             "Seconds into the target's current run.",
-            |t| t.elapsed_s,
+            |t| Some(t.elapsed_s),
         ),
         (
             "archbench_running",
             "",
             "1 while the target's run goes on, 0 once it has ended.",
-            |t| if t.finished { 0.0 } else { 1.0 },
+            |t| Some(if t.finished { 0.0 } else { 1.0 }),
         ),
     ];
     for (name, unit, help, value) in gauges {
@@ -285,7 +286,9 @@ fn render_target_gauges(out: &mut String, targets: &[TargetLive]) {
         };
         header(out, &full, "gauge", unit, help);
         for t in targets {
-            let _ = writeln!(out, "{full}{{target=\"{}\"}} {}", label(&t.name), value(t));
+            if let Some(v) = value(t) {
+                let _ = writeln!(out, "{full}{{target=\"{}\"}} {v}", label(&t.name));
+            }
         }
     }
 }
@@ -423,5 +426,30 @@ fn render_quic(out: &mut String, targets: &[TargetLive]) {
                 value(q)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A target with no answer in its last second has no p99 sample (not a 0), and gets one
+    /// once it has.
+    #[test]
+    fn p99_without_an_answer_is_absent() {
+        let mut t = TargetLive::new("t", "", None);
+        let text = render(std::slice::from_ref(&t));
+        assert!(text.contains("archbench_running{target=\"t\"} 1"), "{text}");
+        assert!(!text.contains("archbench_latency_p99_seconds{"), "{text}");
+        t.last_second = crate::stats::LatencySummary {
+            count: 1,
+            p99_us: 2_500,
+            ..Default::default()
+        };
+        let text = render(&[t]);
+        assert!(
+            text.contains("archbench_latency_p99_seconds{target=\"t\"} 0.0025"),
+            "{text}"
+        );
     }
 }

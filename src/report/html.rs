@@ -162,6 +162,11 @@ fn latency(l: &crate::stats::LatencySummary, us: u64) -> String {
     }
 }
 
+/// A cell of a sweep step's latency figure, none when no run there got an answer.
+fn step_latency(us: Option<f64>) -> String {
+    us.map_or(NO_FIGURE.into(), |v| num(&wrk_time_us(v), v))
+}
+
 fn sections(docs: &[HtmlDoc]) -> io::Result<Vec<Section>> {
     let runs: Vec<(&str, &RunResult)> = docs
         .iter()
@@ -681,14 +686,10 @@ fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String
                 &grouped(p.requests_per_sec.round() as u64),
                 p.requests_per_sec
             ),
-            p.p50_us
-                .map_or(NO_FIGURE.into(), |v| num(&wrk_time_us(v), v)),
-            p.p90_us
-                .map_or(NO_FIGURE.into(), |v| num(&wrk_time_us(v), v)),
-            p.p99_us
-                .map_or(NO_FIGURE.into(), |v| num(&wrk_time_us(v), v)),
-            p.p99_9_us
-                .map_or(NO_FIGURE.into(), |v| num(&wrk_time_us(v), v)),
+            step_latency(p.p50_us),
+            step_latency(p.p90_us),
+            step_latency(p.p99_us),
+            step_latency(p.p99_9_us),
             num(&format!("{:.2}", p.error_percent), p.error_percent),
             match p.slo_passed {
                 Some(true) => "<span class=\"pass\">pass</span>",
