@@ -132,7 +132,6 @@ pub struct RequestArgs {
 }
 
 impl RequestArgs {
-    /// The `--tls-*` flags as the engine takes them.
     /// The first TLS flag given, as typed; none when TLS is left as it comes.
     pub fn tls_flag_given(&self) -> Option<&'static str> {
         [
@@ -147,6 +146,7 @@ impl RequestArgs {
         .find_map(|(given, flag)| given.then_some(flag))
     }
 
+    /// The `--tls-*` flags as the engine takes them.
     pub fn tls_options(&self) -> crate::http::tls::TlsOptions {
         crate::http::tls::TlsOptions {
             resume: self.tls_resume == Switch::On,

@@ -720,6 +720,26 @@ mod tests {
         assert_eq!(d.better, Some(true));
     }
 
+    /// Errors going from none to some have no ratio to a zero baseline: "up from 0", with
+    /// no interval, not "+0.00%".
+    #[test]
+    fn a_rise_from_a_zero_baseline_is_up_from_0() {
+        let d = delta(
+            &[0.0; 5],
+            &[86_971.0, 80_000.0, 90_000.0, 85_000.0, 88_000.0],
+            false,
+        )
+        .unwrap();
+        assert!(d.from_zero);
+        assert_eq!(d.verdict, "up from 0");
+        assert_eq!((d.ci_low, d.ci_high), (None, None));
+        assert_eq!(d.better, Some(false));
+        // Both at zero: no difference, nothing from zero.
+        let d = delta(&[0.0; 5], &[0.0; 5], false).unwrap();
+        assert!(!d.from_zero);
+        assert_eq!(d.verdict, "~");
+    }
+
     #[test]
     fn too_few_runs_give_no_verdict_instead_of_a_false_one() {
         // One run each: no interval, no p.

@@ -367,6 +367,13 @@ pub(super) fn delta_text(t: &crate::compare::MetricSummary) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// A rise from a zero baseline has a verdict and a p-value but no interval.
+    #[test]
+    fn a_rise_from_zero_is_said_without_an_interval() {
+        let t = super::super::rise_from_zero();
+        assert_eq!(delta_text(&t).as_deref(), Some("up from 0 p=0.008 worse"));
+    }
+
     #[test]
     fn a_cost_whose_figures_are_not_the_servers_capacity_gets_no_per_dollar_verdict() {
         let cost = |name: &str, rps: f64, withheld: Option<&str>| crate::compare::TargetCost {

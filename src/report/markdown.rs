@@ -95,30 +95,21 @@ fn write_delta_cell(t: &MetricSummary, out: &mut dyn Write) -> io::Result<()> {
     let Some(d) = &t.versus_baseline else {
         return write!(out, " – |");
     };
+    let judgement = if d.better == Some(true) {
+        "better"
+    } else {
+        "worse"
+    };
     match (d.ci_low, d.ci_high, d.p_value) {
         (_, _, Some(p)) if d.verdict == "~" => write!(out, " ~ (p={p:.3}) |"),
-        (_, _, Some(p)) if d.from_zero => write!(
-            out,
-            " **{}** p={p:.3} {} |",
-            d.verdict,
-            if d.better == Some(true) {
-                "better"
-            } else {
-                "worse"
-            }
-        ),
+        (_, _, Some(p)) if d.from_zero => write!(out, " **{}** p={p:.3} {judgement} |", d.verdict),
         _ if d.from_zero => write!(out, " up from 0, no verdict |"),
         (Some(lo), Some(hi), Some(p)) => write!(
             out,
-            " **{}** [{:+.1}%, {:+.1}%] p={p:.3} {} |",
+            " **{}** [{:+.1}%, {:+.1}%] p={p:.3} {judgement} |",
             d.verdict,
             lo * 100.0,
             hi * 100.0,
-            if d.better == Some(true) {
-                "better"
-            } else {
-                "worse"
-            }
         ),
         _ => write!(out, " {:+.1}%, no verdict |", d.relative * 100.0),
     }
@@ -155,10 +146,10 @@ impl Report<RunResult> for MarkdownReport {
             out,
             "| {} | {} | {} | {} | {} | {} | {} |",
             figure(r.totals.requests_per_sec, "req/s"),
-            latency(l, |l| l.p50_us),
-            latency(l, |l| l.p90_us),
-            latency(l, |l| l.p99_us),
-            latency(l, |l| l.p99_9_us),
+            latency(l, l.p50_us),
+            latency(l, l.p90_us),
+            latency(l, l.p99_us),
+            latency(l, l.p99_9_us),
             grouped(r.totals.errors),
             r.limiter.side.as_str()
         )?;
@@ -174,7 +165,24 @@ impl Report<RunResult> for MarkdownReport {
     }
 }
 
-/// One figure of a latency summary, "–" when nothing was recorded (never a 0).
-fn latency(l: &LatencySummary, figure: fn(&LatencySummary) -> u64) -> String {
-    l.recorded().map_or("–".into(), |l| grouped(figure(l)))
+/// One figure (`us`) of a latency summary, "–" when nothing was recorded (never a 0).
+fn latency(l: &LatencySummary, us: u64) -> String {
+    l.recorded().map_or("–".into(), |_| grouped(us))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rise from a zero baseline has a verdict and a p-value but no interval.
+    #[test]
+    fn a_rise_from_zero_is_said_without_an_interval() {
+        let t = super::super::rise_from_zero();
+        let mut cell = Vec::new();
+        write_delta_cell(&t, &mut cell).unwrap();
+        assert_eq!(
+            String::from_utf8(cell).unwrap(),
+            " **up from 0** p=0.008 worse |"
+        );
+    }
 }

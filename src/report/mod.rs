@@ -155,3 +155,25 @@ pub(crate) fn pod_line(p: &crate::stats::WatchedPod) -> String {
     }
     line
 }
+
+/// Tests' comparison figure: errors up from a zero baseline, significantly (p = 0.008).
+#[cfg(test)]
+fn rise_from_zero() -> crate::compare::MetricSummary {
+    crate::compare::MetricSummary {
+        name: "errors".into(),
+        median: Some(86_971.0),
+        min: Some(80_000.0),
+        max: Some(90_000.0),
+        n: 5,
+        versus_baseline: Some(crate::compare::Delta {
+            relative: 0.0,
+            ci_low: None,
+            ci_high: None,
+            p_value: Some(0.008),
+            verdict: "up from 0".into(),
+            better: Some(false),
+            no_verdict: None,
+            from_zero: true,
+        }),
+    }
+}

@@ -70,19 +70,18 @@ impl LoadShape {
         rate: Option<f64>,
         stages: Option<crate::stages::Stages>,
     ) -> WholeLoad {
-        let s = self;
         WholeLoad {
-            http2_streams: s.http2_streams,
-            http3_streams: s.http3_streams,
-            zero_rtt: s.zero_rtt,
-            tls: s.tls,
+            http2_streams: self.http2_streams,
+            http3_streams: self.http3_streams,
+            zero_rtt: self.zero_rtt,
+            tls: self.tls,
             connections,
-            threads: s.threads,
+            threads: self.threads,
             duration: stages
                 .as_ref()
-                .map_or(s.duration, |st| Duration::from_secs_f64(st.length_s())),
+                .map_or(self.duration, |st| Duration::from_secs_f64(st.length_s())),
             rate,
-            timeout: s.timeout,
+            timeout: self.timeout,
             stages,
         }
     }

@@ -54,9 +54,11 @@ impl StepPlans for ServiceTargets<'_> {
     }
 }
 
-/// The ladder and the in-cluster settings, checked before any cluster is asked.
+/// The ladder, the load's shape (every step's load planned) and the in-cluster settings,
+/// checked before any cluster is asked.
 pub struct Checked {
     outputs: OutputPlan,
+    shape: LoadShape,
     kind: LadderKind,
     loads: Vec<f64>,
     rate_connections: u64,
@@ -84,6 +86,7 @@ pub fn checked(w: &K8sSweepArgs) -> Result<Checked, PlanError> {
     )?;
     Ok(Checked {
         outputs,
+        shape,
         kind,
         loads,
         rate_connections,
@@ -100,6 +103,7 @@ pub fn sweep(
 ) -> anyhow::Result<i32> {
     let Checked {
         outputs,
+        shape,
         kind,
         loads,
         rate_connections,
@@ -110,7 +114,7 @@ pub fn sweep(
         prices: w.prices.prices.as_deref(),
         cost: &w.prices.cost.cost,
         out_dir: &w.out_dir.out_dir,
-        shape: LoadShape::of(&w.http, w.threads(), w.duration.duration, w.timeout.timeout)?,
+        shape,
         command: "k8s sweep",
     };
     let ctx = LoadContext::new(runtime, cluster, how, &asked)?;
