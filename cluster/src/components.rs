@@ -205,21 +205,50 @@ pub fn controller_manager(bin: &Path, dir: &ClusterDir) -> Component {
     }
 }
 
-pub fn scheduler(bin: &Path, dir: &ClusterDir) -> Component {
+/// The scheduler, with [`scheduler_config`]. With a test's `backoff` it also keeps a pod in
+/// its back-off when it has nothing else to do (SchedulerPopFromBackoffQ, on by default since
+/// Kubernetes 1.33, would try it at once), as a busy scheduler or an older one does.
+pub fn scheduler(bin: &Path, dir: &ClusterDir, backoff: Option<u32>) -> Component {
     let kc = path(dir.config("kube-scheduler"));
+    let mut flags = vec![
+        ("config", path(dir.config_file(SCHEDULER_CONFIG))),
+        ("authentication-kubeconfig", kc.clone()),
+        ("authorization-kubeconfig", kc),
+        ("bind-address", "127.0.0.1".into()),
+        ("secure-port", "10259".into()),
+    ];
+    if backoff.is_some() {
+        flags.push(("feature-gates", "SchedulerPopFromBackoffQ=false".into()));
+    }
     Component {
         name: "kube-scheduler".into(),
         program: bin.join("kube-scheduler"),
-        args: args(&[
-            ("kubeconfig", kc.clone()),
-            ("authentication-kubeconfig", kc.clone()),
-            ("authorization-kubeconfig", kc),
-            ("bind-address", "127.0.0.1".into()),
-            ("secure-port", "10259".into()),
-            ("leader-elect", "false".into()),
-            ("profiling", "false".into()),
-        ]),
+        args: args(&flags),
     }
+}
+
+/// The scheduler's configuration file's name under DIR/config.
+pub const SCHEDULER_CONFIG: &str = "kube-scheduler.yaml";
+
+/// The scheduler's configuration: its kubeconfig, one instance (no leader election), and the
+/// back-off before a pod it found no room for is tried again: Kubernetes' own (1 s doubling
+/// to 10 s) unless a test asks for `backoff` seconds throughout, to stand for a loaded
+/// control plane whose next try comes late.
+pub fn scheduler_config(kubeconfig: &Path, backoff: Option<u32>) -> String {
+    let (initial, max) = backoff.map_or((1, 10), |s| (s, s));
+    format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {}
+leaderElection:
+  leaderElect: false
+enableProfiling: false
+podInitialBackoffSeconds: {initial}
+podMaxBackoffSeconds: {max}
+",
+        kubeconfig.display()
+    )
 }
 
 /// One kube-proxy for the whole namespace: every node's address shares it, so one set of

@@ -48,6 +48,9 @@ pub struct State {
     /// The arm64 root filesystem arm64 nodes run nginx images from (under qemu-user).
     #[serde(default)]
     pub arm64_root: Option<PathBuf>,
+    /// The scheduler's back-off in seconds at every try, when a test set it.
+    #[serde(default)]
+    pub scheduler_backoff: Option<u32>,
 }
 
 impl State {

@@ -39,6 +39,9 @@ pub struct UpOptions {
     pub arm64_root: Option<PathBuf>,
     /// Prebuilt Kubernetes binaries (else tools/kube/build builds or finds them).
     pub kube_bin: Option<PathBuf>,
+    /// The scheduler's back-off in seconds for a pod it found no room for, first and every
+    /// try (else Kubernetes' default): a test's stand-in for a loaded control plane.
+    pub scheduler_backoff: Option<u32>,
 }
 
 impl Default for UpOptions {
@@ -52,6 +55,7 @@ impl Default for UpOptions {
             nginx_builds: Vec::new(),
             arm64_root: fetched_arm64_root(),
             kube_bin: std::env::var_os("ARCHBENCH_KUBE_BIN").map(PathBuf::from),
+            scheduler_backoff: None,
         }
     }
 }
@@ -148,6 +152,14 @@ fn start(cdir: &ClusterDir, ns: &Netns, opts: &UpOptions, kube_bin: PathBuf) -> 
     ns.configure(&opts.nodes)?;
     let laptop = laptop::create(&laptop::name_for(&layout::netns_name(&cdir.root)), ns)?;
     credentials(cdir, &opts.nodes)?;
+    crate::pki::write_file(
+        &cdir.config_file(crate::components::SCHEDULER_CONFIG),
+        &crate::components::scheduler_config(
+            &cdir.config("kube-scheduler"),
+            opts.scheduler_backoff,
+        ),
+        false,
+    )?;
     let mut state = State {
         netns_path: ns.path.clone(),
         netns_name: ns.name.clone(),
@@ -159,6 +171,7 @@ fn start(cdir: &ClusterDir, ns: &Netns, opts: &UpOptions, kube_bin: PathBuf) -> 
         nginx_binary: opts.nginx_binary.clone(),
         nginx_builds: opts.nginx_builds.clone(),
         arm64_root: opts.arm64_root.clone(),
+        scheduler_backoff: opts.scheduler_backoff,
     };
     cdir.write_state(&state)?;
     let mut child = start_supervisor(cdir, opts.owner)?;

@@ -50,6 +50,10 @@ enum Cmd {
         /// The nodes, as JSON (a list of NodeSpec; tests use it), instead of the guide's two.
         #[arg(long, hide = true)]
         nodes_json: Option<String>,
+        /// The scheduler's back-off, in seconds, before it tries again a pod it found no room
+        /// for, at every try (default: Kubernetes' 1 s doubling to 10 s).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=600))]
+        scheduler_backoff: Option<u32>,
     },
     /// Stop the cluster of DIR and everything it started.
     Down { dir: PathBuf },
@@ -142,6 +146,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
             nginx_build,
             arm64_root,
             nodes_json,
+            scheduler_backoff,
         } => {
             let defaults = lifecycle::UpOptions::default();
             let nodes = match nodes_json {
@@ -161,6 +166,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
                     nginx_builds: nginx_build,
                     arm64_root: arm64_root.or(defaults.arm64_root),
                     kube_bin: defaults.kube_bin,
+                    scheduler_backoff,
                 },
             )?;
         }

@@ -117,7 +117,11 @@ impl Cluster<'_> {
             .await?;
 
         let cm = self.start(&components::controller_manager(&bin, &dir))?;
-        let sched = self.start(&components::scheduler(&bin, &dir))?;
+        let sched = self.start(&components::scheduler(
+            &bin,
+            &dir,
+            self.state.scheduler_backoff,
+        ))?;
         let cm_health =
             probe::health_client(&dir.kubeconfig(), components::CONTROLLER_MANAGER_URL).await?;
         self.ready(cm, report, || probe::get_ok(&cm_health, "/healthz"))

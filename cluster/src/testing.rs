@@ -35,6 +35,8 @@ pub struct TestOptions {
     pub archbench_binary: Option<PathBuf>,
     /// Images that run another nginx program (IMAGE, PROGRAM).
     pub nginx_builds: Vec<(String, PathBuf)>,
+    /// The scheduler's back-off in seconds at every try (else Kubernetes' default).
+    pub scheduler_backoff: Option<u32>,
 }
 
 /// The harness binary beside the test binary (`target/debug/archbench-cluster`).
@@ -155,6 +157,9 @@ impl TestCluster {
         for (image, program) in &opts.nginx_builds {
             cmd.arg("--nginx-build")
                 .arg(format!("{image}={}", program.display()));
+        }
+        if let Some(s) = opts.scheduler_backoff {
+            cmd.arg("--scheduler-backoff").arg(s.to_string());
         }
         if let Some(nodes) = &opts.nodes {
             let spec = serde_json::to_string(nodes)
@@ -382,10 +387,40 @@ impl TestCluster {
     }
 }
 
+impl TestCluster {
+    /// What the API server holds of the workloads, written beside the logs for a failed
+    /// test: pods, Deployments and ReplicaSets, endpoint slices and events, all namespaces.
+    fn write_what_it_holds(&self) {
+        let mut text = String::new();
+        for what in [
+            "pods,deployments,replicasets,endpointslices",
+            "events --sort-by=.lastTimestamp",
+        ] {
+            let mut args = vec!["get"];
+            args.extend(what.split(' '));
+            args.extend(["-A", "-o", "wide"]);
+            let o = self.kubectl(&args);
+            text.push_str(&format!(
+                "$ kubectl {}\n{}{}\n",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+        let _ = std::fs::write(self.dir.root.join("at-failure.txt"), text);
+    }
+}
+
 impl Drop for TestCluster {
     fn drop(&mut self) {
         if !self.owned {
             return;
+        }
+        // A failed test's cluster keeps what tells why: the API server's view, every
+        // component's and pod's log, moved where no later run sweeps it.
+        let failed = std::thread::panicking();
+        if failed {
+            self.write_what_it_holds();
         }
         if let Ok(exe) = harness() {
             let _ = Command::new(exe)
@@ -395,7 +430,20 @@ impl Drop for TestCluster {
                 .stderr(Stdio::null())
                 .status();
         }
-        let _ = std::fs::remove_dir_all(&self.dir.root);
+        let kept = std::env::temp_dir().join("archbench-failed-clusters");
+        let to = self.dir.root.file_name().map(|n| kept.join(n));
+        let moved = failed
+            && to.as_ref().is_some_and(|to| {
+                let _ = std::fs::remove_dir_all(to);
+                std::fs::create_dir_all(&kept).is_ok()
+                    && std::fs::rename(&self.dir.root, to).is_ok()
+            });
+        match to {
+            Some(to) if moved => eprintln!("the failed test's cluster is kept in {}", to.display()),
+            _ => {
+                let _ = std::fs::remove_dir_all(&self.dir.root);
+            }
+        }
     }
 }
 

@@ -323,6 +323,7 @@ fn a_default_route_in_any_table_is_refused_by_every_entry() {
         nginx_binary: "/usr/sbin/nginx".into(),
         nginx_builds: Vec::new(),
         arm64_root: None,
+        scheduler_backoff: None,
     })
     .unwrap();
     // The supervisor enters it, checks, and tells `up` on its stdout.

@@ -336,17 +336,29 @@ async fn rollback(
             logs.push(format!("{name}: {lines}"));
         }
     }
-    progress("the new pods failed: putting the previous configuration back");
-    apply_all(cluster, old).await?;
-    // The failed pods go as the previous ones come back: the room they free may
-    // be freed before this wait sees them terminating.
-    let released = Some(tokio::time::Instant::now());
-    wait_rollout(cluster, old, released, progress, stop).await?;
     let why = match why {
         // A crash already quotes its log.
         K8sError::Crashing { .. } => why.to_string(),
         _ if logs.is_empty() => why.to_string(),
         _ => format!("{why}; the new pods' last log lines: {}", logs.join("; ")),
     };
+    progress("the new pods failed: putting the previous configuration back");
+    // Should the way back fail too, its error says why the new pods failed as well.
+    let back = |e: K8sError| {
+        match e {
+        K8sError::Interrupted(_) => e,
+        e => K8sError::Failed {
+            what: format!("the new configuration's pods failed ({why}); putting the previous one back failed too"),
+            message: e.to_string(),
+        },
+    }
+    };
+    apply_all(cluster, old).await.map_err(back)?;
+    // The failed pods go as the previous ones come back: the room they free may
+    // be freed before this wait sees them terminating.
+    let released = Some(tokio::time::Instant::now());
+    wait_rollout(cluster, old, released, progress, stop)
+        .await
+        .map_err(back)?;
     Ok(Reconfigured::RolledBack { why })
 }

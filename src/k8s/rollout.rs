@@ -173,7 +173,8 @@ pub async fn last_log_lines(cluster: &Cluster, ns: &str, pod: &str, lines: i64) 
     "(no log)".into()
 }
 
-/// How long after a pod of the setup was last seen releasing its CPU and memory a new pod's
+/// Where the nodes' pods cannot be listed (so the room cannot be counted, see `room`): how
+/// long after a pod of the setup was last seen releasing its CPU and memory a new pod's
 /// "Unschedulable" is not yet final. The scheduler marks a pod so when it tries it before
 /// the room is free (a terminating pod's, or one whose end it has not yet seen), and tries it
 /// again only after its back-off (1 s, doubling to kube-scheduler's default
@@ -278,15 +279,15 @@ impl Condition for RolledOut<'_> {
         }
         // A pod still terminating holds its CPU and memory: a new pod the scheduler finds no
         // room for yet gets it once that one is gone (a sized variant's rollout replaces its
-        // pods in place), tried again within RESCHEDULE_WITHIN. So "Unschedulable" is final
-        // only when nothing is being released nor just was: the moment the last terminating
-        // pod is gone, the new one is still marked Unschedulable until the scheduler's next
-        // try (a variants test once failed there, in a rollback).
+        // pods in place), at the scheduler's next try after a back-off. So "Unschedulable" is
+        // final only when no node would take the pod with the terminating pods gone: the
+        // moment they are, the new one is still marked Unschedulable until that try, which a
+        // loaded control plane makes later than its 10 s back-off (a variants test failed
+        // there twice, once in a rollback, while this waited a fixed time instead).
         self.releases.note(&self.seen, at);
-        let releasing = self.releases.recent(at);
         for pod in current_pods(&self.seen, setup) {
             match pod_problem(cluster, setup, pod).await {
-                Some(K8sError::Unschedulable { .. }) if releasing => {}
+                Some(K8sError::Unschedulable { .. }) if self.may_get_room(pod, at).await => {}
                 Some(problem) => return Err(problem),
                 None => {}
             }
@@ -297,6 +298,29 @@ impl Condition for RolledOut<'_> {
     fn timed_out(&self, last_line: &str) -> K8sError {
         Readiness::of(&self.seen, self.setup, &self.nodes)
             .timeout(self.setup, last_line.to_string())
+    }
+}
+
+impl RolledOut<'_> {
+    /// Whether a pod the scheduler found no room for may still get it: a node would take it
+    /// once the pods being deleted are gone (its verdict came before the room was free, and
+    /// its next try, after a back-off, will place it). Where the nodes' pods cannot be seen,
+    /// whether something is being released or just was.
+    async fn may_get_room(&self, pod: &Pod, at: tokio::time::Instant) -> bool {
+        // The setup's pods of another configuration go as the rollout (or the rollback)
+        // proceeds, even those not yet marked for deletion.
+        let current: Vec<&Pod> = current_pods(&self.seen, self.setup);
+        let ns = &self.setup.namespace;
+        let leaving = |p: &Pod| {
+            p.metadata.namespace.as_ref() == Some(ns)
+                && self.seen.pods.contains_key(&p.name_any())
+                && variant_of(p.labels()).is_some_and(|v| self.setup.variant(v).is_some())
+                && !current.iter().any(|c| c.metadata.uid == p.metadata.uid)
+        };
+        match super::room::once_released(&self.cluster.client, &self.nodes, pod, &leaving).await {
+            Some(room) => room,
+            None => self.releases.recent(at),
+        }
     }
 }
 

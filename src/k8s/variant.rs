@@ -477,40 +477,20 @@ fn check_label_key(k: &str) -> Result<(), String> {
 
 /// CPU as Kubernetes writes it ("2", "1.5", "500m") in millicores.
 fn millicores(value: &str) -> Result<u64, String> {
-    let parsed = match value.strip_suffix('m') {
-        Some(m) => m.parse::<u64>().ok(),
-        None => value
-            .parse::<f64>()
-            .ok()
-            .filter(|c| c.is_finite() && *c > 0.0 && *c <= 1e6)
-            .map(|c| (c * 1000.0).round() as u64),
-    };
-    parsed
-        .filter(|m| (1..=1_000_000_000).contains(m))
+    super::resource_quantity::amount(value)
+        .map(|cores| (cores * 1000.0).round())
+        .filter(|m| (1.0..=1e9).contains(m))
+        .map(|m| m as u64)
         .ok_or_else(|| format!("cpu={value}: give cores (2, 1.5) or millicores (500m)"))
 }
 
 /// Memory as Kubernetes writes it ("512Mi", "1Gi", "1G", bytes) in bytes.
 fn bytes(value: &str) -> Result<u64, String> {
-    const UNITS: [(&str, u64); 8] = [
-        ("Ki", 1 << 10),
-        ("Mi", 1 << 20),
-        ("Gi", 1 << 30),
-        ("Ti", 1 << 40),
-        ("k", 1_000),
-        ("M", 1_000_000),
-        ("G", 1_000_000_000),
-        ("T", 1_000_000_000_000),
-    ];
-    let (digits, unit) = UNITS
-        .iter()
-        .find_map(|(s, u)| value.strip_suffix(s).map(|d| (d, *u)))
-        .unwrap_or((value, 1));
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit))
-        .filter(|b| *b >= 1 << 20)
+    super::resource_quantity::amount(value)
+        .map(f64::round)
+        // u64::MAX as f64 rounds up to 2^64: below it, every value converts.
+        .filter(|b| *b >= (1u64 << 20) as f64 && *b < u64::MAX as f64)
+        .map(|b| b as u64)
         .ok_or_else(|| format!("memory={value}: give e.g. 512Mi or 2Gi (at least 1Mi)"))
 }
 

@@ -450,6 +450,17 @@ fn the_guides_workflow_end_to_end() {
     assert!(down.contains("Namespace guide: deleted"), "{down}");
 }
 
+/// One amd64 node of 2 cores, `aks-intel-0`: a cluster of its own for a test.
+fn one_amd64_node() -> Vec<NodeSpec> {
+    vec![NodeSpec::new(
+        0,
+        "aks-intel-0",
+        "amd64",
+        "intel",
+        "Standard_D2s_v6",
+    )]
+}
+
 /// A one-node cluster (amd64 only) for the failures users meet, some of them cluster-wide
 /// (no load-balancer addresses).
 #[test]
@@ -457,14 +468,8 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
     if !can_run() {
         return;
     }
-    let nodes = vec![NodeSpec::new(
-        0,
-        "aks-intel-0",
-        "amd64",
-        "intel",
-        "Standard_D2s_v6",
-    )];
-    let c = TestCluster::start(&options(Some(nodes)), "errors").unwrap_or_else(|e| panic!("{e}"));
+    let c = TestCluster::start(&options(Some(one_amd64_node())), "errors")
+        .unwrap_or_else(|e| panic!("{e}"));
     let c = &c;
     let ns = "errors";
     // No arm64 node: the real scheduler's message, in archbench's words.
@@ -598,6 +603,81 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// A sized variant's rollout replaces its pods in place: while the old pod holds the node,
+/// the scheduler refuses the new one ("Insufficient cpu") and places it at its next try. A
+/// scheduler whose next try comes late (here a back-off of 30 s at every try, as a loaded or
+/// an older scheduler's) is waited for, not taken for a final refusal: `config` applies the
+/// new configuration and rolls nothing back. One 2-core node, the variant asking for both; its
+/// nginx takes 3 s to stop (as a server draining its connections), so the scheduler always
+/// tries the new pod while the old one is there.
+#[test]
+fn a_rollout_waits_for_a_late_scheduler_when_its_pods_fill_their_node() {
+    if !can_run() {
+        return;
+    }
+    // The build stands where the image's nginx is: it runs a copy of the real one.
+    let builds = tempfile::tempdir().unwrap();
+    let real = builds.path().join("nginx-real");
+    std::fs::copy("/usr/sbin/nginx", &real).unwrap();
+    let slow = builds.path().join("nginx-slow-stop");
+    std::fs::write(
+        &slow,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -V \"*) exec {real} \"$@\";; esac\n\
+             {real} \"$@\" &\npid=$!\ntrap 'sleep 3; kill -TERM $pid' TERM\n\
+             wait $pid\nwait $pid\n",
+            real = real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut opts = options(Some(one_amd64_node()));
+    opts.scheduler_backoff = Some(30);
+    opts.nginx_builds = vec![(SLOW_STOP_IMAGE.into(), slow)];
+    let c = TestCluster::start(&opts, "backoff").unwrap_or_else(|e| panic!("{e}"));
+    let c = &c;
+    let ns = "backoff";
+    let variant =
+        format!("full:instance-type=Standard_D2s_v6,cpu=2,memory=256Mi,image={SLOW_STOP_IMAGE}");
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--variant", &variant, "--wait-timeout", "60s"],
+    ));
+    // `up` ran the tuned configuration: back to the image's own.
+    let stock = k8s(c, ns, &["config", "stock", "--wait-timeout", "90s"]);
+    let out = ok(&stock);
+    assert!(out.contains("applied"), "{out}");
+    assert!(!stderr(&stock).contains("failed"), "{}", stderr(&stock));
+    // The case was met: the new pod was refused while the old one held the node.
+    let events = c.get_json(&[
+        "-n",
+        ns,
+        "events",
+        "--field-selector",
+        "reason=FailedScheduling",
+    ]);
+    let refused = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["message"].as_str())
+        .any(|m| m.contains("Insufficient cpu"));
+    assert!(refused, "no FailedScheduling for want of cpu: {events}");
+    // One pod, ready, without the ConfigMap mounted: the image's own configuration.
+    let pods = c.get_json(&["-n", ns, "pods"]);
+    let items = pods["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 1, "{pods}");
+    let ready = items[0]["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    assert!(ready, "{pods}");
+    let mounted = pods["items"][0]["spec"]["volumes"].to_string();
+    assert!(!mounted.contains("nginx-config"), "{mounted}");
 }
 
 /// A user of the test's own, bound to a Role in `ns` with these rules (YAML list items).
@@ -1790,6 +1870,8 @@ fn nginx_build(dir: &Path, name: &str, on_version: impl Fn(&str) -> String) -> P
 }
 
 const ATOMICS_IMAGE: &str = "registry.example/nginx:outline-atomics";
+/// The image whose nginx takes 3 s to stop.
+const SLOW_STOP_IMAGE: &str = "registry.example/nginx:slow-stop";
 
 /// Two variants of one architecture told apart by instance type (the guide's "how do larger
 /// instance types scale" setup), on a cluster with a 2-core and an 8-core amd64 node: one `up`

@@ -26,6 +26,7 @@ pub fn options(nodes: Option<Vec<NodeSpec>>) -> TestOptions {
         nodes,
         archbench_binary: Some(env!("CARGO_BIN_EXE_archbench").into()),
         nginx_builds: Vec::new(),
+        scheduler_backoff: None,
     }
 }
 
