@@ -828,7 +828,10 @@ impl<'a> Worker<'a> {
             Pacing::Open { .. } => {
                 let due = self.next_due_after(self.conns[i].next_due);
                 self.conns[i].next_due = due;
-                if due <= now {
+                if self.spec.deadline.is_some_and(|d| due >= d) {
+                    // Past the schedule's end: not sent, even early within the slack.
+                    self.set_phase(i, Phase::Waiting);
+                } else if due <= now {
                     // The response came after this request was due: the server held it up,
                     // and it goes out at once (its latency still counts from `due`; it is
                     // late only by the time since its connection came free).

@@ -57,6 +57,29 @@ fn open_loop_reports_its_pacing_and_counts_match_nginx() {
     assert!(line.contains(&format!("max {max} µs")), "{line}");
 }
 
+/// A timed open loop sends the schedule of its duration and no more: at 500 req/s for 1 s,
+/// 500 requests, the one due at the end not sent (it was, then logged by nginx and counted by
+/// nobody). Every request that went out (its bytes written) is one nginx logged; those
+/// answered after the end, on a loaded machine, are the only ones not counted.
+#[test]
+fn a_timed_open_loop_sends_no_request_at_or_after_its_end() {
+    let args = ["--rate", "500", "-c", "4", "-t", "1", "-d", "1s"];
+    let Some((doc, _, log)) = run_against_nginx(&args) else {
+        return;
+    };
+    let totals = &doc["totals"];
+    let requests = totals["requests"].as_u64().unwrap();
+    let written = totals["bytes_written"].as_u64().unwrap();
+    // Every request is the same GET: as many went out as nginx logged.
+    let sent = log.len() as u64;
+    assert!(
+        sent > 0 && written % sent == 0,
+        "{written} bytes for {sent} requests"
+    );
+    assert!(sent <= 500, "{sent} requests sent at 500 req/s for 1 s");
+    assert!(requests <= sent, "{requests} counted, {sent} logged");
+}
+
 /// A count-bounded open loop ends with its last response: connections with nothing left to
 /// send stop then, not at their next turn. With as many connections as requests that turn
 /// came a whole period later, and the run reported half the rate it kept.
