@@ -160,23 +160,9 @@ fn writable(flag: &str, path: &Path) -> Result<(), PlanError> {
             path.display()
         )))
     };
-    if path.is_dir() {
-        return refuse("it is a directory; give a file name".into());
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.exists() {
-        return refuse(format!("no directory {}; create it first", dir.display()));
-    }
-    if !dir.is_dir() {
-        return refuse(format!("{} is not a directory", dir.display()));
-    }
-    let probe = crate::report::temporary_path(path);
-    match std::fs::File::create(&probe).and_then(|_| std::fs::remove_file(&probe)) {
-        Ok(()) => Ok(()),
-        Err(e) => refuse(format!("cannot write there: {e}")),
+    match crate::report::save::unwritable(path) {
+        Some(why) => refuse(why),
+        None => Ok(()),
     }
 }
 
@@ -260,9 +246,23 @@ impl OutputPlan {
     /// run never ends unable to save what it measured.
     fn checked(self) -> Result<OutputPlan, PlanError> {
         let flagged = [("--json", &self.json), ("--markdown", &self.markdown)];
-        for (flag, paths) in flagged.into_iter().chain([("--html", &self.html)]) {
-            for p in paths {
-                writable(flag, p)?;
+        let all: Vec<(&str, &PathBuf)> = flagged
+            .into_iter()
+            .chain([("--html", &self.html)])
+            .flat_map(|(flag, paths)| paths.iter().map(move |p| (flag, p)))
+            .collect();
+        for (k, (flag, p)) in all.iter().enumerate() {
+            writable(flag, p)?;
+            // Two reports into one file: the last would replace the first.
+            if let Some((other, q)) = all[..k]
+                .iter()
+                .find(|(_, q)| crate::report::save::same_file(p, q))
+            {
+                return Err(PlanError::Invalid(format!(
+                    "{other} {} and {flag} {} name the same file; give each report its own",
+                    q.display(),
+                    p.display()
+                )));
             }
         }
         Ok(self)

@@ -13,6 +13,7 @@ mod html;
 #[cfg(feature = "k8s")]
 pub mod k8s_load;
 mod markdown;
+pub mod save;
 mod sweep;
 mod text;
 mod wrk;
@@ -22,6 +23,7 @@ use std::io::{self, Write};
 pub use ab::AbReport;
 pub use h2load::{H2loadReport, H2loadSetup};
 pub use html::{Chart, HtmlDoc, HtmlPage, HtmlReport};
+pub use save::save_atomic;
 pub use text::{ports_note, quic_note, tls_failure_note, TextReport};
 pub use wrk::WrkReport;
 
@@ -68,38 +70,12 @@ impl StoredKind for RunResult {}
 impl StoredKind for ComparisonResult {}
 impl StoredKind for SweepResult {}
 
-/// Writes a document (run, comparison, sweep) as JSON to `path` atomically (temporary file,
-/// then rename), so a reader never sees half a document and an interrupted write never
-/// destroys an older one.
+/// Writes a document (run, comparison, sweep) as JSON where `path` points ([`save_atomic`]).
 pub fn save_json_value<T: serde::Serialize>(doc: &T, path: &std::path::Path) -> io::Result<()> {
     save_atomic(path, |f| {
         serde_json::to_writer_pretty(&mut *f, doc)?;
         writeln!(f)
     })
-}
-
-/// The temporary file [`save_atomic`] writes `path` through (beside it: a rename within one
-/// directory is atomic).
-pub fn temporary_path(path: &std::path::Path) -> std::path::PathBuf {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::path::PathBuf::from(tmp)
-}
-
-/// Writes a file atomically (temporary file, then rename). Its directory must exist: one
-/// made for a mistyped path would hide the mistake.
-pub fn save_atomic(
-    path: &std::path::Path,
-    write: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
-) -> io::Result<()> {
-    let tmp = temporary_path(path);
-    {
-        let mut f = io::BufWriter::new(std::fs::File::create(&tmp)?);
-        write(&mut f)?;
-        f.flush()?;
-        f.get_ref().sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
 }
 
 /// One line per objective: the condition, the figure measured, pass or FAIL.

@@ -1,6 +1,7 @@
 //! The binary's contract: JSON against the schema, exit statuses, one-line errors.
 
-use std::process::Stdio;
+use std::os::unix::fs::FileTypeExt;
+use std::process::{Command, Stdio};
 
 use archbench::serve::{ServeOptions, Server};
 
@@ -279,6 +280,87 @@ fn unwritable_output_files_fail_before_any_load() {
     assert_usage_errors(&cases);
     assert!(!missing.parent().unwrap().exists(), "no directory is made");
     assert_eq!(s.requests(), 0, "nothing was sent");
+}
+
+/// A report file goes where the path points, and nothing of the user's is replaced: a link is
+/// written through (the link kept), a pipe is written to (not replaced by a file of its
+/// name), `/dev/stdout` is stdout, a `FILE.tmp` of the user's is left alone; two reports into
+/// one file are refused before any load.
+#[test]
+fn report_files_go_where_their_paths_point() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let url = s.url();
+    let u = url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target.json");
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink("target.json", &link).unwrap();
+    let users = dir.path().join("target.json.tmp");
+    std::fs::write(&users, "the user's").unwrap();
+    let l = link.to_str().unwrap();
+    let o = archbench(&["run", u, "-n", "5", "-c", "1", "-t", "1", "-q", "--json", l]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(read_json(&target)["totals"]["requests"], 5);
+    assert_eq!(std::fs::read_to_string(&users).unwrap(), "the user's");
+    // A pipe with its reader, as `--json >(jq …)` hands one.
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let f = fifo.to_str().unwrap();
+    let o = archbench(&[
+        "run",
+        u,
+        "-n",
+        "5",
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-q",
+        "--markdown",
+        f,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(reader.join().unwrap().contains("### archbench run"));
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let o = archbench(&[
+        "run",
+        u,
+        "-n",
+        "5",
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-q",
+        "--json",
+        "/dev/stdout",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("\"kind\": \"archbench-result\""),
+        "{}",
+        stdout(&o)
+    );
+    let served = s.requests();
+    let t = target.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["run", u, "--json", t, "--markdown", t],
+            "name the same file",
+        ),
+        (
+            vec!["run", u, "--json", l, "--html", t],
+            "name the same file",
+        ),
+    ];
+    assert_usage_errors(&cases);
+    assert_eq!(s.requests(), served, "nothing was sent");
 }
 
 #[test]
