@@ -2,6 +2,7 @@
 
 use std::os::unix::fs::FileTypeExt;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use archbench::serve::{ServeOptions, Server};
 
@@ -143,6 +144,63 @@ fn interrupt_and_check_what_was_saved(sigints: usize) {
     assert!(counted > 0 && counted <= s.requests());
     // The signal came right after the first progress line (one second in).
     assert!(doc["totals"]["elapsed_s"].as_f64().unwrap() < 3.0);
+}
+
+/// Ctrl-C while a part waits for its --start-at: nothing was measured, so there is no
+/// report of zeros (0 req/s, "busiest worker 0%", a limiter verdict) and no file, only a line
+/// that says so, and 130.
+#[test]
+fn interrupted_before_the_start_reports_nothing_measured() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let at = std::time::SystemTime::now() + Duration::from_secs(60);
+    let at = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let mut child = bin()
+        .args(["run", &s.url(), "-c", "1", "-d", "1s", "--start-at"])
+        .arg(format!("@{at}"))
+        .arg("--json")
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = LineReader::new(child.stderr.take().unwrap());
+    err.wait_for("for --start-at", PROMPTLY);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(130));
+    assert_eq!(stdout(&o), "", "no report");
+    assert!(!file.exists(), "no file");
+    assert_eq!(s.requests(), 0);
+}
+
+/// A short run's busiest worker is busy for at most all of the run: what its thread did
+/// before the start (waiting for it) is not the run's (it made 3 of 8 runs of 5 requests
+/// 101–132% busy). A 1% margin for the edge where the thread's figures are read after the
+/// run's clock stopped.
+#[test]
+fn a_short_runs_worker_is_busy_at_most_all_of_the_time() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    for _ in 0..10 {
+        let o = archbench(&[
+            "run",
+            &s.url(),
+            "-n",
+            "5",
+            "-c",
+            "1",
+            "-t",
+            "1",
+            "-o",
+            "json",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let busy = doc["client"]["busiest_worker_percent"].as_f64().unwrap();
+        assert!((0.0..=101.0).contains(&busy), "{busy}%");
+    }
 }
 
 /// wrk's, ab's and h2load's layouts print zeros when nothing was answered: the status (1, as

@@ -24,6 +24,18 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let tui = live::want_tui(&a.live, quiet, text, plan.stop.duration)?;
     let dashboard = views.dashboard(tui, "run".into(), signals)?;
     let mut progress = ProgressLine::new(!quiet && text && !tui);
+    let waits = |at: std::time::SystemTime| {
+        let wait = at.duration_since(std::time::SystemTime::now()).ok()?;
+        (wait.as_secs_f64() >= 1.0).then_some((at, wait))
+    };
+    if let Some((at, wait)) = plan.start_at.and_then(waits).filter(|_| !quiet) {
+        // Else a part started early looks hung until the others are ready.
+        eprintln!(
+            "archbench: waiting {:.1} s for --start-at {}",
+            wait.as_secs_f64(),
+            crate::timefmt::rfc3339_micros(at)
+        );
+    }
     let result = execute(&plan, &watch, &signals.stop, |p, servers| {
         progress.update(p);
         views.update(&name, p, servers);
@@ -33,6 +45,13 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     // The terminal is restored before anything else prints.
     live::close(dashboard);
     let mut result = result?;
+    if result.interrupted && result.first_send_at.is_none() {
+        // Stopped while it waited for --start-at: a report would show zeros it never measured.
+        eprintln!(
+            "archbench: interrupted before the load started: nothing was measured, so no report"
+        );
+        return Ok(signals.exit_code());
+    }
     if let Some(slo) = &a.load.slo.slo {
         result.slo = Some(slo.judge_run(&result));
     }
