@@ -14,10 +14,7 @@ use hdrhistogram::Histogram;
 use crate::engine::hook::{HookError, Hooks, WorkerHook, WorkerScript};
 use crate::engine::Plan;
 use crate::http::{RequestSpec, Target};
-use crate::stats::{EntryResult, LatencySummary, RunResult, SerializedHistogram};
-
-/// Status codes counted per entry (those above are counted as 599).
-const STATUS_SLOTS: usize = 600;
+use crate::stats::{EntryResult, LatencySummary, RunResult, SerializedHistogram, STATUS_SLOTS};
 
 /// What an entry is, besides its bytes.
 #[derive(Debug, Clone)]

@@ -27,7 +27,7 @@ pub use merge::{
 pub use quic::{QuicConnectionCounts, QuicFigures};
 pub use recorder::{
     step_covered, ErrorKind, IncompatibleHistograms, Recorder, ResponseTimes, SecondSample,
-    MAX_SERIES,
+    MAX_SERIES, STATUS_SLOTS,
 };
 pub use result::{
     ClientUsage, ConditionOutcome, EntryResult, Environment, ErrorCounts, Histograms,

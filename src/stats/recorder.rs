@@ -84,8 +84,9 @@ fn mergeable(mine: &Histogram<u64>, theirs: &Histogram<u64>) -> bool {
     theirs.low() == mine.low() && theirs.sigfig() == mine.sigfig() && theirs.high() <= mine.high()
 }
 
-/// Status codes 100..=599 are counted in a fixed array; anything else lands in slot 0.
-const STATUS_SLOTS: usize = 600;
+/// Status codes are counted in a fixed array by their value: every three-digit code a
+/// response line can carry (a server may answer 999; it was counted as 0).
+pub const STATUS_SLOTS: usize = 1000;
 
 /// Most steps a series holds (2 MiB). A longer run doubles its step and pairs up the samples
 /// it has, so a soak run of days stays in bounded memory: 18 h at 1 s, 36 h at 2 s, …

@@ -616,8 +616,11 @@ impl RunResult {
             .status_codes
             .iter()
             .map(|(code, n)| match code.parse::<usize>() {
-                Ok(c) if c < 600 => Ok((c, *n)),
-                _ => Err(format!("status code {code:?} is not a number below 600")),
+                Ok(c) if c < super::recorder::STATUS_SLOTS => Ok((c, *n)),
+                _ => Err(format!(
+                    "status code {code:?} is not a number below {}",
+                    super::recorder::STATUS_SLOTS
+                )),
             })
             .collect::<Result<_, _>>()?;
         self.check_figures(&errors, &status)?;

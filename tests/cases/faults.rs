@@ -14,7 +14,7 @@ enum Expect {
     Answered,
 }
 
-const MATRIX: [(Fault, Expect); 15] = [
+const MATRIX: [(Fault, Expect); 16] = [
     (Fault::Refused, Expect::Fails("connect")),
     (Fault::CloseAfterThree, Expect::Answered),
     (Fault::AcceptThenClose, Expect::Fails("read")),
@@ -30,7 +30,36 @@ const MATRIX: [(Fault, Expect); 15] = [
     (Fault::NoContent, Expect::Answered),
     (Fault::NotModified, Expect::Answered),
     (Fault::NotTls, Expect::Fails("tls")),
+    (Fault::UnusualStatus, Expect::Answered),
 ];
+
+/// A status outside 100–599 is counted as the server sent it (999 was counted as 0).
+#[test]
+fn an_unusual_status_is_counted_as_sent() {
+    let server = FaultyServer::start(Fault::UnusualStatus);
+    let o = archbench(&[
+        "run",
+        &server.url(),
+        "-n",
+        "4",
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-o",
+        "json",
+    ]);
+    let doc: Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(
+        doc["status_codes"],
+        serde_json::json!({"999": 4}),
+        "{}",
+        doc["status_codes"]
+    );
+    let o = archbench(&["run", &server.url(), "-n", "4", "-c", "1", "-t", "1"]);
+    assert!(stdout(&o).contains("Status     999: 4"), "{}", stdout(&o));
+}
 
 const KINDS: [&str; 6] = ["connect", "tls", "timeout", "read", "write", "protocol"];
 

@@ -40,6 +40,8 @@ pub enum Fault {
     /// Keep-alive, but the third response says `Connection: close` and the server closes
     /// (nginx's keepalive_requests).
     CloseAfterThree,
+    /// A status no RFC names, three digits all the same: `999 Weird` (keep-alive).
+    UnusualStatus,
 }
 
 pub struct FaultyServer {
@@ -213,6 +215,9 @@ fn play(mut conn: TcpStream, fault: Fault, first_head: &OnceLock<Vec<u8>>, stop:
             }
             Fault::CloseAfterThree => {
                 let _ = w.write_all(OK);
+            }
+            Fault::UnusualStatus => {
+                let _ = w.write_all(b"HTTP/1.1 999 Weird\r\nContent-Length: 5\r\n\r\nhello");
             }
             Fault::NotTls | Fault::Refused => unreachable!("handled above"),
         }
