@@ -246,6 +246,21 @@ pub struct Progress<'a> {
     /// The QUIC counters of every worker, as of its latest tick (HTTP/3 runs; at the end the
     /// run's own figures).
     pub quic: Option<crate::stats::QuicFigures>,
+    /// Workers still running [`STUCK_AFTER`] or longer after the run ended (its duration
+    /// passed, or a signal stopped it): none of ours blocks, so a script's function that
+    /// never returns holds them, and this run will not end by itself.
+    pub stuck: Option<StuckWorkers>,
+}
+
+/// How long after its end a run's workers may take to stop before they are called stuck.
+pub const STUCK_AFTER: Duration = Duration::from_secs(2);
+
+/// Workers that did not stop when the run ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StuckWorkers {
+    pub count: usize,
+    /// Since the run ended.
+    pub for_s: f64,
 }
 
 /// What a run measured.
@@ -401,6 +416,8 @@ fn run_prepared(
         let spawned = handles.iter().filter(|h| h.is_ok()).count();
         let mut watch = Watch {
             start,
+            end: plan.stop.duration.map(|d| start + d),
+            stop,
             progress: &progress,
             collector: &mut collector,
             busy: &mut busy,
@@ -427,6 +444,7 @@ fn run_prepared(
         latency: collector.live(),
         worker_busy: busy.read(&progress),
         quic: merged.recording.quic.as_deref().cloned(),
+        stuck: None,
     });
     Ok(RunOutcome {
         recording: merged.recording,
@@ -695,6 +713,9 @@ fn join(handles: Vec<WorkerHandle<'_>>) -> Vec<Result<worker_base::WorkerOutcome
 /// The calling thread while the workers run: it drains their intervals and reports progress.
 struct Watch<'a> {
     start: Instant,
+    /// When the run's duration ends, if it has one.
+    end: Option<Instant>,
+    stop: &'a AtomicBool,
     progress: &'a [WorkerProgress],
     collector: &'a mut live::Collector,
     busy: &'a mut WorkerBusy,
@@ -709,12 +730,26 @@ impl Watch<'_> {
         on_progress: &mut impl FnMut(&Progress),
     ) {
         let mut finished = 0;
+        let mut ended: Option<Instant> = None;
         while finished < spawned {
             let waited = done.recv_timeout(live::TICK);
             self.collector.drain();
             match waited {
                 Ok(()) => finished += 1,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let now = Instant::now();
+                    if ended.is_none()
+                        && (self.stop.load(Ordering::Relaxed) || self.end.is_some_and(|e| now >= e))
+                    {
+                        ended = Some(now);
+                    }
+                    let stuck = ended
+                        .map(|e| now.saturating_duration_since(e))
+                        .filter(|late| *late >= STUCK_AFTER)
+                        .map(|late| StuckWorkers {
+                            count: spawned - finished,
+                            for_s: late.as_secs_f64(),
+                        });
                     let quic = self.quic();
                     on_progress(&Progress {
                         elapsed: self.start.elapsed(),
@@ -723,6 +758,7 @@ impl Watch<'_> {
                         latency: self.collector.live(),
                         worker_busy: self.busy.read(self.progress),
                         quic,
+                        stuck,
                     })
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,

@@ -337,21 +337,28 @@ fn restore() {
     }
 }
 
+/// Takes the terminal back from the dashboard, wherever it is drawing, for a message that
+/// ends the process (a panic's, or a run abandoned): the frame being drawn may finish, then
+/// the terminal is as it was.
+pub fn release_terminal() {
+    RELEASED.store(true, Ordering::SeqCst);
+    // Let a frame being drawn finish (not long: the process is ending).
+    if TAKEN.load(Ordering::SeqCst) && std::thread::current().name() != Some("archbench-tui") {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while !STOPPED_DRAWING.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    restore();
+}
+
 /// A panic anywhere restores the terminal before its message prints.
 fn install_panic_hook() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            RELEASED.store(true, Ordering::SeqCst);
-            // Let a frame being drawn finish (not long: a panic must not hang).
-            if std::thread::current().name() != Some("archbench-tui") {
-                let deadline = Instant::now() + Duration::from_millis(500);
-                while !STOPPED_DRAWING.load(Ordering::SeqCst) && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            }
-            restore();
+            release_terminal();
             previous(info);
         }));
     });
