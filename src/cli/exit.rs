@@ -27,11 +27,11 @@ pub fn run_main<C: clap::Parser>(
             if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
                 && missing.is_some() =>
         {
-            eprintln!("archbench: {}", missing.unwrap_or_default());
+            crate::stderr_line!("archbench: {}", missing.unwrap_or_default());
             return EXIT_USAGE;
         }
         Err(e) if e.use_stderr() => {
-            eprintln!("archbench: {}", one_line_usage_error(&e, help_for));
+            crate::stderr_line!("archbench: {}", one_line_usage_error(&e, help_for));
             return EXIT_USAGE;
         }
         Err(e) => {
@@ -43,7 +43,7 @@ pub fn run_main<C: clap::Parser>(
     let signals = match StopSignals::install() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("archbench: cannot install signal handlers: {e}");
+            crate::stderr_line!("archbench: cannot install signal handlers: {e}");
             return EXIT_FAILURE;
         }
     };
@@ -92,7 +92,7 @@ fn exit_for(e: &anyhow::Error) -> i32 {
             return 0;
         }
     }
-    eprintln!("archbench: {}", one_line(e));
+    crate::stderr_line!("archbench: {}", one_line(e));
     if e.downcast_ref::<PlanError>().is_some()
         || e.downcast_ref::<crate::document::DocumentError>().is_some()
         || e.downcast_ref::<crate::stats::MergeError>().is_some()

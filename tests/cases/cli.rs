@@ -450,6 +450,43 @@ fn more_bad_command_lines_exit_2() {
     assert_usage_errors(&cases);
 }
 
+/// A stderr that cannot be written (`2>/dev/full`) costs the message, never the exit status:
+/// `eprintln!` panicked there (101); a closed one (`2>&-`) keeps the status too.
+#[test]
+fn an_unwritable_stderr_keeps_the_exit_status() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let u = s.url();
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["run", &u, "-n", "0"], 2),
+        (vec!["report", "/nonexistent"], 2),
+        (vec!["run", &u, "--frobnicate"], 2),
+        (vec!["run", "http://127.0.0.1:1/", "-n", "1", "-c", "1"], 1),
+        (vec!["run", &u, "-n", "1", "-c", "1", "-t", "1"], 0),
+    ];
+    for (args, code) in &cases {
+        for closed in [false, true] {
+            let err = if closed {
+                Stdio::null()
+            } else {
+                Stdio::from(std::fs::File::create("/dev/full").unwrap())
+            };
+            let mut cmd = bin();
+            cmd.args(args).stdout(Stdio::null()).stderr(err);
+            if closed {
+                // SAFETY: only closes a descriptor in the child before it executes.
+                unsafe {
+                    std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                        libc::close(2);
+                        Ok(())
+                    });
+                }
+            }
+            let o = cmd.output().unwrap();
+            assert_eq!(o.status.code(), Some(*code), "{args:?}, closed: {closed}");
+        }
+    }
+}
+
 #[test]
 fn secrets_never_reach_reports_or_results() {
     let s = Server::start(ServeOptions::default()).unwrap();

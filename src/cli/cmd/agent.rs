@@ -44,7 +44,7 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let (start_tx, start_rx) = mpsc::channel::<SystemTime>();
     let part = plan.part;
     if token.is_none() {
-        eprintln!(
+        crate::stderr_line!(
             "archbench agent: --control-no-auth: anyone who reaches {bound} can start and stop this load"
         );
     }
@@ -56,9 +56,10 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         token,
     };
     endpoint.serve_on(listener)?;
-    eprintln!(
+    crate::stderr_line!(
         "archbench agent: part {}/{} waiting for its start on {bound}",
-        part.index, part.count
+        part.index,
+        part.count
     );
     let start = match wait_for_start(a, &start_rx, signals)? {
         Start::At(at) => at,
@@ -143,7 +144,9 @@ fn wait_for_start(
             if signals.signalled() {
                 return Ok(Start::Stopped(signals.exit_code()));
             }
-            eprintln!("archbench agent: stopped before its start (POST /stop); nothing was sent");
+            crate::stderr_line!(
+                "archbench agent: stopped before its start (POST /stop); nothing was sent"
+            );
             return Ok(Start::Stopped(0));
         }
         match start_rx.recv_timeout(Duration::from_millis(50)) {

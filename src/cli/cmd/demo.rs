@@ -133,7 +133,7 @@ impl DemoServers {
 pub fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     plan::runs(a.runs.runs)?;
     let servers = start_servers(a.embedded)?;
-    eprintln!("archbench demo: {}", servers.description(a.embedded));
+    crate::stderr_line!("archbench demo: {}", servers.description(a.embedded));
     let targets = servers.targets();
     // The comparison is `compare`'s, spelled from its own flag definitions.
     let mut argv = Argv::new("compare", &["archbench", "compare"]);
@@ -167,7 +167,7 @@ pub fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         _ => anyhow::bail!("internal error: {} holds no comparison", json.display()),
     };
     write_html(&[doc], Some(&html), None)?;
-    eprintln!(
+    crate::stderr_line!(
         "archbench demo: wrote {}, {} and {}",
         json.display(),
         md.display(),
