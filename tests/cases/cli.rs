@@ -419,6 +419,31 @@ fn more_bad_command_lines_exit_2() {
             vec!["run", "http://127.0.0.1:1/", "-H", "NoColon"],
             "invalid header",
         ),
+        // A header name is an RFC 9110 token in every front end (these were sent as typed).
+        (
+            vec!["run", "http://127.0.0.1:1/", "-H", "\u{dc}n\u{ef}: v"],
+            "invalid header name \"\u{dc}n\u{ef}\"",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "-H", "X(y): v"],
+            "invalid header name \"X(y)\"",
+        ),
+        (
+            vec!["wrk", "http://127.0.0.1:1/", "-H", "X(y): v"],
+            "invalid header name",
+        ),
+        (
+            vec!["ab", "-n", "1", "-H", "X(y): v", "http://127.0.0.1:1/"],
+            "invalid header name",
+        ),
+        (
+            vec!["h2load", "-n", "1", "-H", "X(y): v", "http://127.0.0.1:1/"],
+            "invalid header name",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "-H", "X-A: b\rc"],
+            "line break or NUL",
+        ),
         (vec!["bogus-subcommand"], "unrecognized subcommand"),
         // TLS flags where no target speaks TLS would be ignored without a word.
         (
