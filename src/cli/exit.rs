@@ -55,7 +55,7 @@ pub fn run_main<C: clap::Parser>(
 
 /// clap's message without its usage block: the first line, and where to read more.
 fn one_line_usage_error(e: &clap::Error, subcommand: Option<&str>) -> String {
-    let rendered = e.to_string();
+    let rendered = with_values_escaped(e);
     let mut lines = rendered.lines().skip_while(|l| l.trim().is_empty());
     let head = lines
         .next()
@@ -82,6 +82,39 @@ fn one_line_usage_error(e: &clap::Error, subcommand: Option<&str>) -> String {
         None => "archbench --help".to_string(),
     };
     format!("{first}; see `{help}`")
+}
+
+/// clap's message with the values it quotes (what was typed) escaped where they hold control
+/// characters: a line break in a value would cut the line short of the reason, a carriage
+/// return let the rest overwrite it on a terminal. `X-A: b\nc` reads as Rust's `{:?}` writes
+/// it. (clap already strips escape sequences from what it renders.)
+fn with_values_escaped(e: &clap::Error) -> String {
+    use clap::error::ContextValue;
+    let mut rendered = e.to_string();
+    for (_, value) in e.context() {
+        let typed: &[String] = match value {
+            ContextValue::String(s) => std::slice::from_ref(s),
+            ContextValue::Strings(list) => list,
+            _ => &[],
+        };
+        for t in typed.iter().filter(|t| t.contains(char::is_control)) {
+            rendered = rendered.replace(t.as_str(), &escape_controls(t));
+        }
+    }
+    rendered
+}
+
+/// `text` with its control characters as Rust escapes them (`\n`, `\u{1b}`), the rest as is.
+fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Prints the error on one line and picks the status: usage errors are 2, a closed stdout

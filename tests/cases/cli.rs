@@ -444,6 +444,16 @@ fn more_bad_command_lines_exit_2() {
             vec!["run", "http://127.0.0.1:1/", "-H", "X-A: b\rc"],
             "line break or NUL",
         ),
+        // A value with a line break or a carriage return is quoted escaped, so the one line
+        // reaches the reason.
+        (
+            vec!["run", "http://127.0.0.1:1/", "-H", "X-A: b\nc"],
+            "invalid value 'X-A: b\\nc' for '--header <HEADERS>': header \"X-A\" contains a line break",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "--fr\rob"],
+            "unexpected argument '--fr\\rob'",
+        ),
         (vec!["bogus-subcommand"], "unrecognized subcommand"),
         // TLS flags where no target speaks TLS would be ignored without a word.
         (
