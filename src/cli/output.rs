@@ -151,6 +151,21 @@ pub fn write_html(
     Ok(())
 }
 
+/// A new directory for one command's files, `--out-dir`/<timestamp>/, created: one that
+/// cannot be (a file in the way, no permission) is the command line's to fix, said before
+/// anything starts.
+pub fn results_directory(out_dir: &Path) -> Result<PathBuf, PlanError> {
+    let dir = out_dir.join(crate::timefmt::compact(std::time::SystemTime::now()));
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        PlanError::Invalid(format!(
+            "--out-dir {}: cannot create {}: {e}; give a directory you can write",
+            out_dir.display(),
+            dir.display()
+        ))
+    })?;
+    Ok(dir)
+}
+
 /// Whether a file can be written at `path` (given as `flag`): not a directory, in one that
 /// exists, where this user may create files (tried with the temporary file a save uses).
 fn writable(flag: &str, path: &Path) -> Result<(), PlanError> {

@@ -384,9 +384,24 @@ fn demo_compares_two_servers_and_writes_json_and_markdown() {
 
 #[test]
 fn more_bad_command_lines_exit_2() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let a_file = file.path().to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["serve", "--addr", "nowhere"], "invalid --addr"),
         (vec!["demo", "-d", "soon"], "invalid duration"),
+        // The demo checks its flags before it starts a server or prints its banner.
+        (
+            vec!["demo", "--embedded", "-d", "0"],
+            "duration must be above zero",
+        ),
+        (
+            vec!["demo", "--embedded", "-c", "0"],
+            "connections must be at least 1",
+        ),
+        (
+            vec!["demo", "--embedded", "-d", "100ms", "--out-dir", a_file],
+            "cannot create",
+        ),
         (vec!["wrk", "-c", "0", "http://127.0.0.1:1/"], "at least 1"),
         (
             vec!["wrk", "--frobnicate", "http://127.0.0.1:1/"],
