@@ -500,6 +500,55 @@ fn more_bad_command_lines_exit_2() {
     assert_usage_errors(&cases);
 }
 
+/// `report` with a page or charts to write still prints its -o layout on stdout (it printed
+/// nothing: the layout was dropped without a word).
+#[test]
+fn report_prints_its_layout_beside_the_page_and_the_charts() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let f = file.to_str().unwrap();
+    let o = archbench(&[
+        "run",
+        &s.url(),
+        "-n",
+        "20",
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-q",
+        "--json",
+        f,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let markdown = stdout(&archbench(&["report", f, "-o", "markdown"]));
+    assert!(markdown.starts_with('#'), "{markdown}");
+    let page = dir.path().join("r.html");
+    let o = archbench(&[
+        "report",
+        f,
+        "-o",
+        "markdown",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), markdown);
+    assert!(std::fs::read_to_string(&page)
+        .unwrap()
+        .starts_with("<!doctype html>"));
+    let charts = dir.path().join("charts");
+    let o = archbench(&["report", f, "-o", "json", "--svg", charts.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["totals"]["requests"], 20);
+    assert!(
+        std::fs::read_dir(&charts).unwrap().count() >= 2,
+        "the charts"
+    );
+}
+
 /// A stderr that cannot be written (`2>/dev/full`) costs the message, never the exit status:
 /// `eprintln!` panicked there (101); a closed one (`2>&-`) keeps the status too.
 #[test]
