@@ -382,6 +382,14 @@ fn demo_compares_two_servers_and_writes_json_and_markdown() {
     }
 }
 
+/// `archbench agent` with these flags besides, one that would give up waiting after a second.
+fn agent<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["agent", "http://127.0.0.1:1/", "-n", "1", "--control"];
+    args.extend(["127.0.0.1:0", "--control-no-auth", "--start-timeout", "1s"]);
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn more_bad_command_lines_exit_2() {
     let file = tempfile::NamedTempFile::new().unwrap();
@@ -469,6 +477,13 @@ fn more_bad_command_lines_exit_2() {
             vec!["run", "http://127.0.0.1:1/", "--fr\rob"],
             "unexpected argument '--fr\\rob'",
         ),
+        // The agent's result goes to stdout and GET /result only: report and live flags of
+        // `run` are refused before it listens (they were accepted and ignored).
+        (agent(&["--json", a_file]), "--json: the agent has no report"),
+        (agent(&["--markdown", a_file]), "--markdown: the agent has no"),
+        (agent(&["--html", a_file]), "--html: the agent has no"),
+        (agent(&["-o", "json"]), "-o: the agent has no"),
+        (agent(&["--prometheus", "0"]), "--prometheus: the agent has no"),
         (vec!["bogus-subcommand"], "unrecognized subcommand"),
         // TLS flags where no target speaks TLS would be ignored without a word.
         (
