@@ -283,5 +283,5 @@ fn verdict(end: Next, a: &MaxRate, slo: &str) -> String {
 }
 
 fn grouped_rate(rate: f64) -> String {
-    crate::units::grouped(rate.round() as u64)
+    crate::units::grouped_rounded(rate)
 }
