@@ -109,6 +109,14 @@ pub enum DocumentError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("{path} is not a valid {kind}: {field} {why}")]
+    Figure {
+        path: PathBuf,
+        kind: &'static str,
+        /// Where in the document, as `targets[0].runs[1].totals.elapsed_s`.
+        field: String,
+        why: String,
+    },
     #[error("{path} is a {found}; {wanted}")]
     WrongKind {
         path: PathBuf,
@@ -195,6 +203,14 @@ fn read_checked(
             current: kind.current(),
         });
     }
+    if let Err((field, why)) = check_figures(&value, &mut String::new()) {
+        return Err(DocumentError::Figure {
+            path: path.to_path_buf(),
+            kind: kind.name(),
+            field,
+            why,
+        });
+    }
     let invalid = |source| DocumentError::Invalid {
         path: path.to_path_buf(),
         kind: kind.name(),
@@ -207,4 +223,167 @@ fn read_checked(
         }
         DocumentKind::Sweep => Document::Sweep(serde_json::from_value(value).map_err(invalid)?),
     })
+}
+
+/// Largest figure a document may hold, in any unit: far beyond what a run measures (10^18
+/// bytes is an exabyte), and within what every report prints exactly. The schemas say so
+/// as each number's `maximum` (and `minimum` where it may be negative).
+pub const MAX_FIGURE: f64 = 1e18;
+
+/// The figures the schemas let go below zero (a relative difference, a fitted curve's
+/// figures, an objective's measure), as the end of their path without indices. Every other
+/// number in a document is a count, a duration, a rate, a size or a share: never negative.
+const SIGNED_FIGURES: [&str; 15] = [
+    "lost_sources.rate",
+    "conditions.measured",
+    "metrics.targets.median",
+    "metrics.targets.min",
+    "metrics.targets.max",
+    "versus_baseline.relative",
+    "versus_baseline.ci_low",
+    "versus_baseline.ci_high",
+    "points.server_cores",
+    "points.requests_per_server_cpu_s",
+    "targets.knee",
+    "stopped.after",
+    "usl.r_squared",
+    "usl.peak_concurrency",
+    "usl.peak_throughput",
+];
+
+/// Checks every figure of a document before it is read into its types (which would take a
+/// negative duration, a status "abc" or 1e308 req/s and print them): numbers within
+/// [`MAX_FIGURE`], negative only where [`SIGNED_FIGURES`] says, status codes three digits
+/// from 100 to 999. `at` is the path so far; the error is the field's and why.
+fn check_figures(value: &serde_json::Value, at: &mut String) -> Result<(), (String, String)> {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) => {
+            let v = n.as_f64().unwrap_or(f64::INFINITY);
+            let shown = crate::units::typed_number(v);
+            if !v.is_finite() || v.abs() > MAX_FIGURE {
+                return Err((
+                    at.clone(),
+                    format!("is {shown}: larger than any figure archbench stores ({MAX_FIGURE:e})"),
+                ));
+            }
+            if v < 0.0 && !signed(at) {
+                return Err((
+                    at.clone(),
+                    format!("is {shown}: below zero, which it never is"),
+                ));
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push_str(&format!("[{i}]"));
+                check_figures(item, at)?;
+                at.truncate(len);
+            }
+        }
+        Value::Object(fields) => {
+            for (name, field) in fields {
+                let len = at.len();
+                if !at.is_empty() {
+                    at.push('.');
+                }
+                at.push_str(name);
+                if name == "status_codes" {
+                    check_status_codes(field, at)?;
+                }
+                check_figures(field, at)?;
+                at.truncate(len);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::String(_) => {}
+    }
+    Ok(())
+}
+
+/// Whether the field at `at` may be negative: its path, indices left out, ends with one of
+/// [`SIGNED_FIGURES`].
+fn signed(at: &str) -> bool {
+    let mut bare = String::with_capacity(at.len());
+    let mut in_index = false;
+    for c in at.chars() {
+        match c {
+            '[' => in_index = true,
+            ']' => in_index = false,
+            c if !in_index => bare.push(c),
+            _ => {}
+        }
+    }
+    SIGNED_FIGURES
+        .iter()
+        .any(|s| bare == *s || bare.ends_with(&format!(".{s}")))
+}
+
+/// A `status_codes` object's keys: HTTP status codes, three digits from 100 to 999.
+fn check_status_codes(codes: &serde_json::Value, at: &str) -> Result<(), (String, String)> {
+    let Some(codes) = codes.as_object() else {
+        return Ok(());
+    };
+    for code in codes.keys() {
+        let valid = code.len() == 3
+            && code.bytes().all(|b| b.is_ascii_digit())
+            && code.parse::<u16>().is_ok_and(|c| (100..=999).contains(&c));
+        if !valid {
+            return Err((
+                at.to_string(),
+                format!("has {code:?}: a status code is three digits from 100 to 999"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(doc: serde_json::Value) -> Result<(), (String, String)> {
+        check_figures(&doc, &mut String::new())
+    }
+
+    #[test]
+    fn figures_out_of_range_are_named_by_their_path() {
+        let bad = |doc, field: &str, says: &str| {
+            let (at, why) = figures(doc).unwrap_err();
+            assert_eq!(at, field);
+            assert!(why.contains(says), "{why}");
+        };
+        bad(
+            serde_json::json!({"totals": {"elapsed_s": -1.0}}),
+            "totals.elapsed_s",
+            "below zero",
+        );
+        bad(
+            serde_json::json!({"targets": [{"runs": [{}, {"totals": {"requests_per_sec": 1e308}}]}]}),
+            "targets[0].runs[1].totals.requests_per_sec",
+            "is 1e308: larger than any figure",
+        );
+        for code in ["abc", "99", "1000", "0", "+20", "2 0"] {
+            bad(
+                serde_json::json!({"entries": [{"status_codes": {code: 1}}]}),
+                "entries[0].status_codes",
+                "three digits from 100 to 999",
+            );
+        }
+        // What the schemas let be negative reads, wherever it is nested.
+        let signed = serde_json::json!({
+            "steps": [{"metrics": [{"targets": [{"median": -1.0, "min": -2.0, "max": -0.5,
+                "versus_baseline": {"relative": -0.3, "ci_low": -0.4, "ci_high": -0.2}}]}]}],
+            "targets": [{"knee": -1.0, "usl": {"r_squared": -3.0}}],
+            "status_codes": {"200": 5, "999": 1, "100": 0},
+            "lost_sources": [{"rate": -1.0}]
+        });
+        assert_eq!(figures(signed), Ok(()));
+        // ... and only there: a "median" that is not a comparison metric's is not signed.
+        bad(
+            serde_json::json!({"latency": {"median": -1}}),
+            "latency.median",
+            "below zero",
+        );
+    }
 }

@@ -3,6 +3,9 @@
 //! The binary's `main` only parses, runs and maps errors to exit codes; everything else lives
 //! here so it can be tested in-process. See ARCHITECTURE.md for the data flow.
 
+// eprintln! panics when stderr cannot be written: messages go through `stderr_line!`.
+#![deny(clippy::print_stderr)]
+
 pub mod agent_protocol;
 pub mod cli;
 pub mod compare;
@@ -25,6 +28,7 @@ pub mod serve;
 pub mod slo;
 pub mod stages;
 pub mod stats;
+pub mod stderr;
 pub mod stop;
 pub mod sweep;
 pub mod timefmt;

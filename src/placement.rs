@@ -247,10 +247,10 @@ impl Scaling {
             trim(self.vcpus),
             trim(self.baseline_vcpus),
             self.requests_per_sec / self.baseline_requests_per_sec,
-            crate::units::grouped(self.requests_per_sec.round() as u64),
-            crate::units::grouped(self.baseline_requests_per_sec.round() as u64),
-            crate::units::grouped(self.per_vcpu.round() as u64),
-            crate::units::grouped(self.baseline_per_vcpu.round() as u64),
+            crate::units::grouped_rounded(self.requests_per_sec),
+            crate::units::grouped_rounded(self.baseline_requests_per_sec),
+            crate::units::grouped_rounded(self.per_vcpu),
+            crate::units::grouped_rounded(self.baseline_per_vcpu),
         )
     }
 }

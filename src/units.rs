@@ -75,7 +75,24 @@ pub fn wrk_metric(n: f64) -> String {
 
 /// 1234567 -> "1,234,567".
 pub fn grouped(n: u64) -> String {
-    let digits = n.to_string();
+    group_digits(&n.to_string())
+}
+
+/// A figure rounded to a whole number and grouped: 1234567.8 -> "1,234,568". Exact at any
+/// size (a cast to u64 stops at 18,446,744,073,709,551,615 without a word), signed, and "-"
+/// for a figure that is none (NaN, infinite).
+pub fn grouped_rounded(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let digits = format!("{:.0}", v.abs().round());
+    // -0.4 rounds to zero, which has no sign.
+    let sign = if v.round() < 0.0 { "-" } else { "" };
+    format!("{sign}{}", group_digits(&digits))
+}
+
+/// A run of decimal digits with a comma every three from the right.
+fn group_digits(digits: &str) -> String {
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i).is_multiple_of(3) {
@@ -96,7 +113,7 @@ pub fn metric_figure(v: f64, unit: &str) -> String {
         "B" => format!("{:.2} MiB", v / (1024.0 * 1024.0)),
         "B/s" => format!("{:.2} MiB/s", v / (1024.0 * 1024.0)),
         "cores" => format!("{v:.2}"),
-        _ if v >= 100.0 || v.fract() == 0.0 => grouped(v.round() as u64),
+        _ if v >= 100.0 || v.fract() == 0.0 => grouped_rounded(v),
         _ => format!("{v:.2}"),
     }
 }
@@ -123,14 +140,28 @@ pub fn slo_figure(v: f64, unit: &str) -> String {
     match unit {
         "µs" => wrk_time_us(v),
         "%" => format!("{v:.3}%"),
-        "req/s" => format!("{} req/s", grouped(v.round() as u64)),
-        _ => format!("{} {unit}", grouped(v.round() as u64)),
+        "req/s" => format!("{} req/s", grouped_rounded(v)),
+        _ => format!("{} {unit}", grouped_rounded(v)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounded_figures_are_exact_at_any_size() {
+        assert_eq!(grouped_rounded(1234567.5), "1,234,568");
+        assert_eq!(grouped_rounded(2.5), "3");
+        assert_eq!(grouped_rounded(-1234.4), "-1,234");
+        assert_eq!(grouped_rounded(-0.4), "0");
+        // A cast to u64 printed 18,446,744,073,709,551,615 for both.
+        assert_eq!(grouped_rounded(1e20), "100,000,000,000,000,000,000");
+        assert_eq!(grouped_rounded(1e308).len(), 309 + 102);
+        assert_eq!(grouped_rounded(f64::NAN), "-");
+        assert_eq!(grouped_rounded(f64::INFINITY), "-");
+        assert_eq!(metric_figure(1e20, "req/s"), "100,000,000,000,000,000,000");
+    }
 
     #[test]
     fn typed_numbers_stay_short() {

@@ -251,7 +251,7 @@ impl Step<'_> {
             );
         }
         if !self.quiet {
-            eprintln!(
+            crate::stderr_line!(
                 "sweep: {load} {} ({} of {})",
                 spec.kind.unit(),
                 self.k + 1,
@@ -286,7 +286,7 @@ impl Climb {
     fn drop_past_knee(&mut self, kind: LadderKind, last: bool, quiet: bool) {
         for (name, stop) in past_their_knee(&self.sweep, &self.names, &self.stopped, kind) {
             if !last && !quiet {
-                eprintln!(
+                crate::stderr_line!(
                     "sweep: {name} is past its knee ({}); higher loads without it",
                     stop.reason
                 );

@@ -27,11 +27,11 @@ pub fn run_main<C: clap::Parser>(
             if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
                 && missing.is_some() =>
         {
-            eprintln!("archbench: {}", missing.unwrap_or_default());
+            crate::stderr_line!("archbench: {}", missing.unwrap_or_default());
             return EXIT_USAGE;
         }
         Err(e) if e.use_stderr() => {
-            eprintln!("archbench: {}", one_line_usage_error(&e, help_for));
+            crate::stderr_line!("archbench: {}", one_line_usage_error(&e, help_for));
             return EXIT_USAGE;
         }
         Err(e) => {
@@ -43,7 +43,7 @@ pub fn run_main<C: clap::Parser>(
     let signals = match StopSignals::install() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("archbench: cannot install signal handlers: {e}");
+            crate::stderr_line!("archbench: cannot install signal handlers: {e}");
             return EXIT_FAILURE;
         }
     };
@@ -55,7 +55,7 @@ pub fn run_main<C: clap::Parser>(
 
 /// clap's message without its usage block: the first line, and where to read more.
 fn one_line_usage_error(e: &clap::Error, subcommand: Option<&str>) -> String {
-    let rendered = e.to_string();
+    let rendered = with_values_escaped(e);
     let mut lines = rendered.lines().skip_while(|l| l.trim().is_empty());
     let head = lines
         .next()
@@ -84,6 +84,39 @@ fn one_line_usage_error(e: &clap::Error, subcommand: Option<&str>) -> String {
     format!("{first}; see `{help}`")
 }
 
+/// clap's message with the values it quotes (what was typed) escaped where they hold control
+/// characters: a line break in a value would cut the line short of the reason, a carriage
+/// return let the rest overwrite it on a terminal. `X-A: b\nc` reads as Rust's `{:?}` writes
+/// it. (clap already strips escape sequences from what it renders.)
+fn with_values_escaped(e: &clap::Error) -> String {
+    use clap::error::ContextValue;
+    let mut rendered = e.to_string();
+    for (_, value) in e.context() {
+        let typed: &[String] = match value {
+            ContextValue::String(s) => std::slice::from_ref(s),
+            ContextValue::Strings(list) => list,
+            _ => &[],
+        };
+        for t in typed.iter().filter(|t| t.contains(char::is_control)) {
+            rendered = rendered.replace(t.as_str(), &escape_controls(t));
+        }
+    }
+    rendered
+}
+
+/// `text` with its control characters as Rust escapes them (`\n`, `\u{1b}`), the rest as is.
+fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Prints the error on one line and picks the status: usage errors are 2, a closed stdout
 /// (`archbench … | head`) is a quiet 0, everything else 1.
 fn exit_for(e: &anyhow::Error) -> i32 {
@@ -92,7 +125,7 @@ fn exit_for(e: &anyhow::Error) -> i32 {
             return 0;
         }
     }
-    eprintln!("archbench: {}", one_line(e));
+    crate::stderr_line!("archbench: {}", one_line(e));
     if e.downcast_ref::<PlanError>().is_some()
         || e.downcast_ref::<crate::document::DocumentError>().is_some()
         || e.downcast_ref::<crate::stats::MergeError>().is_some()

@@ -181,7 +181,7 @@ impl Prober<'_> {
         let mut plan = self.source.plan(&[name.to_string()], load, warmup)?;
         plan.runs = runs;
         if !self.spec.quiet {
-            eprintln!("sweep --find-max: {name} at {} req/s", grouped_rate(rate));
+            crate::stderr_line!("sweep --find-max: {name} at {} req/s", grouped_rate(rate));
         }
         let commands = self.source.commands(&plan);
         let step = format!("{} req/s offered", grouped_rate(rate));
@@ -283,5 +283,5 @@ fn verdict(end: Next, a: &MaxRate, slo: &str) -> String {
 }
 
 fn grouped_rate(rate: f64) -> String {
-    crate::units::grouped(rate.round() as u64)
+    crate::units::grouped_rounded(rate)
 }

@@ -38,7 +38,7 @@ impl LiveViews {
             Some(addr) => {
                 let ep = Endpoint::start(addr, board.clone())
                     .map_err(|e| PlanError::Invalid(e.to_string()))?;
-                eprintln!("archbench: live metrics on http://{}/metrics", ep.addr());
+                crate::stderr_line!("archbench: live metrics on http://{}/metrics", ep.addr());
                 Some(ep)
             }
             None => None,
@@ -83,7 +83,7 @@ impl LiveViews {
         if !self.linger || interrupted {
             return;
         }
-        eprintln!(
+        crate::stderr_line!(
             "archbench: --linger: the final figures stay on http://{}/metrics until Ctrl-C",
             ep.addr()
         );
@@ -155,7 +155,7 @@ pub fn run_label(n: usize, measured: bool) -> String {
 /// said on stderr and costs nothing else: the run's results are still saved and reported.
 pub fn close(dashboard: Option<Dashboard>) {
     if let Some(Err(e)) = dashboard.map(Dashboard::finish) {
-        eprintln!("archbench: the dashboard failed: {e}; the results follow");
+        crate::stderr_line!("archbench: the dashboard failed: {e}; the results follow");
     }
 }
 

@@ -79,29 +79,29 @@ pub fn client_advice(front: FrontEnd, threads: usize) -> String {
 /// failed, a client-bound or server-gone verdict (with advice in the front end's own flags).
 pub fn notes_on_stderr(result: &RunResult, front: FrontEnd) {
     if let Some(note) = ports_note(result) {
-        eprintln!("archbench: {note}");
+        crate::stderr_line!("archbench: {note}");
     }
     if let Some(answers) = result.error_answers() {
-        eprintln!("archbench: warning: {answers}");
+        crate::stderr_line!("archbench: warning: {answers}");
     }
     if let Some(note) = result
         .tls
         .as_ref()
         .and_then(crate::report::tls_failure_note)
     {
-        eprintln!("archbench: TLS errors {note}");
+        crate::stderr_line!("archbench: TLS errors {note}");
     }
     if let Some(note) = crate::report::quic_note(result) {
-        eprintln!("archbench: QUIC errors {note}");
+        crate::stderr_line!("archbench: QUIC errors {note}");
     }
     match result.limiter.side {
-        LimiterSide::Client | LimiterSide::Both => eprintln!(
+        LimiterSide::Client | LimiterSide::Both => crate::stderr_line!(
             "archbench: limiter: {}; {}",
             result.limiter.reason,
             client_advice(front, result.plan.threads as usize)
         ),
         LimiterSide::ServerGone if front != FrontEnd::Run => {
-            eprintln!("archbench: limiter: {}", result.limiter.reason)
+            crate::stderr_line!("archbench: limiter: {}", result.limiter.reason)
         }
         _ => {}
     }
@@ -137,7 +137,7 @@ pub fn write_html(
     if let Some(path) = html {
         crate::report::save_atomic(path, |f| report.write(f))
             .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("archbench: wrote {}", path.display());
+        crate::stderr_line!("archbench: wrote {}", path.display());
     }
     if let Some(dir) = svg_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -145,10 +145,25 @@ pub fn write_html(
             let file = dir.join(format!("{}.svg", c.id));
             std::fs::write(&file, c.svg.as_bytes())
                 .with_context(|| format!("cannot write {}", file.display()))?;
-            eprintln!("archbench: wrote {}", file.display());
+            crate::stderr_line!("archbench: wrote {}", file.display());
         }
     }
     Ok(())
+}
+
+/// A new directory for one command's files, `--out-dir`/<timestamp>/, created: one that
+/// cannot be (a file in the way, no permission) is the command line's to fix, said before
+/// anything starts.
+pub fn results_directory(out_dir: &Path) -> Result<PathBuf, PlanError> {
+    let dir = out_dir.join(crate::timefmt::compact(std::time::SystemTime::now()));
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        PlanError::Invalid(format!(
+            "--out-dir {}: cannot create {}: {e}; give a directory you can write",
+            out_dir.display(),
+            dir.display()
+        ))
+    })?;
+    Ok(dir)
 }
 
 /// Whether a file can be written at `path` (given as `flag`): not a directory, in one that
@@ -419,7 +434,7 @@ impl Ending {
             return signals.exit_code();
         }
         for line in &self.failures {
-            eprintln!("{line}");
+            crate::stderr_line!("{line}");
         }
         if self.failures.is_empty() {
             0

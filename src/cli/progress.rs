@@ -36,10 +36,10 @@ impl ProgressLine {
             p.completed, p.errors
         );
         if self.terminal {
-            eprint!("\r\x1b[K{line}");
+            crate::stderr_text!("\r\x1b[K{line}");
         } else if p.elapsed.as_secs() > self.last_second {
             self.last_second = p.elapsed.as_secs();
-            eprintln!("{line}");
+            crate::stderr_line!("{line}");
         }
     }
 
@@ -51,15 +51,15 @@ impl ProgressLine {
             return;
         }
         if self.terminal {
-            eprint!("\r\x1b[K  {line}");
+            crate::stderr_text!("\r\x1b[K  {line}");
         } else {
-            eprintln!("  {line}");
+            crate::stderr_line!("  {line}");
         }
     }
 
     pub fn finish(&self) {
         if self.enabled && self.terminal {
-            eprint!("\r\x1b[K");
+            crate::stderr_text!("\r\x1b[K");
         }
     }
 }

@@ -69,7 +69,7 @@ impl<'s> Session<'s> {
             };
             views.board.begin_run(name, &label);
             if self.say_runs {
-                eprintln!("  {name}: {run}");
+                crate::stderr_line!("  {name}: {run}");
             }
         };
         crate::compare::run(plan, commands, &signals.stop, run_one, &mut on_run, save)

@@ -187,11 +187,15 @@ pub fn header(text: &str) -> Result<(String, String), String> {
         .split_once(':')
         .ok_or_else(|| format!("invalid header {text:?}; use \"Name: value\""))?;
     let name = name.trim();
-    if name.is_empty() || name.bytes().any(|b| b <= b' ' || b == 127) {
-        return Err(format!("invalid header name in {text:?}"));
+    if !crate::http::is_header_name(name) {
+        return Err(format!(
+            "invalid header name {name:?} in {text:?}; a name is letters, digits and !#$%&'*+-.^_`|~"
+        ));
     }
-    if value.contains(['\r', '\n']) {
-        return Err(format!("header {name:?} contains a line break"));
+    if !crate::http::is_header_value(value) {
+        return Err(format!(
+            "header {name:?} contains a line break or NUL; a value is one line"
+        ));
     }
     Ok((name.to_string(), value.trim().to_string()))
 }
@@ -464,6 +468,25 @@ mod tests {
         );
         assert!(header("novalue").is_err());
         assert!(header("Bad Name: x").is_err());
+        // A name is an RFC 9110 token: every tchar, nothing else (it was sent as typed).
+        assert!(header("A1!#$%&'*+-.^_`|~: x").is_ok());
+        for bad in [
+            "\u{dc}n\u{ef}: v",
+            "X(y): v",
+            "X\"y: v",
+            "X/y: v",
+            "X@y: v",
+            ": v",
+        ] {
+            let e = header(bad).unwrap_err();
+            assert!(e.starts_with("invalid header name"), "{bad:?}: {e}");
+        }
+        for bad in ["X-A: b\nc", "X-A: b\rc", "X-A: b\0c"] {
+            assert!(
+                header(bad).unwrap_err().contains("line break or NUL"),
+                "{bad:?}"
+            );
+        }
     }
 }
 

@@ -12,6 +12,6 @@ mod response;
 mod target;
 pub mod tls;
 
-pub use request::{DefaultHeaders, HttpVersion, RequestSpec};
+pub use request::{is_header_name, is_header_value, DefaultHeaders, HttpVersion, RequestSpec};
 pub use response::{Feed, ProtocolError, ResponseParser, MAX_HEAD_BYTES};
 pub use target::{Addresses, Scheme, Target, TargetError, Unresolved};

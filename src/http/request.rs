@@ -30,6 +30,22 @@ pub enum DefaultHeaders {
     HostOnly,
 }
 
+/// Whether `name` may be sent as a header field name: an RFC 9110 token (section 5.1), one or
+/// more of ALPHA / DIGIT / `!#$%&'*+-.^_`|~`. Anything else (a space, a parenthesis, a
+/// non-ASCII byte) a server refuses or, worse, reads as something else than was meant.
+pub fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Whether `value` may be sent as a header field value: no CR, LF or NUL (RFC 9110 section
+/// 5.5), which would end the header, or the request, where the user did not mean it to.
+pub fn is_header_value(value: &str) -> bool {
+    !value.contains(['\r', '\n', '\0'])
+}
+
 /// What to send, before encoding. A run encodes it once and repeats the bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestSpec {

@@ -88,7 +88,7 @@ pub fn draw(frame: &mut Frame, title: &str, view: &View, targets: &[TargetLive])
 }
 
 fn grouped(v: f64) -> String {
-    crate::units::grouped(v.max(0.0).round() as u64)
+    crate::units::grouped_rounded(v.max(0.0))
 }
 
 /// Microseconds as wrk prints them: 38.00us, 1.25ms, 2.10s.

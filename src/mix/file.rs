@@ -67,8 +67,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Entry>, String> {
                 .map_err(|e| at(format!("cannot read body file {}: {e}", p.display())))?;
         } else if let Some((name, value)) = line.split_once(':') {
             let name = name.trim();
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+            if !crate::http::is_header_name(name) {
                 return Err(at(format!("{name:?} is not a header name")));
+            }
+            if !crate::http::is_header_value(value) {
+                return Err(at(format!("header {name:?} contains a CR or NUL")));
             }
             entry
                 .headers

@@ -88,7 +88,7 @@ pub(super) fn cost_sentence(c: &ComparisonResult, t: &crate::compare::TargetCost
         Some(v) => format!(
             "{} per million requests at {} req/s",
             money(v),
-            crate::units::grouped(t.requests_per_sec.round() as u64)
+            crate::units::grouped_rounded(t.requests_per_sec)
         ),
         None => "nothing answered, no cost per request".into(),
     };

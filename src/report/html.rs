@@ -13,7 +13,7 @@ use super::Report;
 use crate::compare::{ComparisonResult, TargetRuns};
 use crate::stats::{step_covered, RunResult};
 use crate::sweep::{LadderKind, StepFigures, SweepResult};
-use crate::units::{grouped, wrk_time_us};
+use crate::units::{grouped, grouped_rounded, wrk_time_us};
 
 /// A document to report, as read.
 pub enum HtmlDoc {
@@ -224,7 +224,7 @@ fn spectrum(runs: &[&RunResult]) -> Vec<(f64, f64)> {
 }
 
 fn rate_axis(v: f64) -> String {
-    grouped(v.max(0.0).round() as u64)
+    grouped_rounded(v.max(0.0))
 }
 
 fn seconds_axis(v: f64) -> String {
@@ -340,7 +340,7 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
             esc(name),
             esc(&r.plan.url),
             num(
-                &grouped(r.totals.requests_per_sec.round() as u64),
+                &grouped_rounded(r.totals.requests_per_sec),
                 r.totals.requests_per_sec
             ),
             latency(t, t.p50_us),
@@ -462,7 +462,7 @@ fn about_run(name: &str, r: &RunResult) -> String {
         p.connections,
         p.threads,
         match p.rate {
-            Some(rate) => format!("open loop at {} req/s", grouped(rate.round() as u64)),
+            Some(rate) => format!("open loop at {} req/s", grouped_rounded(rate)),
             None => "closed loop".into(),
         },
         match (p.duration_s, p.requests) {
@@ -670,7 +670,7 @@ fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String
             let per_cpu = p
                 .requests_per_server_cpu_s
                 .map_or("<td>not measurable</td>".into(), |r| {
-                    num(&grouped(r.round() as u64), r)
+                    num(&grouped_rounded(r), r)
                 });
             let memory = p.server_memory_bytes.map_or("<td>–</td>".into(), |b| {
                 num(&crate::units::bytes_iec(b), b)
@@ -681,11 +681,8 @@ fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String
         };
         table.push_str(&format!(
             "<tr>{}{}{}{}{}{}{}{servers}<td>{}</td></tr>\n",
-            num(&grouped(p.load.round() as u64), p.load),
-            num(
-                &grouped(p.requests_per_sec.round() as u64),
-                p.requests_per_sec
-            ),
+            num(&grouped_rounded(p.load), p.load),
+            num(&grouped_rounded(p.requests_per_sec), p.requests_per_sec),
             step_latency(p.p50_us),
             step_latency(p.p90_us),
             step_latency(p.p99_us),
@@ -712,7 +709,7 @@ fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String
             "<p>USL: σ = {:.4}, κ = {:.6}, λ = {} req/s per connection{}, R² = {:.3}</p>\n",
             f.sigma,
             f.kappa,
-            grouped(f.lambda.round() as u64),
+            grouped_rounded(f.lambda),
             f.peak_concurrency
                 .map(|n| format!(", throughput peaks at {n:.0} connections"))
                 .unwrap_or_default(),
@@ -755,7 +752,7 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
             load_title,
             s.loads
                 .iter()
-                .map(|l| grouped(l.round() as u64))
+                .map(|&l| grouped_rounded(l))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::{MarkdownReport, Report, TextReport};
 use crate::sweep::{LadderKind, SweepResult, TargetSweep};
-use crate::units::{grouped, wrk_time_us};
+use crate::units::{grouped_rounded, wrk_time_us};
 
 impl Report<SweepResult> for TextReport {
     fn write(&self, s: &SweepResult, out: &mut dyn Write) -> io::Result<()> {
@@ -143,7 +143,7 @@ fn write_points(ladder: LadderKind, t: &TargetSweep, out: &mut dyn Write) -> io:
             out,
             "  {:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>6.2}% {:>7} {:>11} {:>10} {:>5}",
             load_text(p.load),
-            grouped(p.requests_per_sec.round() as u64),
+            grouped_rounded(p.requests_per_sec),
             p.p50_us.map_or("-".into(), wrk_time_us),
             p.p90_us.map_or("-".into(), wrk_time_us),
             p.p99_us.map_or("-".into(), wrk_time_us),
@@ -151,7 +151,7 @@ fn write_points(ladder: LadderKind, t: &TargetSweep, out: &mut dyn Write) -> io:
             p.error_percent,
             p.server_cores.map_or("-".into(), |c| format!("{c:.2}")),
             p.requests_per_server_cpu_s
-                .map_or("-".into(), |r| grouped(r.round() as u64)),
+                .map_or("-".into(), grouped_rounded),
             p.server_memory_bytes
                 .map_or("-".into(), crate::units::bytes_iec),
             match p.slo_passed {
@@ -172,11 +172,11 @@ fn write_usl(t: &TargetSweep, out: &mut dyn Write) -> io::Result<()> {
             let peak = match (f.peak_concurrency, f.peak_throughput) {
                 (Some(n), Some(x)) => format!(
                     "throughput peaks at {n:.0} connections ({} req/s)",
-                    grouped(x.round() as u64)
+                    grouped_rounded(x)
                 ),
                 (None, Some(x)) => format!(
                     "no peak; throughput approaches {} req/s",
-                    grouped(x.round() as u64)
+                    grouped_rounded(x)
                 ),
                 _ => "throughput grows linearly".into(),
             };
@@ -185,7 +185,7 @@ fn write_usl(t: &TargetSweep, out: &mut dyn Write) -> io::Result<()> {
                 "  USL        σ = {:.4} (contention), κ = {:.6} (coherency), λ = {} req/s per connection; {peak}; R² = {:.3}",
                 f.sigma,
                 f.kappa,
-                grouped(f.lambda.round() as u64),
+                grouped_rounded(f.lambda),
                 f.r_squared
             )
         }

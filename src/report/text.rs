@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::Report;
 use crate::stats::{ErrorKind, LatencySummary, RunResult};
-use crate::units::{bytes_iec, grouped, wrk_time_us};
+use crate::units::{bytes_iec, grouped, grouped_rounded, wrk_time_us};
 
 pub struct TextReport;
 
@@ -173,7 +173,7 @@ fn write_server(
         s.machine_percent,
         bytes_iec(s.peak_memory_bytes as f64),
         match s.requests_per_cpu_s {
-            Some(v) => format!(", {} req per CPU-s", grouped(v.round() as u64)),
+            Some(v) => format!(", {} req per CPU-s", grouped_rounded(v)),
             None => String::new(),
         }
     )?;
@@ -411,7 +411,7 @@ fn write_tls(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         let timing = match (&t.handshake, t.handshakes_per_s) {
             (Some(h), Some(rate)) => format!(
                 "; {} per s, p50 {}, p99 {}",
-                grouped(rate.round() as u64),
+                grouped_rounded(rate),
                 wrk_time_us(h.p50_us as f64),
                 wrk_time_us(h.p99_us as f64)
             ),
@@ -572,7 +572,7 @@ fn write_client(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         c.cpu_system_s,
         c.busiest_worker_percent,
         match c.requests_per_cpu_s {
-            Some(v) => format!("{} req per CPU-s", grouped(v.round() as u64)),
+            Some(v) => format!("{} req per CPU-s", grouped_rounded(v)),
             None => format!(
                 "req per CPU-s not measurable (under {} CPU s)",
                 crate::stats::MEASURABLE_CPU_S

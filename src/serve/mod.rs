@@ -112,7 +112,7 @@ impl Server {
                 runtime.block_on(async move {
                     match TcpListener::from_std(std_listener) {
                         Ok(listener) => accept_loop(listener, opts, c, rx).await,
-                        Err(e) => eprintln!("archbench serve: {e}"),
+                        Err(e) => crate::stderr_line!("archbench serve: {e}"),
                     }
                 });
                 runtime.shutdown_timeout(Duration::from_millis(100));

@@ -349,3 +349,90 @@ fn the_slowest_rate_allowed_runs_without_panicking() {
     let text = stdout(&archbench(&["report", file.to_str().unwrap()]));
     assert!(text.contains("Pacing     target 0.001 req/s"), "{text}");
 }
+
+/// A stored document with figures no run measures (hand-edited, or from elsewhere) is a usage
+/// error naming the field, not a report of "answered in -1.00s", "Status abc" or
+/// 18,446,744,073,709,551,615 req/s.
+#[test]
+fn absurd_figures_in_a_document_are_refused_naming_the_field() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let o = archbench(&[
+        "run",
+        &s.url(),
+        "-n",
+        "20",
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let good: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut doc = good.clone();
+        edit(&mut doc);
+        let file = dir.path().join(name);
+        std::fs::write(&file, doc.to_string()).unwrap();
+        file.to_str().unwrap().to_string()
+    };
+    let cases: Vec<(String, &str)> = vec![
+        (
+            edited("elapsed.json", &|d| {
+                d["totals"]["elapsed_s"] = (-1.0).into()
+            }),
+            "totals.elapsed_s is -1: below zero",
+        ),
+        (
+            edited("requests.json", &|d| d["totals"]["requests"] = (-5).into()),
+            "totals.requests is -5: below zero",
+        ),
+        (
+            edited("p99.json", &|d| {
+                d["latency"]["total"]["p99_us"] = (-5).into()
+            }),
+            "latency.total.p99_us is -5",
+        ),
+        (
+            edited("abc.json", &|d| {
+                d["status_codes"] = serde_json::json!({"abc": 5})
+            }),
+            "status_codes has \"abc\": a status code is three digits from 100 to 999",
+        ),
+        (
+            edited("code.json", &|d| {
+                d["status_codes"] = serde_json::json!({"1000": 5})
+            }),
+            "status_codes has \"1000\"",
+        ),
+        (
+            edited("rate.json", &|d| {
+                d["totals"]["requests_per_sec"] = 1e308.into()
+            }),
+            "totals.requests_per_sec is 1e308: larger than any figure",
+        ),
+    ];
+    for (file, needle) in &cases {
+        for layout in ["text", "markdown"] {
+            let o = archbench(&["report", file, "-o", layout]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{file}: {err}");
+            assert!(err.contains(needle), "{file}: {err}");
+            assert_eq!(err.lines().count(), 1, "{file}: {err}");
+            assert!(stdout(&o).is_empty(), "{file}: {}", stdout(&o));
+        }
+    }
+    // A large figure within bounds is printed as it is, not saturated at u64::MAX.
+    let large = edited("large.json", &|d| {
+        d["totals"]["requests_per_sec"] = 1e17.into()
+    });
+    let o = archbench(&["report", &large, "-o", "markdown"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("| 100,000,000,000,000,000 |"),
+        "{}",
+        stdout(&o)
+    );
+}

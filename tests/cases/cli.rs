@@ -522,11 +522,34 @@ fn demo_compares_two_servers_and_writes_json_and_markdown() {
     }
 }
 
+/// `archbench agent` with these flags besides, one that would give up waiting after a second.
+fn agent<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["agent", "http://127.0.0.1:1/", "-n", "1", "--control"];
+    args.extend(["127.0.0.1:0", "--control-no-auth", "--start-timeout", "1s"]);
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn more_bad_command_lines_exit_2() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let a_file = file.path().to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["serve", "--addr", "nowhere"], "invalid --addr"),
         (vec!["demo", "-d", "soon"], "invalid duration"),
+        // The demo checks its flags before it starts a server or prints its banner.
+        (
+            vec!["demo", "--embedded", "-d", "0"],
+            "duration must be above zero",
+        ),
+        (
+            vec!["demo", "--embedded", "-c", "0"],
+            "connections must be at least 1",
+        ),
+        (
+            vec!["demo", "--embedded", "-d", "100ms", "--out-dir", a_file],
+            "cannot create",
+        ),
         (vec!["wrk", "-c", "0", "http://127.0.0.1:1/"], "at least 1"),
         (
             vec!["wrk", "--frobnicate", "http://127.0.0.1:1/"],
@@ -559,6 +582,48 @@ fn more_bad_command_lines_exit_2() {
             vec!["run", "http://127.0.0.1:1/", "-H", "NoColon"],
             "invalid header",
         ),
+        // A header name is an RFC 9110 token in every front end (these were sent as typed).
+        (
+            vec!["run", "http://127.0.0.1:1/", "-H", "\u{dc}n\u{ef}: v"],
+            "invalid header name \"\u{dc}n\u{ef}\"",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "-H", "X(y): v"],
+            "invalid header name \"X(y)\"",
+        ),
+        (
+            vec!["wrk", "http://127.0.0.1:1/", "-H", "X(y): v"],
+            "invalid header name",
+        ),
+        (
+            vec!["ab", "-n", "1", "-H", "X(y): v", "http://127.0.0.1:1/"],
+            "invalid header name",
+        ),
+        (
+            vec!["h2load", "-n", "1", "-H", "X(y): v", "http://127.0.0.1:1/"],
+            "invalid header name",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "-H", "X-A: b\rc"],
+            "line break or NUL",
+        ),
+        // A value with a line break or a carriage return is quoted escaped, so the one line
+        // reaches the reason.
+        (
+            vec!["run", "http://127.0.0.1:1/", "-H", "X-A: b\nc"],
+            "invalid value 'X-A: b\\nc' for '--header <HEADERS>': header \"X-A\" contains a line break",
+        ),
+        (
+            vec!["run", "http://127.0.0.1:1/", "--fr\rob"],
+            "unexpected argument '--fr\\rob'",
+        ),
+        // The agent's result goes to stdout and GET /result only: report and live flags of
+        // `run` are refused before it listens (they were accepted and ignored).
+        (agent(&["--json", a_file]), "--json: the agent has no report"),
+        (agent(&["--markdown", a_file]), "--markdown: the agent has no"),
+        (agent(&["--html", a_file]), "--html: the agent has no"),
+        (agent(&["-o", "json"]), "-o: the agent has no"),
+        (agent(&["--prometheus", "0"]), "--prometheus: the agent has no"),
         (vec!["bogus-subcommand"], "unrecognized subcommand"),
         // TLS flags where no target speaks TLS would be ignored without a word.
         (
@@ -588,6 +653,92 @@ fn more_bad_command_lines_exit_2() {
         ),
     ];
     assert_usage_errors(&cases);
+}
+
+/// `report` with a page or charts to write still prints its -o layout on stdout (it printed
+/// nothing: the layout was dropped without a word).
+#[test]
+fn report_prints_its_layout_beside_the_page_and_the_charts() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let f = file.to_str().unwrap();
+    let o = archbench(&[
+        "run",
+        &s.url(),
+        "-n",
+        "20",
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-q",
+        "--json",
+        f,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let markdown = stdout(&archbench(&["report", f, "-o", "markdown"]));
+    assert!(markdown.starts_with('#'), "{markdown}");
+    let page = dir.path().join("r.html");
+    let o = archbench(&[
+        "report",
+        f,
+        "-o",
+        "markdown",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), markdown);
+    assert!(std::fs::read_to_string(&page)
+        .unwrap()
+        .starts_with("<!doctype html>"));
+    let charts = dir.path().join("charts");
+    let o = archbench(&["report", f, "-o", "json", "--svg", charts.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(doc["totals"]["requests"], 20);
+    assert!(
+        std::fs::read_dir(&charts).unwrap().count() >= 2,
+        "the charts"
+    );
+}
+
+/// A stderr that cannot be written (`2>/dev/full`) costs the message, never the exit status:
+/// `eprintln!` panicked there (101); a closed one (`2>&-`) keeps the status too.
+#[test]
+fn an_unwritable_stderr_keeps_the_exit_status() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let u = s.url();
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["run", &u, "-n", "0"], 2),
+        (vec!["report", "/nonexistent"], 2),
+        (vec!["run", &u, "--frobnicate"], 2),
+        (vec!["run", "http://127.0.0.1:1/", "-n", "1", "-c", "1"], 1),
+        (vec!["run", &u, "-n", "1", "-c", "1", "-t", "1"], 0),
+    ];
+    for (args, code) in &cases {
+        for closed in [false, true] {
+            let err = if closed {
+                Stdio::null()
+            } else {
+                Stdio::from(std::fs::File::create("/dev/full").unwrap())
+            };
+            let mut cmd = bin();
+            cmd.args(args).stdout(Stdio::null()).stderr(err);
+            if closed {
+                // SAFETY: only closes a descriptor in the child before it executes.
+                unsafe {
+                    std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                        libc::close(2);
+                        Ok(())
+                    });
+                }
+            }
+            let o = cmd.output().unwrap();
+            assert_eq!(o.status.code(), Some(*code), "{args:?}, closed: {closed}");
+        }
+    }
 }
 
 #[test]

@@ -31,7 +31,7 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let mut beat = |done: u64| {
         while heartbeat > 0 && done >= shown + heartbeat {
             shown += heartbeat;
-            eprintln!("Completed {shown} requests");
+            crate::stderr_line!("Completed {shown} requests");
         }
     };
     // ab counts a request done when it finished, answered or failed.
@@ -40,7 +40,7 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     })?;
     beat(result.totals.attempted);
     if heartbeat > 0 {
-        eprintln!("Finished {} requests", result.totals.requests);
+        crate::stderr_line!("Finished {} requests", result.totals.requests);
     } else {
         write_stdout(|out| writeln!(out, "..done"))?;
     }

@@ -18,6 +18,8 @@ use subtle::ConstantTimeEq as _;
 
 use crate::agent_protocol::{self as protocol, RESULT_PREFIX};
 use crate::cli::args::AgentArgs;
+use crate::cli::argv::{command_of, spelling};
+use crate::cli::flags::Format;
 use crate::cli::{execute, run_plan, PlanError, StopSignals};
 
 /// The control endpoint's view of the worker.
@@ -30,6 +32,7 @@ struct Shared {
 }
 
 pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    refuse_reports(a)?;
     let mut plan = run_plan(&a.run)?;
     let addr = control_address(&a.control).ok_or_else(|| {
         control_error(
@@ -44,7 +47,7 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let (start_tx, start_rx) = mpsc::channel::<SystemTime>();
     let part = plan.part;
     if token.is_none() {
-        eprintln!(
+        crate::stderr_line!(
             "archbench agent: --control-no-auth: anyone who reaches {bound} can start and stop this load"
         );
     }
@@ -56,9 +59,10 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         token,
     };
     endpoint.serve_on(listener)?;
-    eprintln!(
+    crate::stderr_line!(
         "archbench agent: part {}/{} waiting for its start on {bound}",
-        part.index, part.count
+        part.index,
+        part.count
     );
     let start = match wait_for_start(a, &start_rx, signals)? {
         Start::At(at) => at,
@@ -82,6 +86,29 @@ pub fn cmd_agent(a: &AgentArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// The agent shares `run`'s flags, but its result has one way out: a line on stdout and
+/// `GET /result`. A report or a live view it would never write is refused before it listens,
+/// rather than accepted and ignored.
+fn refuse_reports(a: &AgentArgs) -> Result<(), PlanError> {
+    let (o, live) = (&a.run.output, &a.run.live);
+    let asked = [
+        ("output", o.layout.output != Format::Text),
+        ("json", o.json.json.is_some()),
+        ("markdown", o.markdown.is_some()),
+        ("html", o.html.html.is_some()),
+        ("prometheus", live.prometheus.is_some()),
+        ("tui", live.tui),
+    ];
+    match asked.iter().find(|(_, given)| *given) {
+        Some((id, _)) => Err(PlanError::Invalid(format!(
+            "{}: the agent has no report nor live view; its result goes to stdout as one line ({RESULT_PREFIX}{{json}}) and to GET {} on --control, for `k8s load --in-cluster` to read",
+            spelling(&command_of("agent"), id, true),
+            protocol::RESULT
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The token POSTs must carry, or None when `--control-no-auth` opens the endpoint on
@@ -143,7 +170,9 @@ fn wait_for_start(
             if signals.signalled() {
                 return Ok(Start::Stopped(signals.exit_code()));
             }
-            eprintln!("archbench agent: stopped before its start (POST /stop); nothing was sent");
+            crate::stderr_line!(
+                "archbench agent: stopped before its start (POST /stop); nothing was sent"
+            );
             return Ok(Start::Stopped(0));
         }
         match start_rx.recv_timeout(Duration::from_millis(50)) {

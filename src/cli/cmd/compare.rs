@@ -18,7 +18,7 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
     let names: Vec<&str> = plan.contenders.iter().map(|c| c.name.as_str()).collect();
     check_prices(&a.cost.cost, &names)?;
     if let Some(why) = crate::compare::no_verdict_reason(plan.runs, plan.runs) {
-        eprintln!("archbench: {why}; the table will show medians and differences only");
+        crate::stderr_line!("archbench: {why}; the table will show medians and differences only");
     }
     // Monitors must find their targets before any load: check them all now.
     for c in &plan.contenders {
@@ -52,7 +52,7 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
     outputs.write_files(&result)?;
     for t in &result.targets {
         if let Some(answers) = t.runs.iter().find_map(|r| r.error_answers()) {
-            eprintln!("archbench: warning ({}): {answers}", t.name);
+            crate::stderr_line!("archbench: warning ({}): {answers}", t.name);
         }
     }
     outputs.write_stdout(&result)?;
@@ -65,7 +65,7 @@ pub fn cmd_compare(a: &CompareArgs, signals: &StopSignals) -> anyhow::Result<i32
         .filter_map(|c| Some(format!("{}: {}", c.name, c.plan.hooks.as_ref()?.failure()?)))
         .collect();
     if !failed.is_empty() {
-        eprintln!(
+        crate::stderr_line!(
             "archbench: a script failed, its load stopped: {}",
             failed.join("; ")
         );

@@ -6,15 +6,16 @@
 //! name the server.
 
 use std::io::BufRead;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser as _;
 
-use crate::cli::args::{Cli, Command as Sub, DemoArgs};
+use crate::cli::args::{Cli, Command as Sub, CompareArgs, DemoArgs};
 use crate::cli::argv::Argv;
-use crate::cli::output::write_html;
+use crate::cli::output::{results_directory, write_html};
 use crate::cli::plan;
 use crate::cli::signals::StopSignals;
 use crate::nginx::{nginx_binary, Nginx, NginxProfile};
@@ -131,47 +132,67 @@ impl DemoServers {
 }
 
 pub fn cmd_demo(a: &DemoArgs, signals: &StopSignals) -> anyhow::Result<i32> {
-    plan::runs(a.runs.runs)?;
+    // Every flag is checked before a server starts or a line is printed, so that a bad one
+    // is the only line: the comparison's plan, of stand-ins on ports nothing is sent to.
+    let stand_ins: Vec<(String, String, String)> = ["baseline", "other"]
+        .iter()
+        .map(|n| {
+            let watch = format!("{n}=pid:{}", std::process::id());
+            (n.to_string(), "http://127.0.0.1:1/".to_string(), watch)
+        })
+        .collect();
+    plan::compare_plan(&comparison_args(a, &stand_ins, &a.out_dir.out_dir)?)?;
+    let dir = results_directory(&a.out_dir.out_dir)?;
     let servers = start_servers(a.embedded)?;
-    eprintln!("archbench demo: {}", servers.description(a.embedded));
-    let targets = servers.targets();
-    // The comparison is `compare`'s, spelled from its own flag definitions.
-    let mut argv = Argv::new("compare", &["archbench", "compare"]);
-    for (n, u, _) in &targets {
-        argv.word(format!("{n}={u}"));
-    }
-    for (_, _, w) in &targets {
-        argv.value("watch", w.clone());
-    }
-    argv.short("connections", a.connections.connections.to_string())
-        .short("duration", format!("{}ms", a.duration.duration.as_millis()))
-        .value("runs", a.runs.runs.to_string());
-    let dir = a
-        .out_dir
-        .out_dir
-        .join(crate::timefmt::compact(std::time::SystemTime::now()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let (json, md) = (dir.join("comparison.json"), dir.join("comparison.md"));
-    argv.value("json", json.display().to_string())
-        .value("markdown", md.display().to_string());
-    let Sub::Compare(args) = Cli::try_parse_from(argv.into_words())?.command else {
-        anyhow::bail!("internal error: demo arguments did not parse as a comparison");
-    };
+    crate::stderr_line!("archbench demo: {}", servers.description(a.embedded));
+    let args = comparison_args(a, &servers.targets(), &dir)?;
     let code = super::compare::cmd_compare(&args, signals)?;
     drop(servers);
     // The HTML report is drawn from the JSON just written, the way `report --html` would,
     // so what the page shows is what the file holds.
-    let html = dir.join("comparison.html");
+    let (json, md, html) = demo_files(&dir);
     let doc = match crate::document::read(&json)? {
         crate::document::Document::Comparison(c) => crate::report::HtmlDoc::Comparison(c),
         _ => anyhow::bail!("internal error: {} holds no comparison", json.display()),
     };
     write_html(&[doc], Some(&html), None)?;
-    eprintln!(
+    crate::stderr_line!(
         "archbench demo: wrote {}, {} and {}",
         json.display(),
         md.display(),
         html.display()
     );
     Ok(code)
+}
+
+/// The demo's files in `dir`: the comparison as JSON, Markdown and HTML.
+fn demo_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let file = |ext: &str| dir.join(format!("comparison.{ext}"));
+    (file("json"), file("md"), file("html"))
+}
+
+/// `compare`'s arguments for the demo's `targets` (name, URL, watch spec), its files in
+/// `dir`: spelled from compare's own flag definitions and parsed by its parser.
+fn comparison_args(
+    a: &DemoArgs,
+    targets: &[(String, String, String)],
+    dir: &Path,
+) -> anyhow::Result<CompareArgs> {
+    let mut argv = Argv::new("compare", &["archbench", "compare"]);
+    for (n, u, _) in targets {
+        argv.word(format!("{n}={u}"));
+    }
+    for (_, _, w) in targets {
+        argv.value("watch", w.clone());
+    }
+    argv.short("connections", a.connections.connections.to_string())
+        .short("duration", format!("{}ms", a.duration.duration.as_millis()))
+        .value("runs", a.runs.runs.to_string());
+    let (json, md, _) = demo_files(dir);
+    argv.value("json", json.display().to_string())
+        .value("markdown", md.display().to_string());
+    let Sub::Compare(args) = Cli::try_parse_from(argv.into_words())?.command else {
+        anyhow::bail!("internal error: demo arguments did not parse as a comparison");
+    };
+    Ok(args)
 }

@@ -43,7 +43,7 @@ pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
     }
     let mut merged = merger.finish()?;
     for note in merge_notes(&merged.sources) {
-        eprintln!("archbench: note: {note}");
+        crate::stderr_line!("archbench: note: {note}");
     }
     merged.limiter = crate::monitor::limiter(&merged);
     outputs.write(&merged)?;

@@ -1,4 +1,5 @@
-//! `archbench report`: any stored document again, as text, Markdown, JSON, HTML or SVG.
+//! `archbench report`: any stored document again, as text, Markdown, JSON, HTML or SVG: the
+//! -o layout on stdout, the page (`--html`) and the charts (`--svg`) to files besides.
 
 use crate::cli::args::ReportArgs;
 use crate::cli::flags::Format;
@@ -16,6 +17,11 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
         "report",
         &[Format::Json, Format::Markdown, Format::Html],
     )?;
+    // The report in the -o layout reaches stdout, and the page and charts are written
+    // besides (as every command's file flags add to its stdout), even when stdout is gone.
+    let shown = docs
+        .iter()
+        .try_for_each(|(_, doc)| write_stdout(|out| write_as(doc, layout, out)));
     if a.html.html.is_some() || a.svg.is_some() {
         let html_docs: Vec<HtmlDoc> = docs
             .into_iter()
@@ -32,10 +38,7 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
             })
             .collect();
         write_html(&html_docs, a.html.html.as_deref(), a.svg.as_deref())?;
-        return Ok(0);
     }
-    for (_, doc) in docs {
-        write_stdout(|out| write_as(&doc, layout, out))?;
-    }
+    shown?;
     Ok(0)
 }

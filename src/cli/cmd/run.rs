@@ -59,7 +59,7 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         // Within the grace the part keeps --start-at as its clock (its first sends are late,
         // and send lateness shows it); beyond it, it started late and out of phase.
         if result.started_at != crate::timefmt::rfc3339_micros(at) {
-            eprintln!(
+            crate::stderr_line!(
                 "archbench: --start-at {} had passed by more than {} s when this part could start; it started at {}, out of phase with the other parts",
                 crate::timefmt::rfc3339_micros(at),
                 crate::engine::START_GRACE.as_secs(),
@@ -76,7 +76,7 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         crate::script::flush_lua_output();
         if let Some(e) = h.failure() {
             // What was measured until the script failed is reported and saved above.
-            eprintln!("archbench: the script failed, the load stopped: {e}");
+            crate::stderr_line!("archbench: the script failed, the load stopped: {e}");
             return Ok(EXIT_FAILURE);
         }
         h.done(&result)?;

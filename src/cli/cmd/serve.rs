@@ -48,6 +48,6 @@ pub fn cmd_serve(a: &ServeArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     wait_for(&signals.stop);
     let served = server.requests();
     server.stop();
-    eprintln!("archbench serve: answered {served} requests");
+    crate::stderr_line!("archbench serve: answered {served} requests");
     Ok(signals.exit_code())
 }

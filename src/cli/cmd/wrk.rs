@@ -45,7 +45,7 @@ pub fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     if let Some(h) = &plan.hooks {
         if let Some(e) = h.failure() {
             // What was measured until the script failed is reported and saved above.
-            eprintln!("archbench: the script failed, the load stopped: {e}");
+            crate::stderr_line!("archbench: the script failed, the load stopped: {e}");
             return Ok(EXIT_FAILURE);
         }
         h.done(&result)?;

@@ -49,7 +49,9 @@ pub fn config(
             0
         }
         Reconfigured::RolledBack { why } => {
-            eprintln!("archbench: the new configuration failed, the previous one is back: {why}");
+            crate::stderr_line!(
+                "archbench: the new configuration failed, the previous one is back: {why}"
+            );
             EXIT_FAILURE
         }
     })

@@ -6,21 +6,18 @@
 //! rate, and the one runner of in-cluster workers.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
-
-use anyhow::Context as _;
+use std::time::Duration;
 
 use super::incluster::InClusterRun;
 use super::placed::placed_and_priced;
 use crate::cli::k8s_args::K8sHttpArgs;
-use crate::cli::output::check_prices;
+use crate::cli::output::{check_prices, results_directory};
 use crate::cli::{plan, PlanError};
 use crate::compare::Contender;
 use crate::http::tls::PinnedCert;
 use crate::k8s::{self, Cluster, LoadSelection, LoadTarget, WholeLoad};
 use crate::placement::{Placement, PriceBasis};
 use crate::stop::Stop;
-use crate::timefmt;
 
 /// What every run of a load has, whatever its step.
 #[derive(Debug, Clone, Copy)]
@@ -143,9 +140,7 @@ impl<'a> LoadContext<'a> {
         check_prices(asked.cost, &names)?;
         let (placements, charged) =
             placed_and_priced(runtime, cluster, &targets, asked.prices, asked.cost)?;
-        let dir = asked.out_dir.join(timefmt::compact(SystemTime::now()));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let dir = results_directory(asked.out_dir)?;
         let pinned = super::tls::pinned(runtime, cluster, asked.shape.tls, &dir)?;
         Ok(LoadContext {
             runtime,

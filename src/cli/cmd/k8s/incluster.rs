@@ -79,7 +79,7 @@ impl InClusterRun<'_> {
             stop,
         )?;
         if let Some(why) = &d.leftover {
-            eprintln!("archbench {}: {why}", self.command);
+            crate::stderr_line!("archbench {}: {why}", self.command);
         }
         // Each worker's own result, histograms included: `archbench merge` merges them again.
         // A file that cannot be written costs that file, not the merged run.
@@ -90,16 +90,20 @@ impl InClusterRun<'_> {
             })
         });
         if let Err(e) = saved {
-            eprintln!(
+            crate::stderr_line!(
                 "archbench {}: cannot save the workers' results under {}: {e}",
                 self.command,
                 workers_dir.display()
             );
         }
         for lost in &d.merged.lost_sources {
-            eprintln!(
+            crate::stderr_line!(
                 "archbench {}: {}: {} lost ({}); the figures lack its {} connections",
-                self.command, target.name, lost.name, lost.reason, lost.connections
+                self.command,
+                target.name,
+                lost.name,
+                lost.reason,
+                lost.connections
             );
         }
         Ok(d.merged)

@@ -49,7 +49,7 @@ pub fn load(
     }
     let say = |line: &str| {
         if outputs.text() {
-            eprintln!("  {line}");
+            crate::stderr_line!("  {line}");
         }
     };
     let in_cluster = ctx.how.is_some();
@@ -75,9 +75,9 @@ pub(super) const LAYOUTS: &[Format] = &[Format::Json, Format::Markdown, Format::
 /// Where the results went, on stderr.
 fn say_written(outputs: &OutputPlan, dir: &std::path::Path, in_cluster: bool) {
     let files: Vec<String> = outputs.files().map(|p| p.display().to_string()).collect();
-    eprintln!("archbench k8s load: wrote {}", files.join(", "));
+    crate::stderr_line!("archbench k8s load: wrote {}", files.join(", "));
     if in_cluster {
-        eprintln!(
+        crate::stderr_line!(
             "archbench k8s load: each worker's own result is in {}",
             dir.join("workers").display()
         );
@@ -114,12 +114,12 @@ fn verdicts(result: &mut ComparisonResult, ctx: &LoadContext<'_>, l: &K8sLoadArg
 /// `--layout wrk`: each target's run announced as the guide's script does, before any load.
 fn announce_wrk(targets: &[k8s::LoadTarget], commands: &[String]) {
     for (t, cmd) in targets.iter().zip(commands) {
-        eprintln!(
+        crate::stderr_line!(
             "Running wrk test for {} on {}...",
             t.name.to_uppercase(),
             t.url
         );
-        eprintln!("{cmd}");
+        crate::stderr_line!("{cmd}");
     }
 }
 

@@ -92,7 +92,7 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             if e.downcast_ref::<K8sError>()
                 .is_some_and(|k| matches!(k, K8sError::Interrupted(_))) =>
         {
-            eprintln!("archbench: {e}");
+            crate::stderr_line!("archbench: {e}");
             Ok(signals.exit_code())
         }
         other => other,

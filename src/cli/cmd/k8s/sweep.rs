@@ -150,7 +150,7 @@ pub fn sweep(
     let mut session = Session::begin(&w.live, &first.contenders, tui, title, !quiet, signals)?;
     let say = |line: &str| {
         if !quiet {
-            eprintln!("  {line}");
+            crate::stderr_line!("  {line}");
         }
     };
     let workers = |c: &Contender| {
@@ -167,6 +167,6 @@ pub fn sweep(
     let sweep = result?;
     outputs.write(&sweep)?;
     let files: Vec<String> = outputs.files().map(|p| p.display().to_string()).collect();
-    eprintln!("archbench k8s sweep: wrote {}", files.join(", "));
+    crate::stderr_line!("archbench k8s sweep: wrote {}", files.join(", "));
     Ok(exit_status(&sweep, &spec, &session, signals))
 }

@@ -37,7 +37,7 @@ pub fn up(
 /// `config` ended.
 pub fn note_not_answering(addresses: &[String]) {
     for a in addresses {
-        eprintln!(
+        crate::stderr_line!(
             "archbench: note: {a} does not accept every connection from here yet (its pods are \
              ready; a load from this machine would fail until it does)"
         );
