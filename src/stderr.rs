@@ -1,4 +1,4 @@
-//! Lines on stderr that never panic. `crate::stderr_line!` panics when stderr cannot be written (a
+//! Lines on stderr that never panic. `eprintln!` panics when stderr cannot be written (a
 //! full disk, `2>/dev/full`), which turns a usage error's exit 2 into a panic's 101: the
 //! exit status is what a script reads, so a message that cannot be written is dropped and
 //! the status stays. (A closed stderr, `2>&-`, std already treats as a sink.)
@@ -22,7 +22,7 @@ pub fn write(args: Arguments<'_>) {
     let _ = err.write_fmt(args).and_then(|()| err.flush());
 }
 
-/// `crate::stderr_line!` that never panics: see the module's doc.
+/// `eprintln!` that never panics: see the module's doc.
 #[macro_export]
 macro_rules! stderr_line {
     ($($arg:tt)*) => {

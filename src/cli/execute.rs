@@ -42,7 +42,7 @@ pub fn measure_sources(
 /// would wait for ever. What they measured is in their threads, out of reach: the line says so.
 fn abandon(stuck: crate::engine::StuckWorkers) -> ! {
     crate::live::tui::release_terminal();
-    eprintln!(
+    crate::stderr_line!(
         "archbench: {} worker thread{} still running {:.1} s after the run ended: a script function that never returns (an endless loop in request(), response() or delay()?) holds {}; what {} measured cannot be reported",
         stuck.count,
         if stuck.count == 1 { " is" } else { "s are" },

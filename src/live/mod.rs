@@ -370,6 +370,7 @@ mod tests {
                 latency: collector.live(),
                 worker_busy: &[],
                 quic: None,
+                stuck: None,
             },
             &[],
         );

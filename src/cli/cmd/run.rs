@@ -30,7 +30,7 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     };
     if let Some((at, wait)) = plan.start_at.and_then(waits).filter(|_| !quiet) {
         // Else a part started early looks hung until the others are ready.
-        eprintln!(
+        crate::stderr_line!(
             "archbench: waiting {:.1} s for --start-at {}",
             wait.as_secs_f64(),
             crate::timefmt::rfc3339_micros(at)
@@ -47,7 +47,7 @@ pub fn cmd_run(a: &RunArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let mut result = result?;
     if result.interrupted && result.first_send_at.is_none() {
         // Stopped while it waited for --start-at: a report would show zeros it never measured.
-        eprintln!(
+        crate::stderr_line!(
             "archbench: interrupted before the load started: nothing was measured, so no report"
         );
         return Ok(signals.exit_code());
