@@ -73,8 +73,9 @@ impl StopSignals {
         std::thread::Builder::new()
             .name("stop-signals".into())
             .spawn(move || {
-                for _ in seen.forever() {
+                for sig in seen.forever() {
                     waker.wake();
+                    give_up_on_a_starting_script(sig);
                 }
             })?;
         Ok(StopSignals {
@@ -110,6 +111,23 @@ impl StopSignals {
     /// 130 after SIGINT, 143 after SIGTERM, as shells report them.
     pub fn exit_code(&self) -> i32 {
         128 + self.which.load(Ordering::Relaxed) as i32
+    }
+}
+
+/// After a signal, a script still running its functions before the load (an endless loop
+/// in its request(), say) will not come back to see the stop: within [`STUCK_AFTER`] it
+/// has, or the process ends with a line that says why (nothing was measured yet).
+fn give_up_on_a_starting_script(sig: i32) {
+    let deadline = std::time::Instant::now() + crate::engine::STUCK_AFTER;
+    while crate::script::starting() {
+        if std::time::Instant::now() >= deadline {
+            crate::stderr_line!(
+                "archbench: interrupted while the script ran before the load (a function that never returns? an endless loop in its chunk, setup(), init() or request()): nothing was measured"
+            );
+            std::process::exit(128 + sig);
+        }
+        // A poll with a deadline: the script's thread cannot tell us it returned.
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

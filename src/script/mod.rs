@@ -13,7 +13,7 @@ mod thread;
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mlua::{Function, Lua, Table, Value};
@@ -124,6 +124,32 @@ pub(crate) fn message(e: &mlua::Error, script: &str) -> String {
     }
 }
 
+/// Script functions running on the calling thread before the load (the chunk, setup, init,
+/// the first request): a Ctrl-C meanwhile has no loop to stop, and LuaJIT's compiled loops
+/// cannot be interrupted, so whoever handles the signal asks [`starting`] to know.
+static STARTING: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a script is running its functions before the load (see [`STARTING`]).
+pub fn starting() -> bool {
+    STARTING.load(Ordering::Relaxed) > 0
+}
+
+/// Marks the script's start for as long as it lives.
+struct Starting;
+
+impl Starting {
+    fn begin() -> Starting {
+        STARTING.fetch_add(1, Ordering::Relaxed);
+        Starting
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        STARTING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Session {
     /// Loads the script, resolves the target in its setup state and makes one state per
     /// worker thread (setup and init run): every failure here comes before any load.
@@ -134,6 +160,7 @@ impl Session {
         headers: &[(String, String)],
         threads: usize,
     ) -> Result<Session, ScriptError> {
+        let _starting = Starting::begin();
         let name = file.path.display().to_string();
         let text = std::fs::read(&file.path).map_err(|source| ScriptError::Read {
             path: name.clone(),

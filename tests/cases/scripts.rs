@@ -531,3 +531,56 @@ fn compare_reports_each_run_through_done() {
         );
     }
 }
+
+/// A script function that never returns (LuaJIT's compiled loops cannot be interrupted) does
+/// not hold the process for ever: in the workers, the run ends 2 s after its duration with a
+/// line saying so (exit 1); before the load (here the script's chunk), a Ctrl-C ends it
+/// within 2 s, saying nothing was measured (exit 130).
+#[test]
+fn a_script_that_never_returns_ends_with_a_line_that_says_so() {
+    let Some(ng) = nginx() else { return };
+    let url = ng.url("/s/");
+    let dir = tempfile::tempdir().unwrap();
+    let looping = dir.path().join("response-loops.lua");
+    std::fs::write(
+        &looping,
+        "local n = 0\nfunction response(status, headers, body)\n  n = n + 1\n  if n > 50 then\n    while true do end\n  end\nend\n",
+    )
+    .unwrap();
+    let l = looping.to_str().unwrap();
+    let o = archbench_within(&["wrk", "-t2", "-c2", "-d1s", "-s", l, &url], RUN_LIMIT);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("2 worker threads are still running") && err.contains("never returns"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let before = dir.path().join("chunk-loops.lua");
+    std::fs::write(
+        &before,
+        "io.stderr:write(\"looping\\n\")\nio.stderr:flush()\nwhile true do end\n",
+    )
+    .unwrap();
+    let mut child = crate::util::bin()
+        .args([
+            "wrk",
+            "-t1",
+            "-c1",
+            "-d1s",
+            "-s",
+            before.to_str().unwrap(),
+            &url,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    err.wait_for("looping", RUN_LIMIT);
+    let child = crate::util::KillOnDrop::new(child);
+    let o = child.signal_and_finish(libc::SIGINT, RUN_LIMIT);
+    assert_eq!(o.status.code(), Some(130), "{}", err.rest(RUN_LIMIT));
+    let rest = err.rest(RUN_LIMIT);
+    assert!(rest.contains("nothing was measured"), "{rest}");
+}
