@@ -308,12 +308,15 @@ fn finish(
     cost: &[(String, f64)],
 ) {
     let last = sweep.loads.last().copied();
+    // An interrupted sweep's last step is no top of its ladder (a knee search's steps are
+    // its own, not the ladder's: it ends where it ends).
+    let top = last.filter(|_| sweep.interrupted);
     sweep.targets = names
         .iter()
         .map(|n| {
             let stop = stopped.get(n).filter(|s| Some(s.after) != last).cloned();
             let price = cost.iter().find(|(p, _)| p == n).map(|(_, v)| *v);
-            summarize(n, &sweep.steps, sweep.ladder, stop, price)
+            summarize(n, &sweep.steps, (sweep.ladder, top), stop, price)
         })
         .collect();
     // Where a cluster placed the targets, a verdict per vCPU or per dollar rests on a knee

@@ -331,6 +331,13 @@ pub fn ladder(text: &str) -> Result<Ladder, String> {
     if values.is_empty() {
         return Err(bad("no load in it"));
     }
+    // The knee and "beyond the ladder's top" read the steps as rising loads.
+    if let Some(w) = values.windows(2).find(|w| w[1] <= w[0]) {
+        return Err(bad(&format!(
+            "{} after {}: give the loads in increasing order",
+            w[1], w[0]
+        )));
+    }
     if values.len() > MAX_LADDER_STEPS {
         return Err(bad(&format!("more than {MAX_LADDER_STEPS} steps")));
     }
@@ -408,10 +415,14 @@ mod tests {
         assert_eq!(ladder("500:4k").unwrap().0, [500.0, 4e3]);
         for bad in [
             "", "0,1", "-1,2", "8:1:x2", "1:8:x1", "1:8:/2", "1:1G:+1", "2:1", "a,b", "1:2:3:4",
+            "2,1", "1,2,2",
         ] {
             let e = ladder(bad).unwrap_err();
             assert!(e.contains("use e.g."), "{bad:?}: {e}");
         }
+        assert!(ladder("1,4,2")
+            .unwrap_err()
+            .contains("2 after 4: give the loads in increasing order"));
     }
 
     #[cfg(feature = "k8s")]

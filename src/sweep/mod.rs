@@ -241,18 +241,29 @@ pub struct Knee {
 /// The knee: with an SLO, the highest load meeting it; without, the lowest load reaching 95%
 /// of the best throughput. When that is the ladder's top (the SLO still held there, or
 /// throughput grew up to it), the knee lies beyond the ladder, and the reason says to extend
-/// it.
-pub fn knee(points: &[StepFigures], kind: LadderKind) -> Knee {
+/// it. A sweep that ended before `ladder_top` (interrupted) found no knee there: it says
+/// where it ended.
+pub fn knee(points: &[StepFigures], kind: LadderKind, ladder_top: Option<f64>) -> Knee {
     let unit = kind.unit();
     let top = points.last().map(|p| p.load);
     let beyond = |p: &StepFigures, what: &str| {
-        Knee {
-        load: Some(p.load),
-        reason: format!(
-            "beyond the ladder's top: at {} {unit}, its highest load, {what} ({:.0} req/s); extend the ladder past {} {unit} to find it",
-            p.load, p.requests_per_sec, p.load
-        ),
-        beyond_ladder: true,
+        match ladder_top.filter(|t| p.load < *t) {
+        Some(t) => Knee {
+            load: None,
+            reason: format!(
+                "not found: the sweep ended at {} {unit}, before its ladder's top of {t} {unit}, and there {what} ({:.0} req/s)",
+                p.load, p.requests_per_sec
+            ),
+            beyond_ladder: false,
+        },
+        None => Knee {
+            load: Some(p.load),
+            reason: format!(
+                "beyond the ladder's top: at {} {unit}, its highest load, {what} ({:.0} req/s); extend the ladder past {} {unit} to find it",
+                p.load, p.requests_per_sec, p.load
+            ),
+            beyond_ladder: true,
+        },
     }
     };
     if points.iter().any(|p| p.slo_passed.is_some()) {
@@ -301,11 +312,12 @@ pub fn knee(points: &[StepFigures], kind: LadderKind) -> Knee {
     }
 }
 
-/// A target's summary over the steps that ran (with its price per hour, when given).
+/// A target's summary over the steps that ran (with its price per hour, when given), of a
+/// ladder up to `ladder_top`.
 pub fn summarize(
     name: &str,
     steps: &[SweepStep],
-    kind: LadderKind,
+    (kind, ladder_top): (LadderKind, Option<f64>),
     stopped: Option<EarlyStop>,
     price_per_hour: Option<f64>,
 ) -> TargetSweep {
@@ -319,7 +331,7 @@ pub fn summarize(
         load: knee,
         reason: knee_reason,
         beyond_ladder: knee_beyond_ladder,
-    } = knee(&points, kind);
+    } = knee(&points, kind, ladder_top);
     let cost_per_million_at_knee = knee
         .and_then(|k| points.iter().find(|p| p.load == k))
         .and_then(|p| p.cost_per_million);
@@ -384,21 +396,31 @@ mod tests {
             point(8.0, 310.0, 30_000.0, 0.0, Some(true)),
         ];
         // The top met it again after a step that did not: still no knee within the ladder.
-        assert_eq!(knee(&pts, LadderKind::Connections).load, Some(8.0));
-        assert!(knee(&pts, LadderKind::Connections).beyond_ladder);
-        assert_eq!(knee(&pts[..3], LadderKind::Connections).load, Some(2.0));
-        assert!(!knee(&pts[..3], LadderKind::Connections).beyond_ladder);
+        assert_eq!(knee(&pts, LadderKind::Connections, None).load, Some(8.0));
+        assert!(knee(&pts, LadderKind::Connections, None).beyond_ladder);
+        assert_eq!(
+            knee(&pts[..3], LadderKind::Connections, None).load,
+            Some(2.0)
+        );
+        assert!(!knee(&pts[..3], LadderKind::Connections, None).beyond_ladder);
         let none = [point(1.0, 100.0, 200.0, 0.0, Some(false))];
-        let k = knee(&none, LadderKind::Connections);
+        let k = knee(&none, LadderKind::Connections, None);
         assert_eq!((k.load, k.reason.as_str()), (None, "no load met the SLO"));
         // Every step met it: the top is no knee, and the reason says to look further.
-        let k = knee(&pts[..2], LadderKind::Connections);
+        let k = knee(&pts[..2], LadderKind::Connections, None);
         assert_eq!(k.load, Some(2.0));
         assert!(k.beyond_ladder);
         assert!(
             k.reason.starts_with("beyond the ladder's top: at 2 connections, its highest load, it still met the SLO (190 req/s); extend the ladder past 2 connections"),
             "{}",
             k.reason
+        );
+        // Interrupted at 2 of a ladder up to 8: no knee, and no advice to extend the ladder.
+        let k = knee(&pts[..2], LadderKind::Connections, Some(8.0));
+        assert_eq!((k.load, k.beyond_ladder), (None, false));
+        assert_eq!(
+            k.reason,
+            "not found: the sweep ended at 2 connections, before its ladder's top of 8 connections, and there it still met the SLO (190 req/s)"
         );
     }
 
@@ -412,10 +434,10 @@ mod tests {
             point(16.0, 295.0, 1_200.0, 0.0, None),
         ];
         // 290 ≥ 95% of 300.
-        assert_eq!(knee(&pts, LadderKind::Connections).load, Some(4.0));
-        assert!(!knee(&pts, LadderKind::Connections).beyond_ladder);
+        assert_eq!(knee(&pts, LadderKind::Connections, None).load, Some(4.0));
+        assert!(!knee(&pts, LadderKind::Connections, None).beyond_ladder);
         // Still growing at the top: beyond the ladder.
-        let k = knee(&pts[..2], LadderKind::Connections);
+        let k = knee(&pts[..2], LadderKind::Connections, None);
         assert!(
             k.beyond_ladder && k.reason.contains("throughput was still growing"),
             "{k:?}"

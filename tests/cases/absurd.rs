@@ -157,6 +157,10 @@ fn absurd_values_are_usage_errors_with_one_line() {
             "it ends where it starts",
         ),
         (
+            vec!["sweep", &a_target, "-c", "2,1"],
+            "1 after 2: give the loads in increasing order",
+        ),
+        (
             vec!["run", "http://127.0.0.1:0/", "-n", "10", "-c", "1"],
             "port 0 is no server's port",
         ),
