@@ -173,13 +173,13 @@ pub async fn last_log_lines(cluster: &Cluster, ns: &str, pod: &str, lines: i64) 
     "(no log)".into()
 }
 
-/// Where the nodes' pods cannot be listed (so the room cannot be counted, see `room`): how
-/// long after a pod of the setup was last seen releasing its CPU and memory a new pod's
-/// "Unschedulable" is not yet final. The scheduler marks a pod so when it tries it before
-/// the room is free (a terminating pod's, or one whose end it has not yet seen), and tries it
-/// again only after its back-off (1 s, doubling to kube-scheduler's default
-/// podMaxBackoffSeconds of 10 s): the condition stays False for up to that long after the
-/// pod that held the room is gone.
+/// How long after a pod of the setup was last seen releasing its CPU and memory a new pod's
+/// "Unschedulable" is not yet final, whatever the room counted (see `room`) says: the
+/// watches and the list the room is counted from may be behind the scheduler. The scheduler
+/// marks a pod so when it tries it before the room is free (a terminating pod's, or one whose
+/// end it has not yet seen), and tries it again only after its back-off (1 s, doubling to
+/// kube-scheduler's default podMaxBackoffSeconds of 10 s): the condition stays False for up
+/// to that long after the pod that held the room is gone, and longer on a busy scheduler.
 const RESCHEDULE_WITHIN: Duration = Duration::from_secs(15);
 
 /// When a pod of the setup was last seen releasing its room (terminating).
@@ -302,10 +302,10 @@ impl Condition for RolledOut<'_> {
 }
 
 impl RolledOut<'_> {
-    /// Whether a pod the scheduler found no room for may still get it: a node would take it
-    /// once the pods being deleted are gone (its verdict came before the room was free, and
-    /// its next try, after a back-off, will place it). Where the nodes' pods cannot be seen,
-    /// whether something is being released or just was.
+    /// Whether a pod the scheduler found no room for may still get it: something is being
+    /// released or just was, or a node would take it once the pods on their way out are gone
+    /// (its verdict came before the room was free, and its next try, after a back-off, will
+    /// place it).
     async fn may_get_room(&self, pod: &Pod, at: tokio::time::Instant) -> bool {
         // The setup's pods of another configuration go as the rollout (or the rollback)
         // proceeds, even those not yet marked for deletion.
@@ -317,10 +317,10 @@ impl RolledOut<'_> {
                 && variant_of(p.labels()).is_some_and(|v| self.setup.variant(v).is_some())
                 && !current.iter().any(|c| c.metadata.uid == p.metadata.uid)
         };
-        match super::room::once_released(&self.cluster.client, &self.nodes, pod, &leaving).await {
-            Some(room) => room,
-            None => self.releases.recent(at),
-        }
+        // Within the window after a release, as before; after it, while a node would take it.
+        self.releases.recent(at)
+            || super::room::once_released(&self.cluster.client, &self.nodes, pod, &leaving).await
+                == Some(true)
     }
 }
 

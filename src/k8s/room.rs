@@ -162,6 +162,14 @@ pub(super) async fn once_released(
         }
         let on_it = ListParams::default().fields(&format!("spec.nodeName={}", node.name_any()));
         let bound = pods.list(&on_it).await.ok()?.items;
+        // The pod seen unschedulable may be bound by now (the watch is behind the list): it
+        // got its room, and must not be counted as holding it.
+        if bound
+            .iter()
+            .any(|b| b.metadata.uid.is_some() && b.metadata.uid == pod.metadata.uid)
+        {
+            return Some(true);
+        }
         if has_room(node, &bound, wanted, leaving)? {
             return Some(true);
         }
