@@ -140,7 +140,11 @@ pub fn write_html(
         crate::stderr_line!("archbench: wrote {}", path.display());
     }
     if let Some(dir) = svg_dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        if !dir.is_dir() {
+            // One level, its parent checked first (`svg_directory`): a tree made for a
+            // mistyped path would hide the mistake.
+            std::fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
         for c in report.charts() {
             let file = dir.join(format!("{}.svg", c.id));
             std::fs::write(&file, c.svg.as_bytes())
@@ -149,6 +153,36 @@ pub fn write_html(
         }
     }
     Ok(())
+}
+
+/// The page and the charts' places, checked before anything is read or printed: the page as
+/// every report file is, the charts' directory one that exists or can be made in one that
+/// does.
+pub fn check_html_outputs(html: Option<&Path>, svg_dir: Option<&Path>) -> Result<(), PlanError> {
+    if let Some(p) = html {
+        writable("--html", p)?;
+    }
+    let Some(dir) = svg_dir else { return Ok(()) };
+    let refuse = |why: String| {
+        Err(PlanError::Invalid(format!(
+            "--svg {}: {why}",
+            dir.display()
+        )))
+    };
+    if dir.exists() {
+        return if dir.is_dir() {
+            Ok(())
+        } else {
+            refuse("it is a file; give a directory for the charts".into())
+        };
+    }
+    match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) if !parent.is_dir() => refuse(format!(
+            "no directory {}; create it first",
+            parent.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A new directory for one command's files, `--out-dir`/<timestamp>/, created: one that

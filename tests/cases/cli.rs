@@ -407,6 +407,8 @@ fn report_files_go_where_their_paths_point() {
     );
     let served = s.requests();
     let t = target.to_str().unwrap();
+    let nowhere = dir.path().join("typo").join("deep");
+    let n = nowhere.to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["run", u, "--json", t, "--markdown", t],
@@ -416,8 +418,13 @@ fn report_files_go_where_their_paths_point() {
             vec!["run", u, "--json", l, "--html", t],
             "name the same file",
         ),
+        // `report`'s page and charts, as every file flag: checked before anything is read.
+        (vec!["report", t, "--html", n], "no directory"),
+        (vec!["report", t, "--svg", n], "no directory"),
+        (vec!["report", t, "--svg", t], "it is a file"),
     ];
     assert_usage_errors(&cases);
+    assert!(!nowhere.parent().unwrap().exists(), "no directory is made");
     assert_eq!(s.requests(), served, "nothing was sent");
 }
 
