@@ -26,6 +26,12 @@ impl Transport {
         matches!(self, Transport::Tls(_))
     }
 
+    /// Whether what was written has yet to leave: TLS holds a request's bytes until its
+    /// handshake is done, and a handshake that fails never sends them.
+    pub fn holds_what_was_written(&self) -> bool {
+        matches!(self, Transport::Tls(t) if t.is_handshaking())
+    }
+
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Transport::Plain(s) => s.write(buf),

@@ -795,6 +795,15 @@ impl<'a> Worker<'a> {
     }
 
     fn fail(&mut self, i: usize, kind: ErrorKind, now: Instant) {
+        let conn = &self.conns[i];
+        if conn
+            .io
+            .as_ref()
+            .is_some_and(Transport::holds_what_was_written)
+        {
+            // Never sent: a request's bytes wait in TLS for a handshake that failed.
+            self.rec.bytes_written = self.rec.bytes_written.saturating_sub(conn.written as u64);
+        }
         self.read_done(i);
         let second = self.second(now);
         self.rec.error(second, kind);

@@ -281,6 +281,11 @@ impl TlsStream {
         Ok(())
     }
 
+    /// Whether the handshake is still going on (plaintext written so far is held).
+    pub fn is_handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.conn.writer().write(buf)?;
         self.flush_pending()?;
