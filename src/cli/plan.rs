@@ -476,7 +476,11 @@ pub fn run_draft(a: &RunArgs) -> Result<Plan<Unresolved>, PlanError> {
         (d, _, _) => d,
     };
     let mut plan = build(PlanInput {
-        method: a.method.to_ascii_uppercase(),
+        method: {
+            // Checked as typed: the error quotes what the user wrote, not its upper case.
+            check_method(&a.method)?;
+            a.method.to_ascii_uppercase()
+        },
         body,
         version: if a.http10 {
             HttpVersion::Http10
@@ -575,6 +579,23 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         return Err(invalid(
             "-N is h2load's --connection-inactivity-timeout (how long a client waits without reading or writing anything, then gives up on its connection and its remaining requests), which archbench h2load does not implement; the nearest is --timeout D, a per-request timeout",
         ));
+    }
+    // Checked in h2load's own flags: the plan's words would name run's --streams and --rate.
+    if a.streams == 0 || a.streams > MAX_STREAMS {
+        return Err(invalid(format!(
+            "-m {}: give 1 to {MAX_STREAMS} concurrent streams per client",
+            a.streams
+        )));
+    }
+    if let Some(rps) = a.rps {
+        let total = rps * a.clients as f64;
+        if !(rps > 0.0 && total <= MAX_LOCAL_RATE) {
+            return Err(invalid(format!(
+                "--rps {}: give a rate above 0 whose total over -c {} clients is at most {MAX_LOCAL_RATE:.0} requests per second",
+                crate::units::typed_number(rps),
+                a.clients
+            )));
+        }
     }
     let alpn = h2load_alpn(a.alpn_list.as_deref(), &a.url)?;
     let h1 = a.h1 || a.proto == "http/1.1" || alpn == Some(H2loadAlpn::Http11);
@@ -725,7 +746,10 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         None => Vec::new(),
     };
     let method = match (&a.method, &a.postfile) {
-        (Some(m), _) => m.to_ascii_uppercase(),
+        (Some(m), _) => {
+            check_method(m)?;
+            m.to_ascii_uppercase()
+        }
         (None, Some(_)) => "POST".into(),
         (None, None) => "GET".into(),
     };
@@ -739,6 +763,12 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         // ab's own words.
         return Err(invalid(
             "Invalid number of requests (-n 0); use e.g. -n 1000",
+        ));
+    }
+    if a.timelimit.is_some_and(|t| t.is_zero()) {
+        // The plan's own words would name run's -d.
+        return Err(invalid(
+            "-t 0: the time limit must be above zero; use e.g. -t 10",
         ));
     }
     let requests = match (a.requests, a.timelimit) {

@@ -130,6 +130,17 @@ fn absurd_values_are_usage_errors_with_one_line() {
         (vec!["wrk", "-d", "0", u], "duration must be above zero"),
         (vec!["ab", "-c", "0", u], "connections must be at least 1"),
         (vec!["ab", "-n", "0", u], "Invalid number of requests"),
+        // Each front end's words name its own flags, not run's.
+        (vec!["ab", "-t", "0", "-n", "10", u], "-t 0: the time limit"),
+        (vec!["h2load", "-m", "0", "-n", "10", u], "-m 0: give 1 to"),
+        (
+            vec!["ab", "-m", "ünï", "-n", "1", u],
+            "invalid HTTP method \"ünï\"",
+        ),
+        (
+            vec!["h2load", "--rps", "1e300", "-n", "10", u],
+            "--rps 1e300: give a rate above 0",
+        ),
         (
             vec!["serve", "--nginx", "bench", "--workers", "0"],
             "--workers",
