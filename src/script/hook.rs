@@ -100,6 +100,22 @@ impl WorkerHook for LuaHook {
     }
 }
 
+/// Why `bytes` is no request, in the script's terms: a request line of other than three
+/// words is a space in `wrk.method` or `wrk.path` (httparse would call the third word a bad
+/// version).
+fn not_a_request(bytes: &[u8], e: httparse::Error) -> String {
+    let line = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let words = line.trim_end_matches('\r').split(' ').count();
+    if words != 3 {
+        return format!(
+            "not an HTTP request: its request line {:?} has {words} words where a method, a path and a version are 3 (a space in wrk.method or wrk.path?)",
+            line.trim_end_matches('\r')
+        );
+    }
+    format!("not an HTTP request ({e})")
+}
+
 /// How many whole requests `bytes` holds (several when pipelined), or why it holds none.
 pub(super) fn count_requests(mut bytes: &[u8]) -> Result<usize, String> {
     let mut n = 0;
@@ -109,7 +125,7 @@ pub(super) fn count_requests(mut bytes: &[u8]) -> Result<usize, String> {
         let len = match req.parse(bytes) {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Err("incomplete request".into()),
-            Err(e) => return Err(format!("not an HTTP request ({e})")),
+            Err(e) => return Err(not_a_request(bytes, e)),
         };
         let mut body = 0usize;
         for h in req.headers.iter() {
@@ -140,6 +156,15 @@ pub(super) fn count_requests(mut bytes: &[u8]) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::count_requests;
+
+    #[test]
+    fn a_space_in_the_method_is_named_not_taken_for_a_bad_version() {
+        let e = count_requests(b"GE T / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap_err();
+        assert!(
+            e.contains("\"GE T / HTTP/1.1\" has 4 words") && e.contains("wrk.method"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn pipelined_requests_are_counted() {
