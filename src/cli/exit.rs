@@ -35,9 +35,18 @@ pub fn run_main<C: clap::Parser>(
             return EXIT_USAGE;
         }
         Err(e) => {
-            // --help and --version: clap's own text, on stdout.
-            let _ = e.print();
-            return 0;
+            // --help and --version: clap's own text, on stdout; one that cannot be written
+            // (a full disk) is a failure, a reader gone (`| head -1`) is not.
+            let printed = e
+                .print()
+                .and_then(|()| std::io::Write::flush(&mut std::io::stdout()));
+            return match printed {
+                Err(w) if w.kind() != std::io::ErrorKind::BrokenPipe => {
+                    crate::stderr_line!("archbench: cannot write the help: {w}");
+                    EXIT_FAILURE
+                }
+                _ => 0,
+            };
         }
     };
     let signals = match StopSignals::install() {

@@ -711,6 +711,37 @@ fn report_prints_its_layout_beside_the_page_and_the_charts() {
     );
 }
 
+/// Help that cannot be written (`--help >/dev/full`) is a failure said on stderr, as
+/// coreutils' are; a reader that went away (`| head -1`) is not.
+#[test]
+fn help_that_cannot_be_written_fails() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = bin()
+        .arg("--help")
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot write the help"),
+        "{}",
+        stderr(&o)
+    );
+    let mut child = bin()
+        .arg("--help")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 /// A stderr that cannot be written (`2>/dev/full`) costs the message, never the exit status:
 /// `eprintln!` panicked there (101); a closed one (`2>&-`) keeps the status too.
 #[test]
