@@ -473,3 +473,22 @@ pub fn embedded_server(
     })
     .expect("embedded server starts")
 }
+
+/// A staged open loop's per-second series follows what it asked (after its first second):
+/// each second's requests within 2% of its target rate, and within what the client's own
+/// worst send lateness (`pacing.lateness.max_us`) moves across a second's edge: a starved
+/// client (a loaded test machine stalling it for a second) sends late and says so in its
+/// lateness, which other tests bound; this one checks the schedule's shape.
+pub fn assert_series_follows_its_targets(series: &[serde_json::Value], pacing: &serde_json::Value) {
+    let late_s = pacing["lateness"]["max_us"].as_f64().unwrap_or(0.0) / 1e6;
+    for s in &series[1..] {
+        let sent = s["completed"].as_f64().unwrap() + s["errors"].as_f64().unwrap();
+        let target = s["target_rate"].as_f64().unwrap();
+        let slack = 0.02 * target + target * late_s.min(1.0);
+        assert!(
+            (sent - target).abs() <= slack,
+            "second {}: {sent} sent for {target} (max send lateness {late_s} s): {series:?}",
+            s["second"]
+        );
+    }
+}
