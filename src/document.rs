@@ -342,6 +342,61 @@ fn check_status_codes(codes: &serde_json::Value, at: &str) -> Result<(), (String
 mod tests {
     use super::*;
 
+    /// Every property a schema lets go below zero, as the names leading to it.
+    fn signed_in_schema(v: &serde_json::Value, path: &mut Vec<String>, out: &mut Vec<String>) {
+        let Some(obj) = v.as_object() else {
+            if let Some(items) = v.as_array() {
+                for i in items {
+                    signed_in_schema(i, path, out);
+                }
+            }
+            return;
+        };
+        if obj
+            .get("minimum")
+            .and_then(serde_json::Value::as_f64)
+            .is_some_and(|m| m < 0.0)
+        {
+            out.push(path.join("."));
+        }
+        for (k, child) in obj {
+            if k == "properties" {
+                for (name, prop) in child.as_object().into_iter().flatten() {
+                    path.push(name.clone());
+                    signed_in_schema(prop, path, out);
+                    path.pop();
+                }
+            } else {
+                signed_in_schema(child, path, out);
+            }
+        }
+    }
+
+    #[test]
+    fn the_signed_figures_are_the_ones_the_schemas_let_go_below_zero() {
+        let mut in_schemas = Vec::new();
+        for name in ["result", "comparison", "sweep"] {
+            let file = format!("{}/schema/{name}.schema.json", env!("CARGO_MANIFEST_DIR"));
+            let schema: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            signed_in_schema(&schema, &mut Vec::new(), &mut in_schemas);
+        }
+        for path in &in_schemas {
+            assert!(
+                signed(path),
+                "{path} may be negative in a schema, not in SIGNED_FIGURES"
+            );
+        }
+        for s in SIGNED_FIGURES {
+            assert!(
+                in_schemas
+                    .iter()
+                    .any(|p| p == s || p.ends_with(&format!(".{s}"))),
+                "{s} is in SIGNED_FIGURES, negative in no schema: {in_schemas:?}"
+            );
+        }
+    }
+
     fn figures(doc: serde_json::Value) -> Result<(), (String, String)> {
         check_figures(&doc, &mut String::new())
     }

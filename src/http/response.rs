@@ -232,6 +232,13 @@ impl ResponseParser {
             Err(e) => return Err(ProtocolError::Head(e.to_string())),
         };
         let status = resp.code.unwrap_or(0);
+        if status < 100 {
+            // Three digits, but no class (1xx–5xx, or a code above them a server invents):
+            // nothing a response can be, and no slot a document reads back.
+            return Err(ProtocolError::Head(format!(
+                "status code {status:03} is below 100"
+            )));
+        }
         let http11 = resp.version == Some(1);
         let framing = self.framing(resp.headers)?;
         if status == 101 {
@@ -439,6 +446,26 @@ mod tests {
             }
         }
         Err(ProtocolError::Truncated)
+    }
+
+    #[test]
+    fn a_status_below_100_is_no_response_and_one_above_599_is_kept() {
+        let mut p = ResponseParser::new();
+        p.reset(false, true);
+        let e = feed_all(&mut p, b"HTTP/1.1 099 Odd\r\nContent-Length: 0\r\n\r\n", 64);
+        assert!(
+            matches!(&e, Err(ProtocolError::Head(m)) if m == "status code 099 is below 100"),
+            "{e:?}"
+        );
+        let mut p = ResponseParser::new();
+        p.reset(false, true);
+        feed_all(
+            &mut p,
+            b"HTTP/1.1 999 Weird\r\nContent-Length: 0\r\n\r\n",
+            64,
+        )
+        .unwrap();
+        assert_eq!(p.status, 999);
     }
 
     #[test]
