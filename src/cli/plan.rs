@@ -161,16 +161,22 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
 /// run, and past a few hundred a server's MAX_CONCURRENT_STREAMS caps it anyway.
 const MAX_STREAMS: u64 = 10_000;
 
+/// Streams per connection as `flag` gave them (`--streams`, h2load's `-m`).
+fn check_streams(streams: u64, flag: &str) -> Result<(), PlanError> {
+    if streams == 0 || streams > MAX_STREAMS {
+        return Err(invalid(format!(
+            "{flag} {streams}: give 1 to {MAX_STREAMS} concurrent streams per connection"
+        )));
+    }
+    Ok(())
+}
+
 /// `--http2` and `--streams`, and what HTTP/2 does not combine with yet.
 fn http2(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http2>, PlanError> {
     let Some((streams, offer_http11)) = input.http2 else {
         return Ok(None);
     };
-    if streams == 0 || streams > MAX_STREAMS {
-        return Err(invalid(format!(
-            "--streams must be from 1 to {MAX_STREAMS} (concurrent streams per connection)"
-        )));
-    }
+    check_streams(streams, "--streams")?;
     if offer_http11 && target.scheme == Scheme::Http {
         return Err(invalid(
             "--alpn is negotiated in the TLS handshake: it needs an https:// URL (http:// speaks h2c)",
@@ -197,11 +203,7 @@ fn http3(input: &PlanInput<'_>, target: &Target) -> Result<Option<Http3>, PlanEr
     let Some((streams, zero_rtt)) = input.http3 else {
         return Ok(None);
     };
-    if streams == 0 || streams > MAX_STREAMS {
-        return Err(invalid(format!(
-            "--streams must be from 1 to {MAX_STREAMS} (concurrent streams per connection)"
-        )));
-    }
+    check_streams(streams, "--streams")?;
     if target.scheme == Scheme::Http {
         return Err(invalid(
             "--http3 runs over QUIC, which is always TLS: give an https:// URL",
@@ -581,12 +583,7 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         ));
     }
     // Checked in h2load's own flags: the plan's words would name run's --streams and --rate.
-    if a.streams == 0 || a.streams > MAX_STREAMS {
-        return Err(invalid(format!(
-            "-m {}: give 1 to {MAX_STREAMS} concurrent streams per client",
-            a.streams
-        )));
-    }
+    check_streams(a.streams, "-m")?;
     if let Some(rps) = a.rps {
         let total = rps * a.clients as f64;
         if !(rps > 0.0 && total <= MAX_LOCAL_RATE) {

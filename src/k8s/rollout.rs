@@ -313,7 +313,6 @@ impl RolledOut<'_> {
         let ns = &self.setup.namespace;
         let leaving = |p: &Pod| {
             p.metadata.namespace.as_ref() == Some(ns)
-                && self.seen.pods.contains_key(&p.name_any())
                 && variant_of(p.labels()).is_some_and(|v| self.setup.variant(v).is_some())
                 && !current.iter().any(|c| c.metadata.uid == p.metadata.uid)
         };

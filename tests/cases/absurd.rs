@@ -371,20 +371,7 @@ fn the_slowest_rate_allowed_runs_without_panicking() {
 #[test]
 fn absurd_figures_in_a_document_are_refused_naming_the_field() {
     let s = Server::start(ServeOptions::default()).unwrap();
-    let o = archbench(&[
-        "run",
-        &s.url(),
-        "-n",
-        "20",
-        "-c",
-        "1",
-        "-t",
-        "1",
-        "-o",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let good: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let good = crate::util::run_json(&s.url(), 20);
     let dir = tempfile::tempdir().unwrap();
     let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
         let mut doc = good.clone();

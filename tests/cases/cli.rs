@@ -167,9 +167,7 @@ fn interrupted_before_the_start_reports_nothing_measured() {
         .unwrap();
     let err = LineReader::new(child.stderr.take().unwrap());
     err.wait_for("for --start-at", PROMPTLY);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let o = finish_within(child, PROMPTLY);
+    let o = crate::util::KillOnDrop::new(child).signal_and_finish(libc::SIGINT, PROMPTLY);
     assert_eq!(o.status.code(), Some(130));
     assert_eq!(stdout(&o), "", "no report");
     assert!(!file.exists(), "no file");
@@ -184,20 +182,7 @@ fn interrupted_before_the_start_reports_nothing_measured() {
 fn a_short_runs_worker_is_busy_at_most_all_of_the_time() {
     let s = Server::start(ServeOptions::default()).unwrap();
     for _ in 0..10 {
-        let o = archbench(&[
-            "run",
-            &s.url(),
-            "-n",
-            "5",
-            "-c",
-            "1",
-            "-t",
-            "1",
-            "-o",
-            "json",
-        ]);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let doc = crate::util::run_json(&s.url(), 5);
         let busy = doc["client"]["busiest_worker_percent"].as_f64().unwrap();
         assert!((0.0..=101.0).contains(&busy), "{busy}%");
     }
@@ -356,8 +341,13 @@ fn report_files_go_where_their_paths_point() {
     let users = dir.path().join("target.json.tmp");
     std::fs::write(&users, "the user's").unwrap();
     let l = link.to_str().unwrap();
-    let o = archbench(&["run", u, "-n", "5", "-c", "1", "-t", "1", "-q", "--json", l]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Five requests, a report file given by `flag`.
+    let run_into = |flag: &str, path: &str| {
+        let o = archbench(&["run", u, "-n", "5", "-c", "1", "-t", "1", "-q", flag, path]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        o
+    };
+    run_into("--json", l);
     assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
     assert_eq!(read_json(&target)["totals"]["requests"], 5);
     assert_eq!(std::fs::read_to_string(&users).unwrap(), "the user's");
@@ -370,36 +360,10 @@ fn report_files_go_where_their_paths_point() {
         std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
     };
     let f = fifo.to_str().unwrap();
-    let o = archbench(&[
-        "run",
-        u,
-        "-n",
-        "5",
-        "-c",
-        "1",
-        "-t",
-        "1",
-        "-q",
-        "--markdown",
-        f,
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    run_into("--markdown", f);
     assert!(reader.join().unwrap().contains("### archbench run"));
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
-    let o = archbench(&[
-        "run",
-        u,
-        "-n",
-        "5",
-        "-c",
-        "1",
-        "-t",
-        "1",
-        "-q",
-        "--json",
-        "/dev/stdout",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run_into("--json", "/dev/stdout");
     assert!(
         stdout(&o).contains("\"kind\": \"archbench-result\""),
         "{}",

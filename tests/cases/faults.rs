@@ -37,20 +37,7 @@ const MATRIX: [(Fault, Expect); 16] = [
 #[test]
 fn an_unusual_status_is_counted_as_sent() {
     let server = FaultyServer::start(Fault::UnusualStatus);
-    let o = archbench(&[
-        "run",
-        &server.url(),
-        "-n",
-        "4",
-        "-c",
-        "1",
-        "-t",
-        "1",
-        "-o",
-        "json",
-    ]);
-    let doc: Value =
-        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    let doc = crate::util::run_json(&server.url(), 4);
     assert_eq!(
         doc["status_codes"],
         serde_json::json!({"999": 4}),

@@ -70,6 +70,14 @@ pub fn run_plan(args: &[&str]) -> Plan {
     }
 }
 
+/// `archbench run URL -n REQUESTS -c 1 -t 1 -o json`, which must succeed: its document.
+pub fn run_json(url: &str, requests: u64) -> serde_json::Value {
+    let n = requests.to_string();
+    let o = archbench(&["run", url, "-n", &n, "-c", "1", "-t", "1", "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)))
+}
+
 /// Executes `archbench run ARGS…` in-process and returns its result.
 pub fn run(args: &[&str]) -> RunResult {
     let stop = AtomicBool::new(false);
