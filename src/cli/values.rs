@@ -194,7 +194,7 @@ pub fn header(text: &str) -> Result<(String, String), String> {
     }
     if !crate::http::is_header_value(value) {
         return Err(format!(
-            "header {name:?} contains a line break or NUL; a value is one line"
+            "header {name:?} contains a control character (a line break, NUL, escape, DEL); a value is one line of visible characters, spaces and tabs"
         ));
     }
     Ok((name.to_string(), value.trim().to_string()))
@@ -492,12 +492,26 @@ mod tests {
             let e = header(bad).unwrap_err();
             assert!(e.starts_with("invalid header name"), "{bad:?}: {e}");
         }
-        for bad in ["X-A: b\nc", "X-A: b\rc", "X-A: b\0c"] {
+        for bad in [
+            "X-A: b\nc",
+            "X-A: b\rc",
+            "X-A: b\0c",
+            "X-A: \u{1b}[31mred",
+            "X-A: b\u{7f}",
+            "X-A: b\u{b}c",
+        ] {
             assert!(
-                header(bad).unwrap_err().contains("line break or NUL"),
+                header(bad)
+                    .unwrap_err()
+                    .contains("contains a control character"),
                 "{bad:?}"
             );
         }
+        // A tab is a field value's own whitespace, and bytes past ASCII are obs-text.
+        assert_eq!(
+            header("X-A: b\tc ü"),
+            Ok(("X-A".to_string(), "b\tc ü".to_string()))
+        );
     }
 }
 

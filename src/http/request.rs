@@ -40,10 +40,13 @@ pub fn is_header_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-/// Whether `value` may be sent as a header field value: no CR, LF or NUL (RFC 9110 section
-/// 5.5), which would end the header, or the request, where the user did not mean it to.
+/// Whether `value` may be sent as a header field value (RFC 9110 section 5.5): visible
+/// characters, spaces and tabs, no other control character. CR, LF or NUL would end the
+/// header, or the request, where the user did not mean it to; the other controls (an escape
+/// pasted from a terminal, a DEL) are no field value, and a server refuses the request or
+/// reads it as something else than was meant.
 pub fn is_header_value(value: &str) -> bool {
-    !value.contains(['\r', '\n', '\0'])
+    !value.bytes().any(|b| (b.is_ascii_control() && b != b'\t'))
 }
 
 /// What to send, before encoding. A run encodes it once and repeats the bytes.

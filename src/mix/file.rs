@@ -71,7 +71,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Entry>, String> {
                 return Err(at(format!("{name:?} is not a header name")));
             }
             if !crate::http::is_header_value(value) {
-                return Err(at(format!("header {name:?} contains a CR or NUL")));
+                return Err(at(format!(
+                    "header {name:?} contains a control character (a CR, NUL, escape or DEL)"
+                )));
             }
             entry
                 .headers
@@ -210,6 +212,11 @@ mod tests {
             ("GET / name=a\n\nPOST / name=a\n", "named \"a\""),
             ("", "no entry"),
             ("GET /\n@/nonexistent/b\n", "m.txt:2: cannot read body file"),
+            (
+                "GET /\nX-A: \u{1b}[1m\n",
+                "m.txt:2: header \"X-A\" contains a control",
+            ),
+            ("GET /\nX(a): 1\n", "m.txt:2: \"X(a)\" is not a header name"),
         ] {
             let e = parse(text, p).unwrap_err();
             assert!(e.contains(said), "{text:?}: {e}");

@@ -576,13 +576,17 @@ fn more_bad_command_lines_exit_2() {
         ),
         (
             vec!["run", "http://127.0.0.1:1/", "-H", "X-A: b\rc"],
-            "line break or NUL",
+            "contains a control character",
+        ),
+        (
+            vec!["wrk", "http://127.0.0.1:1/", "-H", "X-A: \u{1b}[31mred"],
+            "header \"X-A\" contains a control character",
         ),
         // A value with a line break or a carriage return is quoted escaped, so the one line
         // reaches the reason.
         (
             vec!["run", "http://127.0.0.1:1/", "-H", "X-A: b\nc"],
-            "invalid value 'X-A: b\\nc' for '--header <HEADERS>': header \"X-A\" contains a line break",
+            "invalid value 'X-A: b\\nc' for '--header <HEADERS>': header \"X-A\" contains a control character",
         ),
         (
             vec!["run", "http://127.0.0.1:1/", "--fr\rob"],
