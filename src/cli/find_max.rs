@@ -38,7 +38,7 @@ struct Prober<'a> {
 /// One probe: the rate and its held count, and why the client could not keep it, if so.
 struct Probed {
     held: RateHeld,
-    client_limited: Option<String>,
+    client_limited: Option<ClientShort>,
     interrupted: bool,
 }
 
@@ -112,15 +112,18 @@ impl Prober<'_> {
             };
             let warmup = answer.probes.is_empty() && !self.spec.no_warmup;
             let p = self.probe(name, rate, 1, warmup, sweep)?;
-            answer.probes.push(p.held);
             if p.interrupted {
+                // A probe cut short is no verdict on its rate: it is not listed as one.
                 answer.verdict = "interrupted before the search ended".into();
                 return Ok(answer);
             }
-            if let Some(why) = p.client_limited {
+            answer.probes.push(p.held);
+            if let Some(short) = p.client_limited {
                 answer.verdict = format!(
-                    "the client could not keep {} req/s ({why}): no maximum found there; give the client more threads or cores, or split the load with --part",
-                    grouped_rate(rate)
+                    "the client could not keep {} req/s ({}): no maximum found there; {}",
+                    grouped_rate(rate),
+                    short.why,
+                    short.advice()
                 );
                 return Ok(answer);
             }
@@ -215,23 +218,58 @@ impl Prober<'_> {
     }
 }
 
+/// Why the client did not keep a probe's rate, and whether more connections would have: its
+/// sends waited for connections busy with earlier answers (not for its CPU).
+#[derive(Debug, Clone, PartialEq)]
+struct ClientShort {
+    why: String,
+    more_connections: bool,
+}
+
+impl ClientShort {
+    fn advice(&self) -> &'static str {
+        if self.more_connections {
+            "give it more connections (-c): its requests waited for connections still busy with earlier answers"
+        } else {
+            "give the client more threads or cores, or split the load with --part"
+        }
+    }
+}
+
+/// A share of sends held by busy connections beyond which their wait, not the client's CPU,
+/// is why the schedule was not kept.
+const HELD_SHARE: f64 = 0.01;
+
 /// Why a probe's run says nothing of the server, if so: the client sent less than the rate
 /// asked, one of its workers was saturated, or its sends were late by more than a tenth of the
 /// latency the SLO allows (lateness a server never saw would count as its latency). Lateness
 /// alone under an SLO on errors or throughput does not void a probe: the rate still arrived.
-fn meaningless(r: &RunResult, slo: &crate::slo::Slo) -> Option<String> {
+/// Sent, not answered: a server that queues what it cannot serve yet got the rate, and fails
+/// on its latency.
+fn meaningless(r: &RunResult, slo: &crate::slo::Slo) -> Option<ClientShort> {
     let pacing = r.pacing.as_ref()?;
+    let sends = pacing.lateness.count.max(1) as f64;
+    let more_connections = pacing.held_by_busy_connection as f64 > HELD_SHARE * sends;
+    let short = |why: String| {
+        Some(ClientShort {
+            why,
+            more_connections,
+        })
+    };
     if pacing.achieved_rate < 0.95 * pacing.target_rate {
-        return Some(format!(
+        return short(format!(
             "it sent {:.0} of {:.0} req/s",
             pacing.achieved_rate, pacing.target_rate
         ));
     }
     if r.client.busiest_worker_percent >= crate::monitor::SATURATED * 100.0 {
-        return Some(format!(
-            "a worker was busy {:.0}% of a core",
-            r.client.busiest_worker_percent
-        ));
+        return Some(ClientShort {
+            why: format!(
+                "a worker was busy {:.0}% of a core",
+                r.client.busiest_worker_percent
+            ),
+            more_connections: false,
+        });
     }
     let allowed = slo
         .conditions
@@ -241,11 +279,12 @@ fn meaningless(r: &RunResult, slo: &crate::slo::Slo) -> Option<String> {
         .map(|c| c.threshold)
         .reduce(f64::min)?;
     let late = pacing.lateness.p99_us as f64;
-    (late > allowed / 10.0).then(|| {
-        format!(
-            "p99 send lateness {late:.0} µs, over a tenth of the {allowed:.0} µs the SLO allows"
-        )
-    })
+    if late <= allowed / 10.0 {
+        return None;
+    }
+    short(format!(
+        "p99 send lateness {late:.0} µs, over a tenth of the {allowed:.0} µs the SLO allows"
+    ))
 }
 
 /// How the search ended, in one line: "sustains 1,980 req/s (p99<5ms held in 3/3 runs), fails

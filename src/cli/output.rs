@@ -14,7 +14,7 @@ use super::PlanError;
 use crate::report::{
     ports_note, save_json_value, HtmlPage, JsonReport, MarkdownReport, Report, TextReport,
 };
-use crate::stats::{LimiterSide, RunResult};
+use crate::stats::{LimiterSide, RunResult, Unanswered};
 
 pub fn write_stdout(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<()> {
     let stdout = io::stdout();
@@ -34,11 +34,14 @@ pub fn save<T: serde::Serialize>(doc: &T, path: Option<&Path>) -> anyhow::Result
 
 /// The line for a run, or a comparison's target (`name`), that answered no request though it
 /// tried `failed` times.
-pub fn nothing_answered_line(name: Option<&str>, failed: u64) -> String {
+pub fn nothing_answered_line(name: Option<&str>, what: Unanswered) -> String {
     let whose = name.map(|n| format!("{n}: ")).unwrap_or_default();
-    format!(
-        "archbench: {whose}no request was answered ({failed} failed); see the errors in the report"
-    )
+    let advice = if what.in_flight_at_end > 0 {
+        "the server answered none before the end (a longer --duration or a working server)"
+    } else {
+        "see the errors in the report"
+    };
+    format!("archbench: {whose}no request was answered ({what}); {advice}")
 }
 
 /// Status for a finished run of a front end (wrk, ab, h2load): as `run`'s, the signal's when
@@ -408,7 +411,7 @@ impl Ending {
     pub fn of_run(r: &RunResult) -> Ending {
         let mut failures: Vec<String> = r
             .answered_nothing()
-            .map(|failed| nothing_answered_line(None, failed))
+            .map(|what| nothing_answered_line(None, what))
             .into_iter()
             .collect();
         failures.extend(slo_missed("run", r.slo.as_ref()));
@@ -424,7 +427,7 @@ impl Ending {
         let mut failures: Vec<String> = c
             .answered_nothing()
             .iter()
-            .map(|(name, failed)| nothing_answered_line(Some(name), *failed))
+            .map(|(name, what)| nothing_answered_line(Some(name), *what))
             .collect();
         for t in &c.slo {
             failures.extend(slo_missed(&t.name, Some(&t.outcome)));
@@ -443,17 +446,19 @@ impl Ending {
             .filter(|t| judged && t.knee.is_none())
             .map(|t| t.name.as_str())
             .collect();
+        let mut failures: Vec<String> = silent_in_sweep(s)
+            .into_iter()
+            .map(|(name, what)| nothing_answered_line(Some(name), what))
+            .collect();
+        if !missed.is_empty() {
+            failures.push(format!(
+                "archbench: SLO not met at any load by {}",
+                missed.join(", ")
+            ));
+        }
         Ending {
             interrupted: s.interrupted || stopped,
-            failures: (!missed.is_empty())
-                .then(|| {
-                    format!(
-                        "archbench: SLO not met at any load by {}",
-                        missed.join(", ")
-                    )
-                })
-                .into_iter()
-                .collect(),
+            failures,
         }
     }
 
@@ -476,6 +481,28 @@ impl Ending {
             super::exit::EXIT_FAILURE
         }
     }
+}
+
+/// The targets of a sweep that answered nothing at any of its loads, with what became of
+/// their requests there.
+fn silent_in_sweep(s: &crate::sweep::SweepResult) -> Vec<(&str, Unanswered)> {
+    s.targets
+        .iter()
+        .filter_map(|t| {
+            let mut what = Unanswered::default();
+            let mut ran = false;
+            for step in &s.steps {
+                let silent = step.comparison.answered_nothing();
+                let here = step.comparison.targets.iter().any(|c| c.name == t.name);
+                if !here {
+                    continue;
+                }
+                ran = true;
+                what = what + silent.iter().find(|(n, _)| *n == t.name).map(|(_, w)| *w)?;
+            }
+            ran.then_some((t.name.as_str(), what))
+        })
+        .collect()
 }
 
 /// The line for a target that missed objectives, naming each missed one with what was

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::Plan;
 use crate::monitor::WatchSource;
-use crate::stats::RunResult;
+use crate::stats::{RunResult, Unanswered};
 
 /// Significance level of the verdicts.
 pub const ALPHA: f64 = 0.05;
@@ -212,13 +212,17 @@ impl ComparisonResult {
 
     /// The targets none of whose runs answered a request though they tried, with how many
     /// attempts failed: a measurement of nothing, which a command must not end with success.
-    pub fn answered_nothing(&self) -> Vec<(&str, u64)> {
+    pub fn answered_nothing(&self) -> Vec<(&str, Unanswered)> {
         self.targets
             .iter()
             .filter_map(|t| {
                 // Every run answered nothing: their failures together.
-                let failed: Option<u64> = t.runs.iter().map(|r| r.answered_nothing()).sum();
-                Some((t.name.as_str(), failed?)).filter(|(_, f)| *f > 0)
+                let what = t
+                    .runs
+                    .iter()
+                    .map(|r| r.answered_nothing())
+                    .try_fold(Unanswered::default(), |sum, r| Some(sum + r?))?;
+                Some((t.name.as_str(), what)).filter(|_| !t.runs.is_empty())
             })
             .collect()
     }

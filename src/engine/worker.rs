@@ -893,6 +893,21 @@ impl Protocol for Worker<'_> {
         self.active == 0 || self.script.as_ref().is_some_and(Scripted::stopped)
     }
 
+    fn unanswered(&self) -> u64 {
+        let sent = |c: &Conn| match c.phase {
+            Phase::Reading => true,
+            Phase::Writing => c.written > 0,
+            _ => false,
+        };
+        self.conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| sent(c))
+            // A pipelined write waits for each of its responses.
+            .map(|(i, _)| self.script.as_ref().map_or(1, |s| s.pending[i].max(1)) as u64)
+            .sum()
+    }
+
     fn wait(
         &mut self,
         events: &mut Events,

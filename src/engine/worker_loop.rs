@@ -50,6 +50,9 @@ pub(super) trait Protocol {
     fn send(&mut self, now: Instant);
     /// Fails what ran past its timeout.
     fn expire(&mut self, now: Instant);
+    /// Requests sent (some of their bytes written) that are neither answered nor failed: at
+    /// the run's end, the ones the server still held.
+    fn unanswered(&self) -> u64;
     /// The run's end, before its recording is taken (a protocol that counts per connection
     /// adds the connections still open).
     fn finish(&mut self) {}
@@ -173,6 +176,8 @@ fn outcome<P: Protocol>(
 ) -> WorkerOutcome {
     // Taken before the sockets close, as `stopped_at` is.
     let used = Usage::since(&before);
+    let unanswered = p.unanswered();
+    p.recorder().unanswered_at_end += unanswered;
     p.finish();
     p.spec().live.finish();
     WorkerOutcome {

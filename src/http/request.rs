@@ -46,7 +46,7 @@ pub fn is_header_name(name: &str) -> bool {
 /// pasted from a terminal, a DEL) are no field value, and a server refuses the request or
 /// reads it as something else than was meant.
 pub fn is_header_value(value: &str) -> bool {
-    !value.bytes().any(|b| (b.is_ascii_control() && b != b'\t'))
+    !value.bytes().any(|b| b.is_ascii_control() && b != b'\t')
 }
 
 /// What to send, before encoding. A run encodes it once and repeats the bytes.

@@ -599,13 +599,12 @@ pub fn limiter(r: &RunResult) -> Limiter {
     if let Some(gone) = server_gone(r) {
         return gone;
     }
-    if let Some(failed) = r.answered_nothing() {
-        // A busy client then only retried failures: no load to attribute to either side.
+    if let Some(what) = r.answered_nothing() {
+        // A busy client then only retried failures, or waited: no load to attribute to
+        // either side.
         return Limiter {
             side: LimiterSide::Unknown,
-            reason: format!(
-                "no request was answered ({failed} failed; see the errors): there was no load to attribute"
-            ),
+            reason: format!("no request was answered ({what}): there was no load to attribute"),
         };
     }
     let (side, mut reason) = saturated_side(r);

@@ -156,11 +156,12 @@ impl Report<RunResult> for MarkdownReport {
         writeln!(out)?;
         writeln!(
             out,
-            "{} connections, {} threads, {:.2} s, {} requests answered.",
+            "{} connections, {} threads, {:.2} s, {} requests answered{}.",
             r.plan.connections,
             r.plan.threads,
             r.totals.elapsed_s,
-            grouped(r.totals.requests)
+            grouped(r.totals.requests),
+            super::text::unanswered_note(&r.totals)
         )
     }
 }

@@ -332,15 +332,24 @@ fn write_header(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     )
 }
 
+/// "; N sent and still unanswered when it ended", when the server held some at the end.
+pub(super) fn unanswered_note(t: &crate::stats::Totals) -> String {
+    match t.unanswered_at_end {
+        0 => String::new(),
+        n => format!("; {} sent and still unanswered when it ended", grouped(n)),
+    }
+}
+
 /// The Requests and Transfer lines: answers, time, rate, bytes both ways, connections.
 fn write_totals(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     let t = &r.totals;
     writeln!(
         out,
-        "  Requests   {} answered in {:.2}s  {:.2} req/s",
+        "  Requests   {} answered in {:.2}s  {:.2} req/s{}",
         grouped(t.requests),
         t.elapsed_s,
-        t.requests_per_sec
+        t.requests_per_sec,
+        unanswered_note(t)
     )?;
     writeln!(
         out,

@@ -32,8 +32,8 @@ pub use recorder::{
 pub use result::{
     ClientUsage, ConditionOutcome, EntryResult, Environment, ErrorCounts, Histograms,
     LatencySummaries, Limiter, LimiterSide, LostSource, PacingSummary, PartSummary, PlanSummary,
-    ResponseInfo, RunResult, RunTimes, SloOutcome, SourceRun, Totals, READABLE_RESULT_VERSIONS,
-    RESULT_KIND, RESULT_SCHEMA_VERSION,
+    ResponseInfo, RunResult, RunTimes, SloOutcome, SourceRun, Totals, Unanswered,
+    READABLE_RESULT_VERSIONS, RESULT_KIND, RESULT_SCHEMA_VERSION,
 };
 pub use server::{
     requests_per_cpu_s, servers_run_cpu_s, servers_sum, AtomicInstructions, BinaryBuild,

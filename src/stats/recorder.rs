@@ -133,6 +133,10 @@ pub struct Recorder {
     /// their intended send time (the server held them up; they went out on its response).
     pub sends_held_by_busy_connection: u64,
     pub completed: u64,
+    /// Requests sent (some of their bytes written) whose response had not come in full when
+    /// the run ended: neither answered nor failed. A server that answers slower than the
+    /// run lasts shows here, not as nothing at all.
+    pub unanswered_at_end: u64,
     pub errors: [u64; ErrorKind::COUNT],
     pub status: Box<[u64; STATUS_SLOTS]>,
     pub bytes_read: u64,
@@ -223,6 +227,7 @@ impl Recorder {
             connection_first_byte: None,
             sends_held_by_busy_connection: 0,
             completed: 0,
+            unanswered_at_end: 0,
             errors: [0; ErrorKind::COUNT],
             status: Box::new([0; STATUS_SLOTS]),
             bytes_read: 0,
@@ -457,6 +462,7 @@ impl Recorder {
     fn add_counts(&mut self, other: &Recorder) {
         self.sends_held_by_busy_connection += other.sends_held_by_busy_connection;
         self.completed += other.completed;
+        self.unanswered_at_end += other.unanswered_at_end;
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;
         }

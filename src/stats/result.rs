@@ -163,7 +163,8 @@ fn one() -> u32 {
 pub struct PacingSummary {
     /// The rate asked for (requests per second).
     pub target_rate: f64,
-    /// Requests sent per second of the run (answered or failed).
+    /// Requests sent per second of the run (answered, failed, or unanswered at its end):
+    /// what the client kept of the schedule, whatever the server made of it.
     pub achieved_rate: f64,
     /// How late each request went out after it could have: its intended send time, or the
     /// moment its connection came free if that was later (µs). Large values mean the client
@@ -410,6 +411,10 @@ pub struct Totals {
     pub errors: u64,
     /// Requests attempted: requests + errors.
     pub attempted: u64,
+    /// Requests sent whose response had not come in full when the run ended (neither
+    /// answered nor failed): a server slower than the run shows here.
+    #[serde(default)]
+    pub unanswered_at_end: u64,
     /// Wall time from first request to stop, in seconds.
     pub elapsed_s: f64,
     pub requests_per_sec: f64,
@@ -503,11 +508,44 @@ pub struct Histograms {
 /// error responses (a wrong path, a server refusing the load), in every report and on stderr.
 pub const ERROR_ANSWERS_WARN: f64 = 0.01;
 
+/// The requests of a run that answered none, though it tried: those that failed, and those
+/// still waiting for their answer when it ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unanswered {
+    pub failed: u64,
+    pub in_flight_at_end: u64,
+}
+
+impl std::ops::Add for Unanswered {
+    type Output = Unanswered;
+    fn add(self, other: Unanswered) -> Unanswered {
+        Unanswered {
+            failed: self.failed + other.failed,
+            in_flight_at_end: self.in_flight_at_end + other.in_flight_at_end,
+        }
+    }
+}
+
+impl std::fmt::Display for Unanswered {
+    /// "3 failed", "2 still unanswered at the end", or both.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.failed, self.in_flight_at_end) {
+            (failed, 0) => write!(f, "{failed} failed"),
+            (0, open) => write!(f, "{open} still unanswered when it ended"),
+            (failed, open) => write!(f, "{failed} failed, {open} still unanswered when it ended"),
+        }
+    }
+}
+
 impl RunResult {
-    /// How many attempts failed, when the run answered no request though it tried: a
+    /// What became of the requests, when the run answered none though it sent some: a
     /// measurement of nothing, which a command must not end with success.
-    pub fn answered_nothing(&self) -> Option<u64> {
-        (self.totals.requests == 0 && self.totals.errors > 0).then_some(self.totals.errors)
+    pub fn answered_nothing(&self) -> Option<Unanswered> {
+        let t = &self.totals;
+        (t.requests == 0 && t.errors + t.unanswered_at_end > 0).then_some(Unanswered {
+            failed: t.errors,
+            in_flight_at_end: t.unanswered_at_end,
+        })
     }
 
     /// The percentage of answers that were not 2xx/3xx, when more than 1% were: such answers
@@ -663,6 +701,7 @@ impl RunResult {
         rec.body_bytes = t.body_bytes;
         rec.keepalive_responses = t.keepalive_responses;
         rec.connections_opened = t.connections_opened;
+        rec.unanswered_at_end = t.unanswered_at_end;
         rec.ports_exhausted = e.connect_no_local_port;
         rec.first_body_len = self.response.first_body_bytes;
         rec.body_len_mismatches = self.response.body_length_mismatches;
@@ -748,6 +787,7 @@ fn recorded_totals(rec: &Recorder, elapsed_s: f64) -> Totals {
         requests: rec.completed,
         errors: error_total,
         attempted,
+        unanswered_at_end: rec.unanswered_at_end,
         elapsed_s,
         requests_per_sec: per_second(rec.completed, elapsed_s),
         bytes_read: rec.bytes_read,
@@ -760,11 +800,18 @@ fn recorded_totals(rec: &Recorder, elapsed_s: f64) -> Totals {
     }
 }
 
-/// An open loop's pacing: the rate asked for, the rate attempted, how late requests went out.
+/// An open loop's pacing: the rate asked for, the rate sent, how late requests went out.
 fn recorded_pacing(rec: &Recorder, target_rate: f64, totals: &Totals) -> PacingSummary {
+    // Every request that went out has its lateness recorded, so their count is what was
+    // sent: the answered and failed ones would leave out those a queueing server still held
+    // at the end, and call the client short of a rate it kept.
+    let sent = rec
+        .send_lateness
+        .as_ref()
+        .map_or(totals.attempted, |h| h.len());
     PacingSummary {
         target_rate,
-        achieved_rate: per_second(totals.attempted, totals.elapsed_s),
+        achieved_rate: per_second(sent, totals.elapsed_s),
         lateness: rec
             .send_lateness
             .as_ref()

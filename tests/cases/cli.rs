@@ -207,6 +207,95 @@ fn front_ends_that_got_no_answer_say_so_and_exit_1() {
     }
 }
 
+/// A server that takes requests and answers none before the run ends (its timeout longer than
+/// the run): the requests it holds are counted as such, and run, compare and sweep fail with
+/// the line that says nothing was answered (they exited 0 with an empty report).
+#[test]
+fn a_server_that_answers_nothing_before_the_end_fails_the_run() {
+    use crate::util::faulty::{Fault, FaultyServer};
+    let server = FaultyServer::start(Fault::NeverAnswer);
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = archbench(&[
+        "run",
+        &url,
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "-d",
+        "300ms",
+        "--timeout",
+        "30s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no request was answered (2 still unanswered when it ended)"),
+        "{err}"
+    );
+    assert!(
+        stdout(&o).contains(
+            "Requests   0 answered in 0.30s  0.00 req/s; 2 sent and still unanswered when it ended"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    let doc = read_json(&json);
+    assert_valid(&doc);
+    assert_eq!(doc["totals"]["unanswered_at_end"], 2);
+    assert_eq!(doc["totals"]["errors"], 0);
+
+    let other = FaultyServer::start(Fault::NeverAnswer);
+    let o = archbench(&[
+        "compare",
+        &format!("a={url}"),
+        &format!("b={}", other.url()),
+        "-c",
+        "1",
+        "-d",
+        "200ms",
+        "--runs",
+        "1",
+        "--no-warmup",
+        "--timeout",
+        "30s",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a: no request was answered (1 still unanswered"),
+        "{err}"
+    );
+    assert!(
+        err.contains("b: no request was answered (1 still unanswered"),
+        "{err}"
+    );
+
+    let o = archbench(&[
+        "sweep",
+        &format!("a={url}"),
+        "-c",
+        "1,2",
+        "-d",
+        "200ms",
+        "--runs",
+        "1",
+        "--no-warmup",
+        "--timeout",
+        "30s",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a: no request was answered (3 still unanswered when it ended)"),
+        "{err}"
+    );
+}
+
 /// A loopback URL nothing listens on: a port bound for a free one, then let go.
 fn nothing_listens() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -262,6 +262,63 @@ fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
     );
 }
 
+/// An nginx that queues what it cannot serve yet (`limit_req` at 200 r/s with a deep burst,
+/// delayed, not refused): at 400 req/s every request still arrives on time and waits in
+/// nginx's queue, so the probe fails on its p99, a verdict on the server. It said "the client
+/// could not keep 400 req/s" when it counted only the answered requests as sent. (One probe:
+/// the next would start on the backlog this one left in nginx's bucket.)
+#[test]
+fn find_max_judges_a_queueing_server_on_its_latency() {
+    let Some(server) = Nginx::start(NginxConfig {
+        http: "limit_req_zone $server_port zone=q:1m rate=200r/s;",
+        server: "limit_req zone=q burst=1000;",
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("max.json");
+    let url = format!("queued={}", server.url("/"));
+    let o = sweep(&[
+        &url,
+        "--find-max",
+        "--rates",
+        "400:800",
+        "--slo",
+        "p99<50ms",
+        "-c",
+        "200",
+        "-t",
+        "1",
+        "-d",
+        "1s",
+        "--runs",
+        "1",
+        "--no-warmup",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let doc = read_json(&json);
+    let m = &doc["find_max"][0];
+    let verdict = m["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("fails p99<50ms already at 400 req/s"),
+        "{m}\n{}",
+        stderr(&o)
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // The probe sent its rate: what nginx still held at the end counts as sent, and about
+    // half of it was (200 answered in the second).
+    let run = &doc["steps"][0]["comparison"]["targets"][0]["runs"][0];
+    let pacing = &run["pacing"];
+    assert!(
+        pacing["achieved_rate"].as_f64().unwrap() >= 380.0,
+        "{pacing}"
+    );
+    let held = run["totals"]["unanswered_at_end"].as_u64().unwrap();
+    assert!((100..=300).contains(&held), "{}", run["totals"]);
+}
+
 /// One connection cannot send 50,000 requests a second: the search ends there as the
 /// client's limit, not as the server's maximum.
 #[test]
@@ -298,6 +355,8 @@ fn find_max_ends_where_the_client_cannot_keep_the_rate() {
         verdict.starts_with("the client could not keep 50,000 req/s (it sent"),
         "{verdict}"
     );
+    // Its sends waited for the one connection's answers: more connections are the cure.
+    assert!(verdict.ends_with("give it more connections (-c): its requests waited for connections still busy with earlier answers"), "{verdict}");
     assert!(m["sustained"].is_null() && m["failed"].is_null(), "{m}");
     assert_eq!(m["probes"].as_array().unwrap().len(), 1);
 }

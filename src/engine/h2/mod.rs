@@ -663,6 +663,11 @@ impl Protocol for H2Worker<'_> {
         self.active == 0
     }
 
+    fn unanswered(&self) -> u64 {
+        let streams = self.conns.iter().flat_map(|c| c.state.slots.iter());
+        streams.filter(|s| s.in_flight()).count() as u64
+    }
+
     fn wait(
         &mut self,
         events: &mut Events,

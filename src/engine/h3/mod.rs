@@ -1019,6 +1019,11 @@ impl Protocol for H3Worker<'_> {
         self.active == 0
     }
 
+    fn unanswered(&self) -> u64 {
+        let streams = self.conns.iter().flat_map(|c| c.slots.iter());
+        streams.filter(|s| s.stream.is_some()).count() as u64
+    }
+
     fn wait(
         &mut self,
         events: &mut Events,
