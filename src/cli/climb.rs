@@ -365,6 +365,16 @@ fn save(sweep: &SweepResult, spec: &SweepSpec<'_>) -> anyhow::Result<()> {
     spec.outputs.save_json(sweep)
 }
 
+/// Connection counts a user wrote are whole: `-c 2.5,3` ran one step of 3, `-c 0.4` one of 1.
+fn whole_connections(loads: &[f64]) -> Result<(), PlanError> {
+    match loads.iter().find(|v| v.fract() != 0.0) {
+        Some(v) => Err(PlanError::Invalid(format!(
+            "--connections: {v} is not a whole number of connections"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// What the ladder varies, its loads, and the connections of a rates ladder (from `-c` and
 /// `--rates`).
 pub fn ladder(
@@ -377,7 +387,12 @@ pub fn ladder(
             "give the ladder: --connections 1,2,4,8 (closed loop) or --rates 1k:50k:x2 (open loop)",
         )),
         (Some(c), None) => {
-            let mut conns: Vec<f64> = c.0.iter().map(|v| v.round().max(1.0)).collect();
+            if c.written {
+                whole_connections(&c.loads)?;
+            }
+            // A stepped ladder (1:100:x1.5) rounds to whole connections; steps that round to
+            // the same count run once.
+            let mut conns: Vec<f64> = c.loads.iter().map(|v| v.round().max(1.0)).collect();
             conns.dedup();
             if conns.iter().any(|&v| v > 1_000_000.0) {
                 return Err(usage("--connections: at most 1,000,000 per step"));
@@ -385,7 +400,10 @@ pub fn ladder(
             Ok((LadderKind::Connections, conns, 0))
         }
         (c, Some(r)) => {
-            let connections = match c.map(|l| l.0.as_slice()) {
+            if let Some(c) = c {
+                whole_connections(&c.loads)?;
+            }
+            let connections = match c.map(|l| l.loads.as_slice()) {
                 None => RATE_CONNECTIONS,
                 Some([one]) if *one >= 1.0 && *one <= 1_000_000.0 => one.round() as u64,
                 Some(_) => {
@@ -394,7 +412,7 @@ pub fn ladder(
                     ))
                 }
             };
-            Ok((LadderKind::Rates, r.0.clone(), connections))
+            Ok((LadderKind::Rates, r.loads.clone(), connections))
         }
     }
 }

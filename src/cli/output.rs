@@ -110,15 +110,23 @@ pub fn notes_on_stderr(result: &RunResult, front: FrontEnd) {
     }
 }
 
-/// Every `--cost NAME` must be a target's name.
+/// Every `--cost NAME` must be a target's name, and be given once (the second price was
+/// silently ignored).
 pub fn check_prices(prices: &[(String, f64)], names: &[&str]) -> Result<(), PlanError> {
-    match prices.iter().find(|(n, _)| !names.contains(&n.as_str())) {
-        Some((n, _)) => Err(PlanError::Invalid(format!(
+    if let Some((n, _)) = prices.iter().find(|(n, _)| !names.contains(&n.as_str())) {
+        return Err(PlanError::Invalid(format!(
             "--cost {n}=…: no target named {n:?} (targets: {})",
             names.join(", ")
-        ))),
-        None => Ok(()),
+        )));
     }
+    for (k, (n, _)) in prices.iter().enumerate() {
+        if prices[..k].iter().any(|(m, _)| m == n) {
+            return Err(PlanError::Invalid(format!(
+                "--cost {n}=…: {n:?} is given a price twice"
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub fn write_markdown<D: ?Sized>(c: &D, path: &Path) -> anyhow::Result<()>

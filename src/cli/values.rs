@@ -258,7 +258,13 @@ pub fn namespace(text: &str) -> Result<String, String> {
 
 /// The loads of a sweep, in order.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Ladder(pub Vec<f64>);
+pub struct Ladder {
+    pub loads: Vec<f64>,
+    /// Every load was written out (a list, or a range's two ends), none stepped to by a
+    /// factor or amount: a connection count among them is meant as typed, so a fraction is a
+    /// mistake, where a stepped one is rounded.
+    pub written: bool,
+}
 
 /// The most steps a ladder may have.
 pub const MAX_LADDER_STEPS: usize = 100;
@@ -277,6 +283,8 @@ pub fn ladder(text: &str) -> Result<Ladder, String> {
     };
     let mut values = Vec::new();
     let parts: Vec<&str> = text.split(':').collect();
+    // A list, or a range's two ends.
+    let written = parts.len() < 3;
     match parts.as_slice() {
         [list] => {
             for v in list.split(',').map(str::trim).filter(|v| !v.is_empty()) {
@@ -328,20 +336,29 @@ pub fn ladder(text: &str) -> Result<Ladder, String> {
         }
         _ => return Err(bad("a list, or FROM:TO:STEP")),
     }
+    rising(&values).map_err(|why| bad(&why))?;
+    Ok(Ladder {
+        loads: values,
+        written,
+    })
+}
+
+/// A ladder's loads are some, rise (the knee and "beyond the ladder's top" read the steps as
+/// rising loads), and are not too many.
+fn rising(values: &[f64]) -> Result<(), String> {
     if values.is_empty() {
-        return Err(bad("no load in it"));
+        return Err("no load in it".into());
     }
-    // The knee and "beyond the ladder's top" read the steps as rising loads.
     if let Some(w) = values.windows(2).find(|w| w[1] <= w[0]) {
-        return Err(bad(&format!(
+        return Err(format!(
             "{} after {}: give the loads in increasing order",
             w[1], w[0]
-        )));
+        ));
     }
     if values.len() > MAX_LADDER_STEPS {
-        return Err(bad(&format!("more than {MAX_LADDER_STEPS} steps")));
+        return Err(format!("more than {MAX_LADDER_STEPS} steps"));
     }
-    Ok(Ladder(values))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -403,16 +420,16 @@ mod tests {
 
     #[test]
     fn ladders() {
-        assert_eq!(ladder("1,2,4,8").unwrap().0, [1.0, 2.0, 4.0, 8.0]);
-        assert_eq!(ladder("1:16:x2").unwrap().0, [1.0, 2.0, 4.0, 8.0, 16.0]);
+        assert_eq!(ladder("1,2,4,8").unwrap().loads, [1.0, 2.0, 4.0, 8.0]);
+        assert_eq!(ladder("1:16:x2").unwrap().loads, [1.0, 2.0, 4.0, 8.0, 16.0]);
         // The end is a step even when the factor skips it.
         assert_eq!(
-            ladder("1k:50k:x2").unwrap().0,
+            ladder("1k:50k:x2").unwrap().loads,
             [1e3, 2e3, 4e3, 8e3, 16e3, 32e3, 50e3]
         );
-        assert_eq!(ladder("1k:3k:+1k").unwrap().0, [1e3, 2e3, 3e3]);
+        assert_eq!(ladder("1k:3k:+1k").unwrap().loads, [1e3, 2e3, 3e3]);
         // Two ends: the range sweep --find-max searches (a ladder of the two loads).
-        assert_eq!(ladder("500:4k").unwrap().0, [500.0, 4e3]);
+        assert_eq!(ladder("500:4k").unwrap().loads, [500.0, 4e3]);
         for bad in [
             "", "0,1", "-1,2", "8:1:x2", "1:8:x1", "1:8:/2", "1:1G:+1", "2:1", "a,b", "1:2:3:4",
             "2,1", "1,2,2",

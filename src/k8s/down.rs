@@ -31,38 +31,90 @@ pub struct DownReport {
     pub kept_namespace: Option<(String, Vec<String>)>,
 }
 
-/// Objects in `ns` that are not archbench's (a namespace holding any is not deleted).
-async fn foreign_objects(client: &kube::Client, ns: &str) -> Result<Vec<String>, K8sError> {
-    async fn foreign<K>(
-        client: &kube::Client,
-        ns: &str,
-        resource: &str,
-        kind: &str,
-    ) -> Result<Vec<String>, K8sError>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
-        <K as Resource>::DynamicType: Default,
+/// Objects in `ns` that are not archbench's (a namespace holding any is not deleted): of
+/// every kind the cluster serves that lives in a namespace (its discovery, so a Secret, a
+/// RoleBinding or a custom resource of the user's counts as much as a Deployment; a fixed
+/// list of kinds let a namespace holding a user's Secrets be deleted). A kind that cannot be
+/// listed keeps the namespace too: what it holds is unknown.
+async fn foreign_objects(
+    client: &kube::Client,
+    ns: &str,
+    services_deleted: &[String],
+) -> Result<Vec<String>, K8sError> {
+    use kube::api::DynamicObject;
+    use kube::discovery::{verbs, Discovery, Scope};
+    // Events and metrics are records of objects, not objects anyone keeps.
+    let discovery = match Discovery::new(client.clone())
+        .exclude(&["events.k8s.io", "metrics.k8s.io"])
+        .run()
+        .await
     {
-        let api: Api<K> = Api::namespaced(client.clone(), ns);
-        let items = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| api_error(e, "list", resource))?
-            .items;
-        Ok(items
-            .iter()
-            .filter(|o| !is_ours(o.meta()) && o.meta().owner_references.is_none())
-            // Every namespace gets the cluster's CA bundle from the controller-manager.
-            .filter(|o| o.meta().name.as_deref() != Some("kube-root-ca.crt"))
-            .map(|o| format!("{kind} {}", o.meta().name.clone().unwrap_or_default()))
-            .collect())
+        Ok(d) => d,
+        Err(e) => {
+            return Ok(vec![format!(
+                "what the cluster serves could not be read ({e})"
+            )])
+        }
+    };
+    let mut out = Vec::new();
+    for group in discovery.groups() {
+        for (ar, caps) in group.recommended_resources() {
+            let listable = caps.scope == Scope::Namespaced && caps.supports_operation(verbs::LIST);
+            if !listable || (ar.group.is_empty() && ar.plural == "events") {
+                continue;
+            }
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+            let items = match api.list(&ListParams::default()).await {
+                Ok(list) => list.items,
+                Err(e) => {
+                    out.push(format!(
+                        "{} (cannot be listed: {})",
+                        ar.kind,
+                        short_error(&e)
+                    ));
+                    continue;
+                }
+            };
+            let foreign = items
+                .iter()
+                .filter(|o| !is_ours(o.meta()) && o.meta().owner_references.is_none())
+                .map(|o| o.name_any())
+                .filter(|name| !made_by_kubernetes(&ar, name, services_deleted))
+                .map(|name| format!("{} {name}", ar.kind));
+            out.extend(foreign);
+        }
     }
-    let mut out = foreign::<Deployment>(client, ns, "deployments.apps", "Deployment").await?;
-    out.extend(foreign::<Job>(client, ns, "jobs.batch", "Job").await?);
-    out.extend(foreign::<Service>(client, ns, "services", "Service").await?);
-    out.extend(foreign::<ConfigMap>(client, ns, "configmaps", "ConfigMap").await?);
-    out.extend(foreign::<Pod>(client, ns, "pods", "Pod").await?);
+    // Discovery's groups come in no fixed order.
+    out.sort();
     Ok(out)
+}
+
+/// What Kubernetes itself puts in every namespace, or keeps for a Service of ours until it
+/// is gone: the cluster's CA bundle, the default service account, a Service's Endpoints.
+fn made_by_kubernetes(
+    ar: &kube::api::ApiResource,
+    name: &str,
+    services_deleted: &[String],
+) -> bool {
+    if !ar.group.is_empty() {
+        return false;
+    }
+    match ar.plural.as_str() {
+        "configmaps" => name == "kube-root-ca.crt",
+        "serviceaccounts" => name == "default",
+        "endpoints" => services_deleted
+            .iter()
+            .any(|s| s.strip_prefix("Service ") == Some(name)),
+        _ => false,
+    }
+}
+
+/// An API error in a few words (its message, not its debug form).
+fn short_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
 }
 
 pub async fn down(
@@ -90,7 +142,7 @@ pub async fn down(
     let mut kept_namespace = None;
     let keep_namespace = keep_namespace || {
         let others = if ours {
-            foreign_objects(client, ns).await?
+            foreign_objects(client, ns, &deleted).await?
         } else {
             Vec::new()
         };

@@ -119,7 +119,12 @@ fn pod_row(p: &Pod, nodes: &[Node], nodes_hidden: bool, services: &[Service]) ->
         address: service
             .and_then(|s| service_address(s, nodes))
             .unwrap_or_else(|| "pending".into()),
-        ready: containers.is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c.ready)),
+        // The pod's Ready condition, as the control plane judges it (a NotReady node's pods
+        // lose it while their containers still say ready): what Services route by.
+        ready: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True"),
         restarts: containers
             .into_iter()
             .flatten()
@@ -281,5 +286,34 @@ pub fn port_address(
             .cluster_ip
             .as_deref()
             .map(|ip| with_port(ip, port.port)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// READY is the pod's Ready condition: a pod on a node gone NotReady keeps containers
+    /// that say ready, but the control plane has taken its Ready away (and Services route
+    /// nothing to it); it showed "yes".
+    #[test]
+    fn ready_is_the_pods_condition_not_its_containers() {
+        let pod = |condition: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "labels": {"variant": "arm"}},
+                "spec": {"nodeName": "n", "containers": [{"name": "nginx"}]},
+                "status": {
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": condition}],
+                    "containerStatuses": [{
+                        "name": "nginx", "ready": true, "restartCount": 0, "image": "i",
+                        "imageID": "", "state": {"running": {}}
+                    }]
+                }
+            }))
+            .unwrap()
+        };
+        assert!(pod_row(&pod("True"), &[], false, &[]).ready);
+        assert!(!pod_row(&pod("False"), &[], false, &[]).ready);
     }
 }

@@ -239,6 +239,14 @@ pub fn limiter_now(worker_busy: &[Option<f64>], servers: &[ServerLive]) -> Strin
         ),
         (true, false) => format!("client and server: {}", limited.join("; ")),
         (false, false) => format!("server: {}", limited.join("; ")),
+        // No server watched: nothing says it is not saturated.
+        (false, true) if servers.is_empty() => match busiest {
+            Some(b) => format!(
+                "client not saturated (busiest worker {:.0}%); server not watched",
+                b * 100.0
+            ),
+            None => "server not watched".to_string(),
+        },
         (false, true) => match busiest {
             Some(b) => format!("neither saturated (busiest worker {:.0}%)", b * 100.0),
             None => "neither saturated".to_string(),
@@ -348,7 +356,15 @@ mod tests {
             limiter_now(&[Some(0.4)], &[server("web", 1.95, None)]),
             "neither saturated (busiest worker 40%)"
         );
-        assert_eq!(limiter_now(&[None], &[]), "neither saturated");
+        assert_eq!(
+            limiter_now(&[Some(0.4)], &[]),
+            "client not saturated (busiest worker 40%); server not watched"
+        );
+        assert_eq!(limiter_now(&[None], &[]), "server not watched");
+        assert_eq!(
+            limiter_now(&[None], &[server("web", 0.5, None)]),
+            "neither saturated"
+        );
     }
     /// A target's throughput figures after a run of one worker that answered `at_ms` and was
     /// stopped at `stopped_ms`.

@@ -256,14 +256,16 @@ fn render_target_gauges(out: &mut String, targets: &[TargetLive]) {
         (
             "archbench_throughput",
             "requests_per_second",
-            "Responses per second over the latest quarter second.",
-            |t| Some(t.rps_now()),
+            "Responses per second over the latest quarter second (0 once the run has ended).",
+            // A run that has ended answers nothing now: its last quarter second stood as
+            // the present until the next run began.
+            |t| Some(if t.finished { 0.0 } else { t.rps_now() }),
         ),
         (
             "archbench_latency_p99",
             "seconds",
-            "p99 of total latency over the last second (no sample without an answer in it).",
-            |t| Some(t.last_second.recorded()?.p99_us as f64 / 1e6),
+            "p99 of total latency over the last second (no sample without an answer in it, none once the run has ended).",
+            |t| Some(t.last_second.recorded().filter(|_| !t.finished)?.p99_us as f64 / 1e6),
         ),
         (
             "archbench_elapsed",
@@ -446,10 +448,21 @@ mod tests {
             p99_us: 2_500,
             ..Default::default()
         };
-        let text = render(&[t]);
+        let text = render(std::slice::from_ref(&t));
         assert!(
             text.contains("archbench_latency_p99_seconds{target=\"t\"} 0.0025"),
             "{text}"
         );
+        // Its run has ended: nothing is answered now, and no last second stands for the
+        // present (they kept the run's last figures).
+        t.rps_history = vec![31_304.0];
+        t.finished = true;
+        let text = render(&[t]);
+        assert!(text.contains("archbench_running{target=\"t\"} 0"), "{text}");
+        assert!(
+            text.contains("archbench_throughput_requests_per_second{target=\"t\"} 0\n"),
+            "{text}"
+        );
+        assert!(!text.contains("archbench_latency_p99_seconds{"), "{text}");
     }
 }

@@ -206,17 +206,20 @@ fn latency_lines(view: &View, t: &TargetLive, st: &Styles) -> Vec<Line<'static>>
             [p.p50_us, p.p99_us, p.p99_9_us]
         })
     };
-    let (now, all) = (pick(&t.last_second), pick(&t.since_start));
+    // A summary of no answer has no percentiles: "-", never an invented 0.
+    let figures = |l: &LatencySummary| l.recorded().map(|l| pick(l).map(latency));
+    let (now, all) = (figures(&t.last_second), figures(&t.since_start));
     let mut lines = vec![Line::styled(
         format!("{:<8}{:>11}{:>13}", "latency", "last 1s", "since start"),
         st.dim,
     )];
-    for k in 0..3 {
+    let cell = |f: &Option<[String; 3]>, k: usize| f.as_ref().map_or("-".into(), |f| f[k].clone());
+    for (k, name) in names.iter().enumerate() {
         lines.push(Line::raw(format!(
             "{:<8}{:>11}{:>13}",
-            names[k],
-            latency(now[k]),
-            latency(all[k])
+            name,
+            cell(&now, k),
+            cell(&all, k)
         )));
     }
     lines
@@ -564,6 +567,24 @@ mod tests {
                 "{w}x{h}:\n{text}"
             );
         }
+    }
+
+    /// A target with no answer yet has no latency: "-" in both columns, where the figures of
+    /// an empty summary showed "0.00us".
+    #[test]
+    fn no_answer_no_latency() {
+        let mut silent = target("stalled", 0.0, 98);
+        silent.last_second = LatencySummary::default();
+        silent.since_start = LatencySummary::default();
+        let text = frame(100, 30, &View::default(), &[target("a", 1.0, 98), silent]);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("│p99 "))
+            .unwrap_or_default();
+        let (answered, stalled) = row.split_once("││").unwrap_or_default();
+        assert!(answered.contains("98.00us"), "{text}");
+        let words: Vec<&str> = stalled.trim_end_matches('│').split_whitespace().collect();
+        assert_eq!(words, ["p99", "-", "-"], "{text}");
     }
 
     #[test]

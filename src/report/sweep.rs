@@ -161,6 +161,13 @@ fn write_points(ladder: LadderKind, t: &TargetSweep, out: &mut dyn Write) -> io:
             }
         )?;
     }
+    if let Some(p) = t.points.iter().find(|p| p.cut_short) {
+        writeln!(
+            out,
+            "  (at {} the run was cut short by the interruption: shown, not judged)",
+            load_text(p.load)
+        )?;
+    }
     Ok(())
 }
 

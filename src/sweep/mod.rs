@@ -130,6 +130,10 @@ pub struct StepFigures {
     /// With `--cost`: a million requests at this step's throughput.
     #[serde(default)]
     pub cost_per_million: Option<f64>,
+    /// No run of the target at this step ran its whole length (the sweep was interrupted in
+    /// it): shown, but no knee or fit rests on it.
+    #[serde(default)]
+    pub cut_short: bool,
 }
 
 /// How much worse than its first step a target's p99 must be, with throughput no longer
@@ -150,6 +154,7 @@ pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
     if runs.is_empty() {
         return None;
     }
+    let cut_short = runs.iter().all(|r| r.interrupted);
     let median = |f: &dyn Fn(&crate::stats::RunResult) -> Option<f64>| {
         let v: Vec<f64> = runs.iter().filter_map(|r| f(r)).collect();
         (!v.is_empty()).then(|| crate::compare::stats::median(&v))
@@ -185,6 +190,7 @@ pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
             .find(|s| s.name == name)
             .map(|s| s.outcome.passed),
         cost_per_million: None,
+        cut_short,
     })
 }
 
@@ -296,6 +302,10 @@ pub fn knee(points: &[StepFigures], kind: LadderKind, ladder_top: Option<f64>) -
         Some(p) if Some(p.load) == top && points.len() > 1 => {
             beyond(p, "throughput was still growing")
         }
+        // One load measured of a ladder cut short: nothing says where throughput flattens.
+        Some(p) if ladder_top.is_some_and(|t| p.load < t) => {
+            beyond(p, "it was the only load measured")
+        }
         Some(p) => Knee {
             load: Some(p.load),
             reason: format!(
@@ -327,20 +337,26 @@ pub fn summarize(
             p.cost_per_million = crate::compare::cost_per_million(price, p.requests_per_sec);
         }
     }
+    // A step cut short is shown, not judged: its figures cover part of a run.
+    let whole: Vec<StepFigures> = points.iter().filter(|p| !p.cut_short).cloned().collect();
     let Knee {
         load: knee,
         reason: knee_reason,
         beyond_ladder: knee_beyond_ladder,
-    } = knee(&points, kind, ladder_top);
+    } = match whole.is_empty() && !points.is_empty() {
+        true => Knee {
+            load: None,
+            reason: "not found: the sweep was interrupted at its first load".into(),
+            beyond_ladder: false,
+        },
+        false => knee(&whole, kind, ladder_top),
+    };
     let cost_per_million_at_knee = knee
         .and_then(|k| points.iter().find(|p| p.load == k))
         .and_then(|p| p.cost_per_million);
     let (usl, usl_refused) = match kind {
         LadderKind::Connections => {
-            let xy: Vec<(f64, f64)> = points
-                .iter()
-                .map(|p| (p.load, p.requests_per_sec))
-                .collect();
+            let xy: Vec<(f64, f64)> = whole.iter().map(|p| (p.load, p.requests_per_sec)).collect();
             match usl::fit(&xy) {
                 Ok(f) => (Some(f), None),
                 Err(e) => (None, Some(e.to_string())),
@@ -384,6 +400,7 @@ mod tests {
             server_memory_bytes: None,
             slo_passed: slo,
             cost_per_million: None,
+            cut_short: false,
         }
     }
 

@@ -171,6 +171,25 @@ fn absurd_values_are_usage_errors_with_one_line() {
             vec!["sweep", &a_target, "-c", "2,1"],
             "1 after 2: give the loads in increasing order",
         ),
+        // A connection count written as a fraction was rounded, and `2.5,3` ran one step.
+        (
+            vec!["sweep", &a_target, "-c", "2.5,3"],
+            "--connections: 2.5 is not a whole number of connections",
+        ),
+        (
+            vec!["sweep", &a_target, "-c", "0.4"],
+            "--connections: 0.4 is not a whole number of connections",
+        ),
+        (
+            vec!["sweep", &a_target, "-c", "1.5", "--rates", "100,200"],
+            "--connections: 1.5 is not a whole number of connections",
+        ),
+        (
+            vec![
+                "sweep", &a_target, "-c", "1", "--cost", "a=1", "--cost", "a=2",
+            ],
+            "--cost a=…: \"a\" is given a price twice",
+        ),
         (
             vec!["run", "http://127.0.0.1:0/", "-n", "10", "-c", "1"],
             "port 0 is no server's port",
@@ -202,6 +221,16 @@ fn absurd_values_are_usage_errors_with_one_line() {
             "a namespace is 1 to 63 lowercase letters",
         ),
         (vec!["k8s", "bogus"], "unrecognized subcommand 'bogus'"),
+        // Refused before any cluster is asked (there is none here): `--count 0` sent nothing
+        // and exited 0, a zero timeout was none.
+        (
+            vec!["k8s", "curl", "intel", "--count", "0"],
+            "--count must be at least 1",
+        ),
+        (
+            vec!["k8s", "curl", "intel", "--timeout", "0s"],
+            "timeout must be above zero",
+        ),
         (
             vec!["k8s", "manifests", "--arch", "sparc"],
             "invalid value 'sparc'",

@@ -444,8 +444,27 @@ fn the_guides_workflow_end_to_end() {
     assert_eq!(left.trim(), "deployment.apps/foreign", "{left}");
     let status = ok(&k8s(c, ns, &["status"]));
     assert!(status.contains("no pods of archbench's"), "{status}");
-    // Once it is archbench's alone again, the namespace goes too.
+    // A Secret of the user's keeps it as much: any kind the cluster serves counts (a fixed
+    // list of five kinds let the namespace go, Secret and all).
     c.kubectl_ok(&["-n", ns, "delete", "deployment", "foreign"]);
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "create",
+        "secret",
+        "generic",
+        "my-db-password",
+        "--from-literal=pw=x",
+    ]);
+    let down = ok(&k8s(c, ns, &["down"]));
+    assert!(
+        down.contains(
+            "Namespace guide: kept, it holds what is not archbench's: Secret my-db-password"
+        ),
+        "{down}"
+    );
+    // Once it is archbench's alone again, the namespace goes too.
+    c.kubectl_ok(&["-n", ns, "delete", "secret", "my-db-password"]);
     let down = ok(&k8s(c, ns, &["down"]));
     assert!(down.contains("Namespace guide: deleted"), "{down}");
 }

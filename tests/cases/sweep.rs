@@ -285,7 +285,9 @@ fn find_max_judges_a_queueing_server_on_its_latency() {
         "--rates",
         "400:800",
         "--slo",
-        "p99<50ms",
+        // The last answered waited about 500 ms; a bound this loose leaves the client 20 ms
+        // of send lateness before the probe would be void (a loaded test machine's).
+        "p99<200ms",
         "-c",
         "200",
         "-t",
@@ -302,7 +304,7 @@ fn find_max_judges_a_queueing_server_on_its_latency() {
     let m = &doc["find_max"][0];
     let verdict = m["verdict"].as_str().unwrap();
     assert!(
-        verdict.starts_with("fails p99<50ms already at 400 req/s"),
+        verdict.starts_with("fails p99<200ms already at 400 req/s"),
         "{m}\n{}",
         stderr(&o)
     );
@@ -380,4 +382,64 @@ fn find_max_needs_an_slo_and_rates() {
         let o = sweep(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
     }
+}
+
+/// Ctrl-C in a sweep's second step: the step cut short is shown and marked, not judged, and a
+/// target measured at one load only gets no knee there (it was given "1 connections" from that
+/// one point, and the cut-short step counted as a full one).
+#[test]
+fn an_interrupted_step_is_shown_not_judged() {
+    use crate::util::{bin, KillOnDrop, LineReader};
+    use archbench::serve::{ServeOptions, Server};
+    use std::process::Stdio;
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let mut child = bin()
+        .args([
+            "sweep",
+            &format!("a={}", s.url()),
+            &format!("b={}", s.url()),
+        ])
+        .args([
+            "-c",
+            "1,2,4",
+            "-d",
+            "1s",
+            "--runs",
+            "1",
+            "--no-warmup",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = LineReader::new(child.stderr.take().unwrap());
+    let child = KillOnDrop::new(child);
+    err.wait_for("sweep: 2 connections", PROMPTLY);
+    err.wait_for("a: run 1", PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
+    assert_eq!(o.status.code(), Some(130), "{}", err.rest(PROMPTLY));
+    let doc = read_json(&json);
+    crate::util::schema::assert_valid(&doc);
+    let (a, b) = (&doc["targets"][0], &doc["targets"][1]);
+    assert_eq!(a["points"].as_array().unwrap().len(), 2, "{a}");
+    assert_eq!(a["points"][0]["cut_short"], false, "{a}");
+    assert_eq!(a["points"][1]["cut_short"], true, "{a}");
+    assert_eq!(b["points"].as_array().unwrap().len(), 1, "{b}");
+    for t in [a, b] {
+        assert!(t["knee"].is_null(), "{t}");
+        let why = t["knee_reason"].as_str().unwrap();
+        assert!(
+            why.starts_with("not found: the sweep ended at 1 connections, before its ladder's top of 4 connections, and there it was the only load measured"),
+            "{why}"
+        );
+    }
+    assert!(
+        stdout(&o).contains("(at 2 the run was cut short by the interruption: shown, not judged)"),
+        "{}",
+        stdout(&o)
+    );
 }

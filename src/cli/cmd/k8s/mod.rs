@@ -69,6 +69,7 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             plan::check_service_load(&shape.whole(c, l.rate.steady(), l.rate.staged()))?;
         }
         K8sCommand::Sweep(w) => drop(sweep::checked(w)?),
+        K8sCommand::Curl(c) => curl::check(c)?,
         _ => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -111,7 +112,7 @@ fn run(
         K8sCommand::Up(s) => up::up(runtime, cluster, &setup(s, &a.namespace)?, stop)?,
         K8sCommand::Status => status::status(runtime, cluster)?,
         K8sCommand::Config(c) => config::config(runtime, cluster, c, stop)?,
-        K8sCommand::Curl(c) => curl::curl(runtime, cluster, c)?,
+        K8sCommand::Curl(c) => curl::curl(runtime, cluster, c, signals)?,
         K8sCommand::Login(l) => runtime.block_on(k8s::login(
             cluster,
             &l.variant,
