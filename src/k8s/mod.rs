@@ -57,7 +57,7 @@ pub use placed::placements;
 pub use pod_build::ArchFingerprint;
 pub use pods::{exec, pods_of, ExecOutput};
 pub use reconfigure::{current_setup, reconfigure, Reconfigured};
-pub use status::{status, write_status, PodRow};
+pub use status::{namespace_exists, status, write_status, PodRow};
 pub use up::up;
 pub use usage::{top, PodUsage};
 pub use variant::{variant_of, Server, Variant, VARIANT_LABEL};

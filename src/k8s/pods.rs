@@ -105,11 +105,27 @@ pub async fn pick(cluster: &Cluster, variant: &str, name: Option<&str>) -> Resul
                 cluster.namespace
             ))
         }),
-        None => pods
-            .into_iter()
-            .next()
-            .ok_or_else(|| no_pod_of(cluster, variant)),
+        // One whose container runs, when there is one: a restarting pod has none to exec in.
+        None => {
+            let running = pods.iter().position(containers_running).unwrap_or(0);
+            pods.into_iter()
+                .nth(running)
+                .ok_or_else(|| no_pod_of(cluster, variant))
+        }
     }
+}
+
+/// Every container of the pod is running (none waiting or terminated).
+fn containers_running(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            !cs.is_empty()
+                && cs
+                    .iter()
+                    .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+        })
 }
 
 /// That a variant has no pod, and what makes one.

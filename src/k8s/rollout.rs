@@ -296,8 +296,9 @@ impl Condition for RolledOut<'_> {
     }
 
     fn timed_out(&self, last_line: &str) -> K8sError {
-        Readiness::of(&self.seen, self.setup, &self.nodes)
-            .timeout(self.setup, last_line.to_string())
+        // "waited 20 s for intel rolling out, …", not "for waiting: intel …".
+        let what = last_line.strip_prefix("waiting: ").unwrap_or(last_line);
+        Readiness::of(&self.seen, self.setup, &self.nodes).timeout(self.setup, what.to_string())
     }
 }
 

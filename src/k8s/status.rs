@@ -60,12 +60,28 @@ pub async fn status(cluster: &Cluster) -> Result<Vec<PodRow>, K8sError> {
         Err(kube::Error::Api(s)) if s.code == 403 => (Vec::new(), true),
         Err(e) => return Err(api_error(e, "list", "nodes")),
     };
+    if pods.is_empty() {
+        namespace_exists(client, ns).await?;
+    }
     let mut rows: Vec<PodRow> = pods
         .iter()
         .map(|p| pod_row(p, &nodes, nodes_hidden, &services))
         .collect();
     rows.sort_by(|a, b| (&a.variant, &a.pod).cmp(&(&b.variant, &b.pod)));
     Ok(rows)
+}
+
+/// No pods, because the namespace is not there (a mistyped `-n` read as "no pods"). A user
+/// who may not read namespaces is told nothing more than the pods say.
+pub async fn namespace_exists(client: &kube::Client, ns: &str) -> Result<(), K8sError> {
+    use k8s_openapi::api::core::v1::Namespace;
+    match Api::<Namespace>::all(client.clone()).get_opt(ns).await {
+        Ok(None) => Err(K8sError::Failed {
+            what: format!("namespace {ns}"),
+            message: "it does not exist; check -n (`archbench k8s up` creates it)".into(),
+        }),
+        Ok(Some(_)) | Err(_) => Ok(()),
+    }
 }
 
 /// One pod's row: its node's details (marked when RBAC hides the nodes), its limits, its

@@ -172,22 +172,32 @@ pub struct PodUsage {
     pub pod: String,
     /// Its variant's name.
     pub variant: String,
-    pub cores: f64,
-    pub memory_bytes: u64,
-    /// "cgroup (exec)" or "metrics API (…s window)".
+    /// None when the pod could not be read (its container not running, say).
+    pub cores: Option<f64>,
+    pub memory_bytes: Option<u64>,
+    /// "cgroup (exec)", "metrics API (…s window)", or why the pod was not read.
     pub source: String,
 }
 
-/// Two cgroup readings a second apart per pod, or the metrics API where exec is forbidden.
+/// A pod's first look: a cgroup reading, the metrics API's turn (exec forbidden), or why it
+/// could not be read.
+enum FirstLook {
+    Cgroup(CgroupReading, Instant),
+    Metrics,
+    Unread(String),
+}
+
+/// Two cgroup readings a second apart per pod, or the metrics API where exec is forbidden. A
+/// pod that cannot be read (restarting, crash-looping) is a row saying why, not the end of
+/// every row: one such pod made `top` and `top --watch` fail.
 pub async fn top(cluster: &Cluster, pods: &[Pod]) -> Result<Vec<PodUsage>, K8sError> {
     let mut first = Vec::with_capacity(pods.len());
     for p in pods {
-        let name = p.name_any();
-        match read_cgroup(cluster, &name).await {
-            Ok(r) => first.push(Some((r, Instant::now()))),
-            Err(K8sError::Forbidden { .. }) => first.push(None),
-            Err(e) => return Err(e),
-        }
+        first.push(match read_cgroup(cluster, &p.name_any()).await {
+            Ok(r) => FirstLook::Cgroup(r, Instant::now()),
+            Err(K8sError::Forbidden { .. }) => FirstLook::Metrics,
+            Err(e) => FirstLook::Unread(format!("not read: {e}")),
+        });
     }
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let mut out = Vec::with_capacity(pods.len());
@@ -196,20 +206,30 @@ pub async fn top(cluster: &Cluster, pods: &[Pod]) -> Result<Vec<PodUsage>, K8sEr
         let variant = super::variant_of(p.labels())
             .unwrap_or_default()
             .to_string();
-        match before {
-            Some((a, at)) => {
-                let b = read_cgroup(cluster, &name).await?;
-                let dt = at.elapsed().as_secs_f64();
-                out.push(PodUsage {
-                    pod: name,
-                    variant,
-                    cores: b.usage_usec.saturating_sub(a.usage_usec) as f64 / 1e6 / dt,
-                    memory_bytes: b.memory_bytes,
+        let unread = |why: String| PodUsage {
+            pod: name.clone(),
+            variant: variant.clone(),
+            cores: None,
+            memory_bytes: None,
+            source: why,
+        };
+        out.push(match before {
+            FirstLook::Cgroup(a, at) => match read_cgroup(cluster, &name).await {
+                Ok(b) => PodUsage {
+                    cores: Some(
+                        b.usage_usec.saturating_sub(a.usage_usec) as f64
+                            / 1e6
+                            / at.elapsed().as_secs_f64(),
+                    ),
+                    memory_bytes: Some(b.memory_bytes),
                     source: "cgroup (exec)".into(),
-                });
-            }
-            None => out.push(metrics_api(cluster, &name, variant).await?),
-        }
+                    ..unread(String::new())
+                },
+                Err(e) => unread(format!("not read: {e}")),
+            },
+            FirstLook::Metrics => metrics_api(cluster, &name, variant.clone()).await?,
+            FirstLook::Unread(why) => unread(why),
+        });
     }
     Ok(out)
 }
@@ -247,8 +267,8 @@ async fn metrics_api(cluster: &Cluster, pod: &str, variant: String) -> Result<Po
     Ok(PodUsage {
         pod: pod.to_string(),
         variant,
-        cores,
-        memory_bytes: memory,
+        cores: Some(cores),
+        memory_bytes: Some(memory),
         source: format!(
             "metrics API ({} window)",
             v["window"].as_str().unwrap_or("?")

@@ -269,7 +269,12 @@ impl Watching {
         let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
         let mut attempts = 0u32;
         loop {
-            let outcome = self.stream_once(&api, &name).await;
+            let outcome = match self.stream_once(&api, &name).await {
+                // RBAC does not change between tries: said at once, in its own words.
+                Err(Unread::Refused(why)) => return self.give_up(&name, &why),
+                Err(Unread::Failed(why)) => Err(why),
+                Ok(read) => Ok(read),
+            };
             if !self.still_followed(&name) {
                 return;
             }
@@ -342,19 +347,28 @@ impl Watching {
 
     /// One exec of the reading loop in the pod, until it ends: whether it read anything, or
     /// why it could not.
-    async fn stream_once(&self, api: &Api<Pod>, name: &str) -> Result<bool, String> {
+    async fn stream_once(&self, api: &Api<Pod>, name: &str) -> Result<bool, Unread> {
         let script = format!("while :; do {READ_CGROUP}; echo ---; sleep 0.25; done");
         let params = AttachParams::default()
             .container(CONTAINER)
             .stdout(true)
             .stderr(false);
-        let mut process = api
+        let mut process = match api
             .exec(name, ["sh".to_string(), "-c".into(), script], &params)
             .await
-            .map_err(|e| format!("exec in {name}: {e}"))?;
+        {
+            Ok(p) => p,
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                let e = kube::Error::Api(s);
+                return Err(Unread::Refused(
+                    super::client::api_error(e, "create", "pods/exec").to_string(),
+                ));
+            }
+            Err(e) => return Err(Unread::Failed(format!("exec in {name}: {e}"))),
+        };
         let stdout = process
             .stdout()
-            .ok_or_else(|| "the exec has no stdout".to_string())?;
+            .ok_or_else(|| Unread::Failed("the exec has no stdout".to_string()))?;
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let (mut block, mut read) = (String::new(), false);
         loop {
@@ -366,9 +380,9 @@ impl Watching {
                 Ok(Some(line)) if line == "---" => {
                     let Some(reading) = parse_cgroup(&block) else {
                         process.abort();
-                        return Err(format!(
+                        return Err(Unread::Failed(format!(
                             "no cgroup counters readable in {name} (neither cpu.stat nor cpuacct.usage)"
-                        ));
+                        )));
                     };
                     self.with(|s| s.pod(name).map(|p| p.read(reading)));
                     if !read {
@@ -385,6 +399,13 @@ impl Watching {
             }
         }
     }
+}
+
+/// Why a pod's cgroup was not read: a failure worth another try, or a refusal (RBAC) that
+/// another try would only repeat.
+enum Unread {
+    Failed(String),
+    Refused(String),
 }
 
 impl WatchSource for PodWatch {

@@ -343,13 +343,20 @@ pub fn summarize(
         load: knee,
         reason: knee_reason,
         beyond_ladder: knee_beyond_ladder,
-    } = match whole.is_empty() && !points.is_empty() {
-        true => Knee {
+    } = match (whole.is_empty(), points.is_empty(), ladder_top.is_some()) {
+        (true, false, _) => Knee {
             load: None,
             reason: "not found: the sweep was interrupted at its first load".into(),
             beyond_ladder: false,
         },
-        false => knee(&whole, kind, ladder_top),
+        // Interrupted before this target ran at all: it answered nothing because it was
+        // asked nothing.
+        (true, true, true) => Knee {
+            load: None,
+            reason: "not measured: the sweep was interrupted before it ran".into(),
+            beyond_ladder: false,
+        },
+        _ => knee(&whole, kind, ladder_top),
     };
     let cost_per_million_at_knee = knee
         .and_then(|k| points.iter().find(|p| p.load == k))

@@ -195,6 +195,30 @@ fn the_guides_workflow_end_to_end() {
     // A second up changes nothing and says so.
     let again = ok(&k8s(c, ns, &["up", "--wait-timeout", "90s"]));
     assert!(again.contains("nothing changed"), "{again}");
+    // Another variant with another configuration for the shared ConfigMap, whose intel and
+    // arm this `up` does not declare: refused before anything is applied (it replaced their
+    // configuration, for their next pod to run, and nothing rolled).
+    let other = dir.path().join("other.conf");
+    std::fs::write(&other, "events {}\nhttp { server { listen 80; } }\n").unwrap();
+    let o = k8s(
+        c,
+        ns,
+        &[
+            "up",
+            "--variant",
+            "extra:arch=amd64",
+            "--config",
+            other.to_str().unwrap(),
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ConfigMap nginx-config: arm, intel run with another configuration in it"),
+        "{err}"
+    );
+    let extra = c.kubectl_ok(&["-n", ns, "get", "deployments", "-o", "name"]);
+    assert!(!extra.contains("extra"), "{extra}");
     // curl: the tuned JSON names the pod that answered; multiarch spreads over both
     // (kube-proxy's rules choose the endpoint).
     let one = ok(&k8s(c, ns, &["curl", "arm"]));
@@ -740,6 +764,25 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
         (o.status.success() && stdout(&o).contains("metrics API")).then(|| stdout(&o))
     });
     assert!(top.contains(&pod), "{top}");
+    // A load by that user cannot watch its pod: said at once in RBAC's words, with the one
+    // exec refused (it was retried for 10 s, then the API's status dumped raw).
+    let exec = format!("/api/v1/namespaces/{ns}/pods/{pod}/exec");
+    let streams = || audited(c, |_, uri| uri.starts_with(&exec) && uri.contains("while"));
+    let before = audited(c, |_, uri| uri.starts_with(&exec));
+    let o = k8s_as(c, &viewer, ns, &["load", "arm", "-d", "1s", "-c", "1"]);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("(RBAC: archbench needs to create pods/exec); ask for that permission"),
+        "{err}"
+    );
+    assert!(!err.contains("Status {"), "{err}");
+    assert_eq!(
+        audited(c, |_, uri| uri.starts_with(&exec)) - before,
+        1,
+        "{err}"
+    );
+    let refused = streams();
     // A load whose pod's nginx is killed a moment in: the run is kept, the restart told. The
     // run lasts long enough for the restart to be seen within it on a loaded machine (the full
     // suite ended a 4 s run first once, and an 8 s run once: the arm pod's nginx restarts
@@ -761,10 +804,10 @@ fn a_pod_restarted_during_a_load_is_followed_and_reported() {
     )
     .spawn()
     .unwrap();
-    // The load has begun once the pod's cgroup stream (an exec) is open.
-    let exec = format!("/api/v1/namespaces/{ns}/pods/{pod}/exec");
+    // The load has begun once the pod's cgroup stream (an exec) is open: its own, not the
+    // refused one above.
     crate::util::wait_until("the cgroup stream of the pod", PROMPTLY, || {
-        audited(c, |_, uri| uri.starts_with(&exec) && uri.contains("while")) > 0
+        streams() > refused
     });
     c.kill_pod(ns, &pod);
     let o = finish_within(child, PROMPTLY * 2);

@@ -17,6 +17,9 @@ pub fn top(
     loop {
         // Listed afresh each time: a restarted pod is followed by its new name.
         let pods = runtime.block_on(k8s::pods_of(cluster, None))?;
+        if pods.is_empty() {
+            runtime.block_on(k8s::namespace_exists(&cluster.client, &cluster.namespace))?;
+        }
         let usage = runtime.block_on(k8s::top(cluster, &pods))?;
         let w = usage
             .iter()
@@ -33,11 +36,12 @@ pub fn top(
             for u in &usage {
                 writeln!(
                     out,
-                    "{:<w$}{:<40}{:>12.3}{:>14}  {}",
+                    "{:<w$}{:<40}{:>12}{:>14}  {}",
                     u.variant,
                     u.pod,
-                    u.cores,
-                    crate::units::bytes_iec(u.memory_bytes as f64),
+                    u.cores.map_or("-".into(), |c| format!("{c:.3}")),
+                    u.memory_bytes
+                        .map_or("-".into(), |m| crate::units::bytes_iec(m as f64)),
                     u.source
                 )?;
             }
