@@ -50,7 +50,13 @@ pub fn micros(text: &str) -> Result<f64, String> {
     let (num, scale) = [("µs", 1.0), ("us", 1.0), ("ms", 1e3), ("s", 1e6)]
         .iter()
         .find_map(|(u, s)| t.strip_suffix(u).map(|n| (n, *s)))
-        .ok_or_else(|| format!("{text:?} needs a unit (us, ms or s)"))?;
+        .ok_or_else(|| match t.to_lowercase() {
+            // "1MS": a unit, in the wrong case (M is mega elsewhere).
+            lower if lower != t && micros(&lower).is_ok() => {
+                format!("{text:?}: a unit is written in lower case (us, ms or s)")
+            }
+            _ => format!("{text:?} needs a unit (us, ms or s)"),
+        })?;
     let v = number(num)? * scale;
     if v > 3.6e12 {
         return Err(format!("{text:?} is out of range"));

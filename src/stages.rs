@@ -41,7 +41,7 @@ pub enum StagesError {
     Length(usize),
     #[error("stage {0}: rates must be finite and not negative")]
     Rate(usize),
-    #[error("the stages ask for no request at all (every rate is 0)")]
+    #[error("the stages ask for less than one request in all (their rates over their lengths)")]
     Nothing,
     #[error("more than {MAX_STAGES} stages")]
     TooMany,

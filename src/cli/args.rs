@@ -165,8 +165,8 @@ pub struct LoadArgs {
     pub connections: Connections,
     #[command(flatten)]
     pub threads: Threads,
-    /// How long to load (e.g. 10s, 1m) [default: run 10s unless -n is given; compare 3s per
-    /// run].
+    /// How long to load (e.g. 10s, 1m) [default: 10s for `run` (unless its -n is given), 3s
+    /// per run for `compare`].
     #[arg(short = 'd', long, value_parser = super::values::duration)]
     pub duration: Option<std::time::Duration>,
     #[command(flatten)]

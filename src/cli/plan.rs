@@ -349,7 +349,7 @@ fn staged_pacing(input: &PlanInput<'_>, stages: &Stages) -> Result<Pacing, PlanE
         .is_some_and(|d| (d.as_secs_f64() - stages.length_s()).abs() > 1e-6)
     {
         return Err(invalid(format!(
-            "the stages last {}s, which is the run's length: drop -d",
+            "the ramp or stages of --rate/--stages last {}s, which is the run's length: drop -d",
             stages.length_s()
         )));
     }

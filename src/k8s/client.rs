@@ -30,6 +30,23 @@ pub struct Cluster {
     pub(super) inspected: super::pod_build::Inspected,
 }
 
+/// `--context NAME` names one of the kubeconfig's contexts; "cannot read a kubeconfig:
+/// failed to load current context" said the file was the trouble, and not which names it has.
+fn known_context(kc: &Kubeconfig, context: &str) -> Result<(), K8sError> {
+    let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+    if names.contains(&context) {
+        return Ok(());
+    }
+    Err(K8sError::Usage(format!(
+        "--context {context:?}: the kubeconfig has no such context (it has: {})",
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    )))
+}
+
 impl Cluster {
     /// Builds a client and checks the API server answers (`/version`), so an unreachable
     /// cluster is one clear error before anything else.
@@ -42,6 +59,16 @@ impl Cluster {
             file: file.cloned(),
             source: e,
         };
+        if let Some(context) = &opts.context {
+            let read = match &opts.kubeconfig {
+                Some(path) => Kubeconfig::read_from(path),
+                None => Kubeconfig::read(),
+            };
+            // Unreadable: the reading below says why.
+            if let Ok(kc) = read {
+                known_context(&kc, context)?;
+            }
+        }
         let config = match &opts.kubeconfig {
             Some(path) => {
                 let kc = Kubeconfig::read_from(path)

@@ -173,6 +173,9 @@ fn write_target_notes(t: &TargetRuns, out: &mut dyn Write) -> io::Result<()> {
         return Ok(());
     };
     write_server_events(t, out)?;
+    if let Some(kinds) = errors_by_kind(t) {
+        writeln!(out, "  Errors {}: {kinds} (its runs together)", t.name)?;
+    }
     if let Some(answers) = t.runs.iter().find_map(|r| r.error_answers()) {
         writeln!(out, "  WARNING ({}): {answers}", t.name)?;
     }
@@ -193,6 +196,19 @@ fn write_target_notes(t: &TargetRuns, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// A target's failed requests by kind over its runs ("protocol 2,434, read 2"): the table
+/// has their count only, and "see the errors in the report" must find them.
+pub(super) fn errors_by_kind(t: &TargetRuns) -> Option<String> {
+    let kinds: Vec<String> = crate::stats::ErrorKind::ALL
+        .iter()
+        .filter_map(|k| {
+            let n: u64 = t.runs.iter().map(|r| r.errors.get(*k)).sum();
+            (n > 0).then(|| format!("{} {}", k.name(), crate::units::grouped(n)))
+        })
+        .collect();
+    (!kinds.is_empty()).then(|| kinds.join(", "))
 }
 
 /// Each run's events on a target's watched servers, where their sampling stopped, their

@@ -28,6 +28,17 @@ impl Report<ComparisonResult> for MarkdownReport {
         if !lines.is_empty() {
             writeln!(out)?;
         }
+        let errors: Vec<(&str, String)> = c
+            .targets
+            .iter()
+            .filter_map(|t| Some((t.name.as_str(), super::compare::errors_by_kind(t)?)))
+            .collect();
+        for (name, kinds) in &errors {
+            writeln!(out, "- **Errors {name}** {kinds} (its runs together)")?;
+        }
+        if !errors.is_empty() {
+            writeln!(out)?;
+        }
         writeln!(
             out,
             "<details><summary>Reproduce one run of each target</summary>"

@@ -1280,3 +1280,63 @@ fn tokens_replaced(yaml: &str) -> (String, Vec<String>) {
     }
     (out, tokens)
 }
+
+/// `k8s --context NAME` that the kubeconfig lacks: named, with the contexts it has, before
+/// any cluster is asked (it said "cannot read a kubeconfig: failed to load current context").
+#[test]
+fn a_context_the_kubeconfig_lacks_is_named_with_the_ones_it_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\n\
+         clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {}}]\n\
+         contexts: [{name: here, context: {cluster: c, user: u}}]\n\
+         current-context: here\n",
+    )
+    .unwrap();
+    let o = archbench(&[
+        "k8s",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--context",
+        "nope",
+        "status",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--context \"nope\": the kubeconfig has no such context (it has: here)"),
+        "{err}"
+    );
+}
+
+/// A comparison whose targets failed says how, in its text and Markdown: the table counts the
+/// errors only, and the closing line sends the reader to "the errors in the report".
+#[test]
+fn a_comparisons_errors_are_told_by_kind() {
+    let (a, b) = (nothing_listens(), nothing_listens());
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("c.md");
+    let o = archbench(&[
+        "compare",
+        &format!("a={a}"),
+        &format!("b={b}"),
+        "-c",
+        "1",
+        "-d",
+        "200ms",
+        "--runs",
+        "1",
+        "--no-warmup",
+        "--markdown",
+        md.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("  Errors a: connect "), "{text}");
+    assert!(text.contains("(its runs together)"), "{text}");
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("- **Errors b** connect "), "{md}");
+}

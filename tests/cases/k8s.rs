@@ -523,6 +523,10 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
         err.contains("no node with kubernetes.io/arch=arm64"),
         "{err}"
     );
+    // The arm Deployment that `up` left mounts the shared configuration, and an `up` of
+    // intel alone with another one would be refused while it is there (its pod, once
+    // placed, would run that one): gone first.
+    ok(&k8s(c, ns, &["down"]));
     // An image that cannot be pulled.
     let o = k8s(
         c,
