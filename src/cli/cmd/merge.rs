@@ -15,7 +15,8 @@ pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
         &a.output,
         "merge",
         &[Format::Json, Format::Markdown, Format::Html],
-    )?;
+    )?
+    .not_replacing(&a.files)?;
     // Two passes, so memory holds one source's histograms at a time: every file is read and
     // checked first (a refusal comes before any merging) and its start noted; then each is
     // read again and merged. What cannot be read twice (a pipe, `<(ssh … cat r.json)`) is
