@@ -92,9 +92,9 @@ pub enum DocumentError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("{path} is not an archbench document (kind {kind:?}; expected {RESULT_KIND:?} or {COMPARISON_KIND:?})")]
+    #[error("{path} is not an archbench document (kind {kind:?}; expected {RESULT_KIND:?}, {COMPARISON_KIND:?} or {SWEEP_KIND:?})")]
     UnknownKind { path: PathBuf, kind: String },
-    #[error("{path} is a {kind} of schema_version {version}, which this archbench does not read (it reads {readable}; it writes {current}); use the archbench that wrote it")]
+    #[error("{path} is an {kind} of schema_version {version}, which this archbench does not read (it reads {readable}; it writes {current}); use the archbench that wrote it")]
     UnknownVersion {
         path: PathBuf,
         kind: &'static str,
@@ -126,7 +126,7 @@ pub enum DocumentError {
         field: String,
         why: String,
     },
-    #[error("{path} is a {found}; {wanted}")]
+    #[error("{path} is an {found}; {wanted}")]
     WrongKind {
         path: PathBuf,
         found: &'static str,

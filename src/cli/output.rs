@@ -11,6 +11,7 @@ use clap::ValueEnum as _;
 use super::flags::{Format, JsonFile, OutputArgs};
 use super::signals::StopSignals;
 use super::PlanError;
+use crate::printable::escaped;
 use crate::report::{
     ports_note, save_json_value, HtmlPage, JsonReport, MarkdownReport, Report, TextReport,
 };
@@ -267,11 +268,13 @@ where
     JsonReport: Report<D>,
     HtmlPage: Report<D>,
 {
+    // A document's text (URLs, names, labels) reaches the terminal escaped: an escape
+    // sequence in it must not recolour or rewrite the screen. JSON escapes its own.
     match fmt {
-        Format::Text | Format::Wrk => TextReport.write(doc, out),
-        Format::Markdown => MarkdownReport.write(doc, out),
+        Format::Text | Format::Wrk => escaped(out, |o| TextReport.write(doc, o)),
+        Format::Markdown => escaped(out, |o| MarkdownReport.write(doc, o)),
         Format::Json => JsonReport.write(doc, out),
-        Format::Html => HtmlPage.write(doc, out),
+        Format::Html => escaped(out, |o| HtmlPage.write(doc, o)),
     }
 }
 

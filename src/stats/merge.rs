@@ -15,8 +15,12 @@ use crate::timefmt;
 pub enum MergeError {
     #[error("nothing to merge")]
     Empty,
-    #[error("{file}: started_at {value:?} is not an RFC 3339 time")]
-    StartedAt { file: String, value: String },
+    #[error("{file}: started_at {value:?} {why}")]
+    StartedAt {
+        file: String,
+        value: String,
+        why: &'static str,
+    },
     #[error("{file}: {why}")]
     Inconsistent { file: String, why: String },
     #[error("{file}: {source}; merge only results of archbench runs")]
@@ -54,6 +58,11 @@ pub fn started_at(file: &str, value: &str) -> Result<SystemTime, MergeError> {
     timefmt::parse_rfc3339(value).ok_or_else(|| MergeError::StartedAt {
         file: file.to_string(),
         value: value.to_string(),
+        why: if timefmt::rfc3339_out_of_range(value) {
+            "lies beyond the times archbench represents (up to 9999-12-30T22:00:00Z)"
+        } else {
+            "is not an RFC 3339 time"
+        },
     })
 }
 

@@ -614,3 +614,100 @@ fn documents_whose_figures_disagree_are_refused_naming_what() {
         assert!(stdout(&o).is_empty(), "{file}: {}", stdout(&o));
     }
 }
+
+/// What a document holds is said in words and printed safely: a histogram that cannot be
+/// decoded, a kind unknown, a time beyond the calendar's reach each get a sentence; bounds
+/// no archbench histogram has, and a file no document is as large as (`/dev/zero`), are
+/// refused before anything is allocated for them; a document's text reaches the terminal
+/// with its control characters escaped.
+#[test]
+fn what_a_document_holds_is_said_in_words_and_printed_safely() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let good = crate::util::run_json(&s.url(), 20);
+    let dir = tempfile::tempdir().unwrap();
+    let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut doc = good.clone();
+        edit(&mut doc);
+        let file = dir.path().join(name);
+        std::fs::write(&file, doc.to_string()).unwrap();
+        file.to_str().unwrap().to_string()
+    };
+    let plain = edited("good.json", &|_| {});
+    // Values up to 2^62 at 5 digits: 47 MB of counts for each histogram, from 5 KB of text.
+    let mut wide = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1 << 62, 5).unwrap();
+    wide.record(100).unwrap();
+    let wide = serde_json::to_value(archbench::stats::SerializedHistogram(wide)).unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "report".into(),
+                edited("empty.json", &|d| d["histograms"]["total"] = "".into()),
+            ],
+            "a histogram cannot be decoded: it ends early (empty or cut short)",
+        ),
+        (
+            vec![
+                "report".into(),
+                edited("wide.json", &|d| d["histograms"]["total"] = wide.clone()),
+            ],
+            "a histogram claims values up to 4611686018427387904 at 5 significant digits",
+        ),
+        (
+            vec![
+                "report".into(),
+                edited("kind.json", &|d| d["kind"] = "archbench-foo".into()),
+            ],
+            "expected \"archbench-result\", \"archbench-comparison\" or \"archbench-sweep\"",
+        ),
+        (
+            vec![
+                "report".into(),
+                edited("v99.json", &|d| d["schema_version"] = 99.into()),
+            ],
+            "is an archbench-result of schema_version 99",
+        ),
+        (
+            vec![
+                "merge".into(),
+                plain.clone(),
+                edited("late.json", &|d| {
+                    d["started_at"] = "9999-12-31T23:59:59Z".into()
+                }),
+            ],
+            "started_at \"9999-12-31T23:59:59Z\" lies beyond the times archbench represents",
+        ),
+        (
+            vec!["report".into(), "/dev/zero".into()],
+            "/dev/zero is larger than 256 MiB",
+        ),
+    ];
+    for (args, needle) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = archbench(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    let red = edited("red.json", &|d| {
+        d["plan"]["url"] = "http://x/\u{1b}[31mred\u{1b}[0m\r".into()
+    });
+    for layout in ["text", "markdown", "html"] {
+        let o = archbench(&["report", &red, "-o", layout]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(!out.contains(['\u{1b}', '\r']), "{layout}: {out:?}");
+        assert!(out.contains("\\u{1b}[31mred"), "{layout}: {out}");
+    }
+    let help = stdout(&archbench(&["report", "--help"]));
+    assert!(help.contains("comparison or sweep"), "{help}");
+    // merge's note quotes both URLs: escaped too.
+    let o = archbench(&["merge", &plain, &red, "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let note = stderr(&o);
+    assert!(
+        note.contains("\\u{1b}[31mred\\u{1b}[0m\\r, not GET"),
+        "{note}"
+    );
+    assert!(!note.contains('\u{1b}'), "{note:?}");
+}

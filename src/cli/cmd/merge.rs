@@ -44,7 +44,11 @@ pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
     }
     let mut merged = merger.finish()?;
     for note in merge_notes(&merged.sources) {
-        crate::stderr_line!("archbench: note: {note}");
+        // The notes quote the documents' URLs: escaped, as the report does.
+        crate::stderr_line!(
+            "archbench: note: {}",
+            crate::printable::escape_controls(&note)
+        );
     }
     merged.limiter = crate::monitor::limiter(&merged);
     outputs.write(&merged)?;
