@@ -394,6 +394,20 @@ fn the_slowest_rate_allowed_runs_without_panicking() {
     assert!(text.contains("Pacing     target 0.001 req/s"), "{text}");
 }
 
+/// `doc` with `edit` made, written to `dir`/`name`: its path.
+fn edited_doc(
+    doc: &serde_json::Value,
+    dir: &std::path::Path,
+    name: &str,
+    edit: &dyn Fn(&mut serde_json::Value),
+) -> String {
+    let mut doc = doc.clone();
+    edit(&mut doc);
+    let file = dir.join(name);
+    std::fs::write(&file, doc.to_string()).unwrap();
+    file.to_str().unwrap().to_string()
+}
+
 /// A stored document with figures no run measures (hand-edited, or from elsewhere) is a usage
 /// error naming the field, not a report of "answered in -1.00s", "Status abc" or
 /// 18,446,744,073,709,551,615 req/s.
@@ -403,11 +417,7 @@ fn absurd_figures_in_a_document_are_refused_naming_the_field() {
     let good = crate::util::run_json(&s.url(), 20);
     let dir = tempfile::tempdir().unwrap();
     let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
-        let mut doc = good.clone();
-        edit(&mut doc);
-        let file = dir.path().join(name);
-        std::fs::write(&file, doc.to_string()).unwrap();
-        file.to_str().unwrap().to_string()
+        edited_doc(&good, dir.path(), name, edit)
     };
     let cases: Vec<(String, &str)> = vec![
         (
@@ -503,11 +513,7 @@ fn documents_whose_figures_disagree_are_refused_naming_what() {
         assert!(o.status.success(), "{name}: {}", stderr(&o));
     }
     let edited = |from: usize, name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
-        let mut doc = docs[from].1.clone();
-        edit(&mut doc);
-        let file = path(name);
-        std::fs::write(&file, doc.to_string()).unwrap();
-        file
+        edited_doc(&docs[from].1, dir.path(), name, edit)
     };
     let requests = docs[0].1["totals"]["requests"].as_u64().unwrap();
     let cases: Vec<(String, &str)> = vec![
@@ -626,11 +632,7 @@ fn what_a_document_holds_is_said_in_words_and_printed_safely() {
     let good = crate::util::run_json(&s.url(), 20);
     let dir = tempfile::tempdir().unwrap();
     let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
-        let mut doc = good.clone();
-        edit(&mut doc);
-        let file = dir.path().join(name);
-        std::fs::write(&file, doc.to_string()).unwrap();
-        file.to_str().unwrap().to_string()
+        edited_doc(&good, dir.path(), name, edit)
     };
     let plain = edited("good.json", &|_| {});
     // Values up to 2^62 at 5 digits: 47 MB of counts for each histogram, from 5 KB of text.
