@@ -713,6 +713,9 @@ fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String
         ));
     }
     table.push_str("</table>\n");
+    if let Some(note) = super::sweep::cut_short_note(t) {
+        table.push_str(&format!("<p class=\"fail\">{}</p>\n", esc(&note)));
+    }
     table.push_str(&format!("<p>Knee: {}</p>\n", esc(&t.knee_reason)));
     if let Some(cost) = super::sweep::cost_line(t) {
         table.push_str(&format!("<p>Cost {}</p>\n", esc(&cost)));

@@ -167,14 +167,19 @@ fn write_points(ladder: LadderKind, t: &TargetSweep, out: &mut dyn Write) -> io:
             }
         )?;
     }
-    if let Some(p) = t.points.iter().find(|p| p.cut_short) {
-        writeln!(
-            out,
-            "  (at {} the run was cut short by the interruption: shown, not judged)",
-            load_text(p.load)
-        )?;
+    if let Some(note) = cut_short_note(t) {
+        writeln!(out, "  ({note})")?;
     }
     Ok(())
+}
+
+/// The load where an interruption cut the target's run short, said beside its table.
+pub(super) fn cut_short_note(t: &TargetSweep) -> Option<String> {
+    let p = t.points.iter().find(|p| p.cut_short)?;
+    Some(format!(
+        "at {} the run was cut short by the interruption: shown, not judged",
+        load_text(p.load)
+    ))
 }
 
 /// The USL line: the fit's coefficients, where throughput peaks and how well it fits, or

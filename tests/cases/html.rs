@@ -295,7 +295,7 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
 }
 
 /// The page says what the text says: an interrupted run, comparison or sweep is marked
-/// INTERRUPTED; a run's Status, Transfer, Client and (open loop) Pacing lines are there; a
+/// INTERRUPTED (and a step cut short named); a run's Status, Transfer, Client and (open loop) Pacing lines are there; a
 /// priced sweep has its Cost and Per dollar lines.
 #[test]
 fn the_page_says_what_the_text_says() {
@@ -358,4 +358,13 @@ fn the_page_says_what_the_text_says() {
         let html = page(&[f]);
         assert!(html.contains("INTERRUPTED</span></h2>"), "{f}: {html}");
     }
+    // A step the interruption cut short is said under its table, as the text says it.
+    let mut doc = read_json(&sweep);
+    doc["targets"][0]["points"][1]["cut_short"] = true.into();
+    std::fs::write(&sweep, doc.to_string()).unwrap();
+    let html = page(&[&sweep]);
+    assert!(
+        html.contains("at 2 the run was cut short by the interruption"),
+        "{html}"
+    );
 }
