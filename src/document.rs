@@ -160,14 +160,22 @@ pub fn read_text(path: &Path) -> Result<String, DocumentError> {
         source,
     };
     let file = std::fs::File::open(path).map_err(io)?;
+    let too_large = || DocumentError::TooLarge {
+        path: path.to_path_buf(),
+    };
+    // A regular file says its size: refused without reading it.
+    if file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() > MAX_DOCUMENT_BYTES)
+    {
+        return Err(too_large());
+    }
     let mut bytes = Vec::new();
     file.take(MAX_DOCUMENT_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(io)?;
     if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
-        return Err(DocumentError::TooLarge {
-            path: path.to_path_buf(),
-        });
+        return Err(too_large());
     }
     String::from_utf8(bytes).map_err(|e| {
         io(std::io::Error::new(

@@ -639,6 +639,13 @@ fn what_a_document_holds_is_said_in_words_and_printed_safely() {
     let mut wide = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1 << 62, 5).unwrap();
     wide.record(100).unwrap();
     let wide = serde_json::to_value(archbench::stats::SerializedHistogram(wide)).unwrap();
+    // 300 MiB of nothing (a sparse file): refused by its size, unread.
+    let sparse = dir.path().join("sparse.json");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    let sparse = sparse.to_str().unwrap().to_string();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec![
@@ -681,6 +688,10 @@ fn what_a_document_holds_is_said_in_words_and_printed_safely() {
         (
             vec!["report".into(), "/dev/zero".into()],
             "/dev/zero is larger than 256 MiB",
+        ),
+        (
+            vec!["report".into(), sparse],
+            "sparse.json is larger than 256 MiB",
         ),
     ];
     for (args, needle) in &cases {
