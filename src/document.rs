@@ -92,9 +92,9 @@ pub enum DocumentError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("{path} is not an archbench document (kind {kind:?}; expected {RESULT_KIND:?} or {COMPARISON_KIND:?})")]
+    #[error("{path} is not an archbench document (kind {kind:?}; expected {RESULT_KIND:?}, {COMPARISON_KIND:?} or {SWEEP_KIND:?})")]
     UnknownKind { path: PathBuf, kind: String },
-    #[error("{path} is a {kind} of schema_version {version}, which this archbench does not read (it reads {readable}; it writes {current}); use the archbench that wrote it")]
+    #[error("{path} is an {kind} of schema_version {version}, which this archbench does not read (it reads {readable}; it writes {current}); use the archbench that wrote it")]
     UnknownVersion {
         path: PathBuf,
         kind: &'static str,
@@ -109,6 +109,15 @@ pub enum DocumentError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("{path} is not a valid {kind}: {why}")]
+    Disagrees {
+        path: PathBuf,
+        kind: &'static str,
+        /// Which figures, and how they disagree.
+        why: String,
+    },
+    #[error("{path} is larger than {} MiB, far more than any document archbench writes; is it one?", MAX_DOCUMENT_BYTES >> 20)]
+    TooLarge { path: PathBuf },
     #[error("{path} is not a valid {kind}: {field} {why}")]
     Figure {
         path: PathBuf,
@@ -117,7 +126,7 @@ pub enum DocumentError {
         field: String,
         why: String,
     },
-    #[error("{path} is a {found}; {wanted}")]
+    #[error("{path} is an {found}; {wanted}")]
     WrongKind {
         path: PathBuf,
         found: &'static str,
@@ -137,11 +146,42 @@ pub fn read_result(path: &Path, wanted: &'static str) -> Result<RunResult, Docum
     read_result_text(path, &text, wanted)
 }
 
-/// The text of the document at `path`.
+/// Largest document read, in bytes: far beyond what archbench writes (a run's document is
+/// about a MiB per hour of latency series; a 1,000-run comparison of such runs stays below),
+/// and a bound on what a file, or `/dev/zero`, can make a reader hold.
+pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+
+/// The text of the document at `path`, refused past [`MAX_DOCUMENT_BYTES`] (read up to one
+/// byte more, so a device or a pipe that never ends is refused too).
 pub fn read_text(path: &Path) -> Result<String, DocumentError> {
-    std::fs::read_to_string(path).map_err(|source| DocumentError::Io {
+    use std::io::Read as _;
+    let io = |source| DocumentError::Io {
         path: path.to_path_buf(),
         source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let too_large = || DocumentError::TooLarge {
+        path: path.to_path_buf(),
+    };
+    // A regular file says its size: refused without reading it.
+    if file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() > MAX_DOCUMENT_BYTES)
+    {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_DOCUMENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("it is not UTF-8 text ({e})"),
+        ))
     })
 }
 
@@ -216,13 +256,26 @@ fn read_checked(
         kind: kind.name(),
         source,
     };
-    Ok(match kind {
+    let doc = match kind {
         DocumentKind::Result => Document::Result(serde_json::from_value(value).map_err(invalid)?),
         DocumentKind::Comparison => {
             Document::Comparison(serde_json::from_value(value).map_err(invalid)?)
         }
         DocumentKind::Sweep => Document::Sweep(serde_json::from_value(value).map_err(invalid)?),
-    })
+    };
+    // Figures in range may still contradict each other (status codes that do not add up
+    // to the requests): a report of them would say both.
+    let agreed = match &doc {
+        Document::Result(r) => r.check_figures(),
+        Document::Comparison(c) => c.check_figures(),
+        Document::Sweep(s) => s.check_figures(),
+    };
+    agreed.map_err(|why| DocumentError::Disagrees {
+        path: path.to_path_buf(),
+        kind: kind.name(),
+        why,
+    })?;
+    Ok(doc)
 }
 
 /// Largest figure a document may hold, in any unit: far beyond what a run measures (10^18

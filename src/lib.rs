@@ -21,6 +21,7 @@ pub mod monitor;
 pub mod nginx;
 pub mod os;
 pub mod placement;
+pub mod printable;
 pub mod quantity;
 pub mod report;
 pub mod script;

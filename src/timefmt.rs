@@ -28,6 +28,15 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     text.parse::<Timestamp>().ok().map(SystemTime::from)
 }
 
+/// Whether `text` is an RFC 3339 time that [`parse_rfc3339`] refuses only for lying beyond
+/// the instants it represents (jiff's, from year -9999 to 9999-12-30T22:00Z, e.g.
+/// 9999-12-31T23:59:59Z), so that an error can say that rather than "not RFC 3339".
+pub fn rfc3339_out_of_range(text: &str) -> bool {
+    use jiff::fmt::temporal::Pieces;
+    parse_rfc3339(text).is_none()
+        && Pieces::parse(text).is_ok_and(|p| p.time().is_some() && p.offset().is_some())
+}
+
 /// A name safe for files: 20261201T051500Z.
 pub fn compact(t: SystemTime) -> String {
     instant(t).strftime("%Y%m%dT%H%M%SZ").to_string()
@@ -55,6 +64,21 @@ mod tests {
         assert_eq!(compact(t), "20251201T051500Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn a_valid_time_beyond_the_calendars_reach_is_told_from_a_malformed_one() {
+        assert_eq!(parse_rfc3339("9999-12-31T23:59:59Z"), None);
+        assert!(rfc3339_out_of_range("9999-12-31T23:59:59Z"));
+        assert!(rfc3339_out_of_range("9999-12-31T00:00:00.5+01:00"));
+        for text in [
+            "2026-13-01T00:00:00Z",
+            "yesterday",
+            "2026-12-01T00:00:00",
+            "2026-12-01T00:00:00Z",
+        ] {
+            assert!(!rfc3339_out_of_range(text), "{text}");
+        }
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub enum Command {
     H2load(H2loadArgs),
     /// Compare targets side by side over repeated runs, with a statistical verdict.
     Compare(CompareArgs),
-    /// Render a stored result or comparison (JSON) again.
+    /// Render a stored result, comparison or sweep (JSON) again.
     Report(ReportArgs),
     /// Serve nginx's welcome page from a small embedded HTTP/1.1 server.
     Serve(ServeArgs),

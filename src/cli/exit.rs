@@ -107,23 +107,10 @@ fn with_values_escaped(e: &clap::Error) -> String {
             _ => &[],
         };
         for t in typed.iter().filter(|t| t.contains(char::is_control)) {
-            rendered = rendered.replace(t.as_str(), &escape_controls(t));
+            rendered = rendered.replace(t.as_str(), &crate::printable::escape_controls(t));
         }
     }
     rendered
-}
-
-/// `text` with its control characters as Rust escapes them (`\n`, `\u{1b}`), the rest as is.
-fn escape_controls(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_debug().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 /// Prints the error on one line and picks the status: usage errors are 2, a closed stdout
@@ -134,7 +121,11 @@ fn exit_for(e: &anyhow::Error) -> i32 {
             return 0;
         }
     }
-    crate::stderr_line!("archbench: {}", one_line(e));
+    // A message may quote a document's text (its kind, a URL): escaped, as reports are.
+    crate::stderr_line!(
+        "archbench: {}",
+        crate::printable::escape_controls(&one_line(e))
+    );
     if e.downcast_ref::<PlanError>().is_some()
         || e.downcast_ref::<crate::document::DocumentError>().is_some()
         || e.downcast_ref::<crate::stats::MergeError>().is_some()

@@ -11,6 +11,7 @@ use clap::ValueEnum as _;
 use super::flags::{Format, JsonFile, OutputArgs};
 use super::signals::StopSignals;
 use super::PlanError;
+use crate::printable::escaped;
 use crate::report::{
     ports_note, save_json_value, HtmlPage, JsonReport, MarkdownReport, Report, TextReport,
 };
@@ -167,11 +168,16 @@ pub fn write_html(
 }
 
 /// The page and the charts' places, checked before anything is read or printed: the page as
-/// every report file is, the charts' directory one that exists or can be made in one that
-/// does.
-pub fn check_html_outputs(html: Option<&Path>, svg_dir: Option<&Path>) -> Result<(), PlanError> {
+/// every report file is (never one of the `inputs`), the charts' directory one that exists or
+/// can be made in one that does.
+pub fn check_html_outputs(
+    html: Option<&Path>,
+    svg_dir: Option<&Path>,
+    inputs: &[PathBuf],
+) -> Result<(), PlanError> {
     if let Some(p) = html {
         writable("--html", p)?;
+        not_an_input("--html", p, inputs)?;
     }
     let Some(dir) = svg_dir else { return Ok(()) };
     let refuse = |why: String| {
@@ -226,6 +232,33 @@ fn writable(flag: &str, path: &Path) -> Result<(), PlanError> {
     }
 }
 
+/// Refuses an output `path` (given as `flag`) that is one of the `inputs`: the report would
+/// replace the document it was made from. Told by device and inode, so `./a.json`, `a.json`
+/// and a link to it are one file; only a regular file can be replaced (a pipe read as input
+/// and `/dev/stdout` as output are not the same thing even when they share a terminal).
+fn not_an_input(flag: &str, path: &Path, inputs: &[PathBuf]) -> Result<(), PlanError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(out) = std::fs::metadata(path) else {
+        return Ok(()); // not there yet: no input is
+    };
+    let same = |input: &PathBuf| {
+        std::fs::metadata(input)
+            .is_ok_and(|m| m.is_file() && m.dev() == out.dev() && m.ino() == out.ino())
+    };
+    match inputs.iter().find(|i| same(i)) {
+        Some(input) if input.as_path() == path => Err(PlanError::Invalid(format!(
+            "{flag} {}: it is one of the input files; give the report a file of its own",
+            path.display()
+        ))),
+        Some(input) => Err(PlanError::Invalid(format!(
+            "{flag} {}: it is the input file {}; give the report a file of its own",
+            path.display(),
+            input.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A document (of any kind, or one read back) in the layout `report` and `merge` were asked
 /// for. `Wrk` is `k8s load`'s alone and never reaches here (`OutputPlan::new` refuses it).
 pub fn write_as<D: ?Sized>(doc: &D, fmt: Format, out: &mut dyn Write) -> io::Result<()>
@@ -235,11 +268,13 @@ where
     JsonReport: Report<D>,
     HtmlPage: Report<D>,
 {
+    // A document's text (URLs, names, labels) reaches the terminal escaped: an escape
+    // sequence in it must not recolour or rewrite the screen. JSON escapes its own.
     match fmt {
-        Format::Text | Format::Wrk => TextReport.write(doc, out),
-        Format::Markdown => MarkdownReport.write(doc, out),
+        Format::Text | Format::Wrk => escaped(out, |o| TextReport.write(doc, o)),
+        Format::Markdown => escaped(out, |o| MarkdownReport.write(doc, o)),
         Format::Json => JsonReport.write(doc, out),
-        Format::Html => HtmlPage.write(doc, out),
+        Format::Html => escaped(out, |o| HtmlPage.write(doc, o)),
     }
 }
 
@@ -293,6 +328,26 @@ impl OutputPlan {
         .checked()
     }
 
+    /// The plan, refused when one of its files is one of the documents read (`merge`'s).
+    pub fn not_replacing(self, inputs: &[PathBuf]) -> Result<OutputPlan, PlanError> {
+        for (flag, p) in self.flagged() {
+            not_an_input(flag, p, inputs)?;
+        }
+        Ok(self)
+    }
+
+    /// Every file of the plan with the flag that named it.
+    fn flagged(&self) -> Vec<(&'static str, &PathBuf)> {
+        [
+            ("--json", &self.json),
+            ("--markdown", &self.markdown),
+            ("--html", &self.html),
+        ]
+        .into_iter()
+        .flat_map(|(flag, paths)| paths.iter().map(move |p| (flag, p)))
+        .collect()
+    }
+
     /// Only a JSON file, as the front ends' `--json` (their stdout is the tool's own layout).
     pub fn json_only(j: &JsonFile) -> Result<OutputPlan, PlanError> {
         OutputPlan {
@@ -305,12 +360,7 @@ impl OutputPlan {
     /// The plan if every file of it can be written, checked before any load so that a long
     /// run never ends unable to save what it measured.
     fn checked(self) -> Result<OutputPlan, PlanError> {
-        let flagged = [("--json", &self.json), ("--markdown", &self.markdown)];
-        let all: Vec<(&str, &PathBuf)> = flagged
-            .into_iter()
-            .chain([("--html", &self.html)])
-            .flat_map(|(flag, paths)| paths.iter().map(move |p| (flag, p)))
-            .collect();
+        let all = self.flagged();
         for (k, (flag, p)) in all.iter().enumerate() {
             writable(flag, p)?;
             // Two reports into one file: the last would replace the first.

@@ -462,6 +462,93 @@ impl ComparisonResult {
         }
     }
 
+    /// Whether the comparison's figures agree, as every comparison archbench writes does:
+    /// each run's own ([`RunResult::check_figures`]), every target measured (unless the
+    /// comparison was interrupted before its turn), each median inside its own range and
+    /// inside the range of its runs' values, p-values probabilities. Where they disagree,
+    /// which figure and why.
+    pub fn check_figures(&self) -> Result<(), String> {
+        if self.targets.is_empty() {
+            return Err("it compares no target".into());
+        }
+        for (i, t) in self.targets.iter().enumerate() {
+            if t.runs.is_empty() && !self.interrupted {
+                return Err(format!(
+                    "targets[{i}] ({}) has no runs, yet the comparison was not interrupted",
+                    t.name
+                ));
+            }
+            for (k, r) in t.runs.iter().enumerate() {
+                r.check_figures()
+                    .map_err(|why| format!("targets[{i}].runs[{k}]: {why}"))?;
+            }
+        }
+        for m in &self.metrics {
+            for s in &m.targets {
+                self.check_summary(m, s)
+                    .map_err(|why| format!("{} of {}: {why}", m.metric, s.name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One target's summary of one metric against its own range and its runs.
+    fn check_summary(&self, m: &MetricComparison, s: &MetricSummary) -> Result<(), String> {
+        let d = s.versus_baseline.as_ref();
+        if let Some(p) = d
+            .and_then(|d| d.p_value)
+            .filter(|p| !(0.0..=1.0).contains(p))
+        {
+            return Err(format!("p-value {p} is not a probability (0 to 1)"));
+        }
+        let Some(median) = s.median else {
+            return Ok(());
+        };
+        // The difference is the medians' (but from a zero baseline, where it is 0).
+        let base = m
+            .targets
+            .first()
+            .and_then(|b| b.median)
+            .filter(|b| *b != 0.0);
+        if let Some((d, base)) = d.zip(base) {
+            let relative = median / base - 1.0;
+            if (d.relative - relative).abs() > 1e-9 * relative.abs().max(1.0) {
+                return Err(format!(
+                    "the difference to the baseline is {}, its medians give {relative}",
+                    d.relative
+                ));
+            }
+        }
+        let within = |lo: f64, hi: f64| {
+            // Stored as written; a margin for a reader's own rounding only.
+            let slack = 1e-9 * median.abs().max(1.0);
+            lo - slack <= median && median <= hi + slack
+        };
+        if let (Some(lo), Some(hi)) = (s.min, s.max) {
+            if !within(lo, hi) {
+                return Err(format!(
+                    "median {median} lies outside its range [{lo}..{hi}]"
+                ));
+            }
+        }
+        let Some(t) = self.targets.iter().find(|t| t.name == s.name) else {
+            return Err("no target of that name".into());
+        };
+        let Some(def) = METRICS.iter().find(|d| d.name == m.metric) else {
+            return Ok(()); // a metric of another build: nothing here reads it
+        };
+        let values: Vec<f64> = t.judged().filter_map(def.read).collect();
+        let lo = values.iter().copied().reduce(f64::min);
+        let hi = values.iter().copied().reduce(f64::max);
+        match lo.zip(hi) {
+            Some((lo, hi)) if within(lo, hi) => Ok(()),
+            Some((lo, hi)) => Err(format!(
+                "median {median} lies outside its runs' values [{lo}..{hi}]"
+            )),
+            None => Err(format!("median {median}, yet no run has a value")),
+        }
+    }
+
     /// Why some differences carry no verdict, each reason once.
     pub fn no_verdict_reasons(&self) -> Vec<String> {
         let mut reasons: Vec<String> = Vec::new();

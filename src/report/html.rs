@@ -33,6 +33,9 @@ pub struct Chart {
 /// A section of the report before it is written: its heading, HTML body parts and charts.
 struct Section {
     heading: String,
+    /// A run, comparison or sweep stopped by a signal before its end: said beside the
+    /// heading, as the text says "[INTERRUPTED]".
+    interrupted: bool,
     table: String,
     charts: Vec<Chart>,
     about: String,
@@ -100,8 +103,9 @@ impl HtmlReport {
         for (k, s) in sections.iter().enumerate() {
             writeln!(
                 out,
-                "<section id=\"section-{k}\"><h2>{}</h2>",
-                esc(&s.heading)
+                "<section id=\"section-{k}\"><h2>{}{}</h2>",
+                esc(&s.heading),
+                if s.interrupted { INTERRUPTED } else { "" }
             )?;
             out.write_all(s.table.as_bytes())?;
             for c in &s.charts {
@@ -120,13 +124,16 @@ impl HtmlReport {
     }
 }
 
+/// The mark of a document cut short by a signal, beside its heading or a run's name.
+const INTERRUPTED: &str = " <span class=\"fail interrupted\">INTERRUPTED</span>";
+
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em auto;max-width:960px;color:#111}\
 h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}\
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .5em}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f3f3f3}\
 figure.chart{margin:1.5em 0;page-break-inside:avoid}figure.chart svg{width:100%;height:auto}\
 figcaption{font-size:.85em;color:#444}dl{font-size:.85em}dt{font-weight:bold;margin-top:.4em}\
-code{font-size:.9em;word-break:break-all}.pass{color:#060}.fail{color:#a00;font-weight:bold}\
+code{font-size:.9em;word-break:break-all}pre.lines{font-size:.8em;white-space:pre-wrap}.pass{color:#060}.fail{color:#a00;font-weight:bold}\
 @media print{body{max-width:none}}";
 
 fn esc(s: &str) -> String {
@@ -336,8 +343,9 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
     for (name, r) in runs {
         let t = &r.latency.total;
         table.push_str(&format!(
-            "<tr><td>{}</td><td><code>{}</code></td>{}{}{}{}{}{}{}<td>{}</td></tr>\n",
+            "<tr><td>{}{}</td><td><code>{}</code></td>{}{}{}{}{}{}{}<td>{}</td></tr>\n",
             esc(name),
+            if r.interrupted { INTERRUPTED } else { "" },
             esc(&r.plan.url),
             num(
                 &grouped_rounded(r.totals.requests_per_sec),
@@ -354,6 +362,13 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
     }
     table.push_str("</table>\n");
     for (name, r) in runs {
+        // Status codes, transfer, client CPU and pacing: the text report's own lines.
+        table.push_str(&format!(
+            "<pre class=\"lines\" data-run=\"{}\">{}\n{}</pre>\n",
+            esc(name),
+            esc(name),
+            esc(&super::text::run_lines(r)?)
+        ));
         table.push_str(&entries_table(name, r));
     }
     let named = |f: &dyn Fn(&RunResult) -> Vec<(f64, f64)>| -> Vec<Line> {
@@ -389,6 +404,7 @@ fn runs_section(runs: &[(&str, &RunResult)], k: usize) -> io::Result<Section> {
             "Runs: {}",
             runs.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
         ),
+        interrupted: runs.iter().any(|(_, r)| r.interrupted),
         table,
         charts,
         about,
@@ -524,6 +540,7 @@ fn comparison_section(c: &ComparisonResult, k: usize) -> io::Result<Section> {
                 .collect::<Vec<_>>()
                 .join(" vs ")
         ),
+        interrupted: c.interrupted,
         table,
         charts: comparison_charts(c, k)?,
         about: about_comparison("Reproduce", c),
@@ -696,7 +713,13 @@ fn sweep_target_table(t: &crate::sweep::TargetSweep, load_title: &str) -> String
         ));
     }
     table.push_str("</table>\n");
+    if let Some(note) = super::sweep::cut_short_note(t) {
+        table.push_str(&format!("<p class=\"fail\">{}</p>\n", esc(&note)));
+    }
     table.push_str(&format!("<p>Knee: {}</p>\n", esc(&t.knee_reason)));
+    if let Some(cost) = super::sweep::cost_line(t) {
+        table.push_str(&format!("<p>Cost {}</p>\n", esc(&cost)));
+    }
     if let Some(stop) = &t.stopped {
         table.push_str(&format!(
             "<p>Stopped after {} {load_title}: {}</p>\n",
@@ -736,6 +759,9 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
         &s.scaling,
         "at the knee",
     ));
+    for line in super::sweep::per_dollar(s) {
+        table.push_str(&format!("<p>Per dollar {}</p>\n", esc(&line)));
+    }
     let about = s
         .steps
         .first()
@@ -756,6 +782,7 @@ fn sweep_section(s: &SweepResult, k: usize) -> io::Result<Section> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        interrupted: s.interrupted,
         table,
         charts: sweep_charts(s, k)?,
         about,

@@ -19,13 +19,8 @@ impl Report<SweepResult> for TextReport {
                 continue;
             }
             writeln!(out, "  Knee       {}", t.knee_reason)?;
-            if let (Some(price), Some(cost)) = (t.price_per_hour, t.cost_per_million_at_knee) {
-                writeln!(
-                    out,
-                    "  Cost       {} per million requests at the knee ({}/h)",
-                    super::compare::money(cost),
-                    super::compare::money(price)
-                )?;
+            if let Some(cost) = cost_line(t) {
+                writeln!(out, "  Cost       {cost}")?;
             }
             if let Some(stop) = &t.stopped {
                 writeln!(
@@ -49,9 +44,20 @@ impl Report<SweepResult> for TextReport {
     }
 }
 
+/// With `--cost`: a million requests at the knee, and the price given ("0.06945 per million
+/// requests at the knee (0.1000/h)"); the text's Cost line and the page's.
+pub(super) fn cost_line(t: &TargetSweep) -> Option<String> {
+    let (price, cost) = (t.price_per_hour?, t.cost_per_million_at_knee?);
+    Some(format!(
+        "{} per million requests at the knee ({}/h)",
+        super::compare::money(cost),
+        super::compare::money(price)
+    ))
+}
+
 /// The guide's claim, measured: each priced target's requests per dollar at its knee against
 /// the first priced one's ("large: 0.78x the requests per dollar of small at the knee, p99<5ms").
-fn per_dollar(s: &SweepResult) -> Vec<String> {
+pub(super) fn per_dollar(s: &SweepResult) -> Vec<String> {
     let priced: Vec<(&str, f64)> = s
         .targets
         .iter()
@@ -161,14 +167,19 @@ fn write_points(ladder: LadderKind, t: &TargetSweep, out: &mut dyn Write) -> io:
             }
         )?;
     }
-    if let Some(p) = t.points.iter().find(|p| p.cut_short) {
-        writeln!(
-            out,
-            "  (at {} the run was cut short by the interruption: shown, not judged)",
-            load_text(p.load)
-        )?;
+    if let Some(note) = cut_short_note(t) {
+        writeln!(out, "  ({note})")?;
     }
     Ok(())
+}
+
+/// The load where an interruption cut the target's run short, said beside its table.
+pub(super) fn cut_short_note(t: &TargetSweep) -> Option<String> {
+    let p = t.points.iter().find(|p| p.cut_short)?;
+    Some(format!(
+        "at {} the run was cut short by the interruption: shown, not judged",
+        load_text(p.load)
+    ))
 }
 
 /// The USL line: the fit's coefficients, where throughput peaks and how well it fits, or

@@ -301,6 +301,17 @@ fn write_entries(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// The lines on what a run did beside its latency: Requests, Transfer, Errors, Status,
+/// Client and (open loop) Stages, Pacing and Early, as the text report has them; the HTML
+/// page shows them as they are.
+pub(super) fn run_lines(r: &RunResult) -> io::Result<String> {
+    let mut out = Vec::new();
+    write_totals(r, &mut out)?;
+    write_errors(r, &mut out)?;
+    write_client(r, &mut out)?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
 /// The first two lines: version, method and URL, then the load (connections, threads,
 /// pacing, stop rule, connection reuse) and whether the run was interrupted.
 fn write_header(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {

@@ -43,14 +43,85 @@ pub fn encode_histogram(h: &Histogram<u64>) -> Result<String, String> {
     Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
-/// A histogram from [`encode_histogram`]'s text.
+/// A histogram from [`encode_histogram`]'s text. Its bounds are read first: decoding
+/// allocates the whole counts array they imply (a 5 KB text claiming values up to 2^62 at 5
+/// digits would take 47 MB), so bounds beyond any archbench records are refused before.
 pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text.as_bytes())
-        .map_err(|e| format!("histogram decoding: {e}"))?;
+        .map_err(|e| format!("a histogram is not base64 ({e})"))?;
+    check_header(&bytes)?;
     Deserializer::new()
         .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("histogram decoding: {e:?}"))
+        .map_err(|e| format!("a histogram cannot be decoded: {}", in_words(&e)))
+}
+
+/// Highest value a stored histogram may hold (2^40 µs: 12 days; archbench's reach 60 s,
+/// its worker rates 10^9), and its most significant digits (archbench's have 3).
+const STORED_HIGHEST: u64 = 1 << 40;
+const STORED_DIGITS: u32 = 3;
+/// Longest counts payload such a histogram can have: about 30,000 counts of 9 bytes at most.
+const STORED_PAYLOAD: u32 = 1 << 20;
+
+/// HdrHistogram's V2 cookies: plain, and deflated (then the plain one leads the inflated).
+const V2_COOKIE: u32 = 0x1c84_9313;
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+
+/// Refuses an encoding whose header claims more than archbench's histograms hold; a header
+/// that cannot be read is left to the decoder, which says why.
+fn check_header(bytes: &[u8]) -> Result<(), String> {
+    use std::io::Read as _;
+    let word = |b: &[u8], at: usize| {
+        b.get(at..at + 4)
+            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+    };
+    let mut header = [0u8; 40];
+    let read = match word(bytes, 0) {
+        Some(V2_COOKIE) => bytes.get(..40).map(|h| header.copy_from_slice(h)).is_some(),
+        Some(V2_DEFLATE_COOKIE) => {
+            flate2::read::ZlibDecoder::new(bytes.get(8..).unwrap_or_default())
+                .read_exact(&mut header)
+                .is_ok()
+        }
+        _ => false,
+    };
+    if !read {
+        return Ok(());
+    }
+    let long = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&header[at..at + 8]);
+        u64::from_be_bytes(w)
+    };
+    let (payload, digits, highest) = (word(&header, 4), word(&header, 12), long(24));
+    if payload.is_some_and(|p| p > STORED_PAYLOAD)
+        || digits.is_some_and(|d| d > STORED_DIGITS)
+        || highest > STORED_HIGHEST
+    {
+        return Err(format!(
+            "a histogram claims values up to {highest} at {} significant digits in {} bytes, more than archbench stores (up to {STORED_HIGHEST} at {STORED_DIGITS} digits); it was not written by archbench",
+            digits.unwrap_or_default(),
+            payload.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
+/// What a decoding error means, in words (hdrhistogram's Display is terse, its Debug a dump).
+fn in_words(e: &hdrhistogram::serialization::DeserializeError) -> String {
+    use hdrhistogram::serialization::DeserializeError as E;
+    match e {
+        E::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "it ends early (empty or cut short)".into()
+        }
+        E::IoError(io) => format!("its deflated data is damaged ({io})"),
+        E::InvalidCookie => "it is not an HdrHistogram V2 encoding".into(),
+        E::UnsupportedFeature => "it uses an HdrHistogram feature archbench does not read".into(),
+        E::UnsuitableCounterType => "a count is larger than archbench counts".into(),
+        E::InvalidParameters => "its bounds are not valid".into(),
+        E::UsizeTypeTooSmall => "it is too large for this machine".into(),
+        E::EncodedArrayTooLong => "it holds more counts than its range has".into(),
+    }
 }
 
 /// The numbers people quote from a latency distribution, in microseconds. With nothing
@@ -183,6 +254,41 @@ pub fn within_one_stdev(h: &Histogram<u64>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounds_no_archbench_histogram_has_are_refused_before_decoding() {
+        use hdrhistogram::serialization::V2Serializer;
+        let wide = Histogram::<u64>::new_with_bounds(1, 1 << 62, 5).unwrap();
+        let deflated = encode_histogram(&wide).unwrap();
+        let mut bytes = Vec::new();
+        V2Serializer::new().serialize(&wide, &mut bytes).unwrap();
+        let plain = base64::engine::general_purpose::STANDARD.encode(bytes);
+        for text in [deflated, plain] {
+            let e = decode_histogram(&text).unwrap_err();
+            assert!(
+                e.contains("claims values up to 4611686018427387904 at 5 significant digits"),
+                "{e}"
+            );
+        }
+        // What archbench records reads: latencies, worker rates, an hour-wide histogram.
+        for (high, digits) in [
+            (HIGHEST_US, 3),
+            (1_000_000_000, 3),
+            (3_600_000_000, 3),
+            (HIGHEST_US, 2),
+        ] {
+            let h = Histogram::<u64>::new_with_bounds(1, high, digits).unwrap();
+            assert!(
+                decode_histogram(&encode_histogram(&h).unwrap()).is_ok(),
+                "{high} {digits}"
+            );
+        }
+        let e = decode_histogram("").unwrap_err();
+        assert_eq!(
+            e,
+            "a histogram cannot be decoded: it ends early (empty or cut short)"
+        );
+    }
 
     #[test]
     fn serialization_round_trips_exactly() {

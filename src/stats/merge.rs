@@ -15,8 +15,12 @@ use crate::timefmt;
 pub enum MergeError {
     #[error("nothing to merge")]
     Empty,
-    #[error("{file}: started_at {value:?} is not an RFC 3339 time")]
-    StartedAt { file: String, value: String },
+    #[error("{file}: started_at {value:?} {why}")]
+    StartedAt {
+        file: String,
+        value: String,
+        why: &'static str,
+    },
     #[error("{file}: {why}")]
     Inconsistent { file: String, why: String },
     #[error("{file}: {source}; merge only results of archbench runs")]
@@ -54,6 +58,11 @@ pub fn started_at(file: &str, value: &str) -> Result<SystemTime, MergeError> {
     timefmt::parse_rfc3339(value).ok_or_else(|| MergeError::StartedAt {
         file: file.to_string(),
         value: value.to_string(),
+        why: if timefmt::rfc3339_out_of_range(value) {
+            "lies beyond the times archbench represents (up to 9999-12-30T22:00:00Z)"
+        } else {
+            "is not an RFC 3339 time"
+        },
     })
 }
 
@@ -75,6 +84,8 @@ pub struct Merger {
     interrupted: bool,
     servers: Vec<super::server::ServerUsage>,
     views: Vec<SourceRun>,
+    /// Whether the first source ran an open loop, and its file.
+    pacing: Option<(bool, String)>,
 }
 
 impl Merger {
@@ -95,6 +106,7 @@ impl Merger {
             interrupted: false,
             servers: Vec::new(),
             views: Vec::new(),
+            pacing: None,
         }
     }
 
@@ -108,6 +120,7 @@ impl Merger {
                 file: file.clone(),
                 why: "it started before the earliest start given to the merge".into(),
             })?;
+        self.same_pacing(&file, r.plan.rate.is_some())?;
         let rec = r.recording().map_err(|why| MergeError::Inconsistent {
             file: file.clone(),
             why,
@@ -153,6 +166,32 @@ impl Merger {
             limiter: r.limiter,
             pacing: r.pacing,
         });
+        Ok(())
+    }
+
+    /// Refuses a closed loop merged with an open one: an open loop's latency counts from when
+    /// each request was due (coordinated omission corrected), a closed loop's from when it
+    /// went out, so one histogram of both means neither; and the merged plan would call the
+    /// whole an open loop at the open part's rate.
+    fn same_pacing(&mut self, file: &str, open: bool) -> Result<(), MergeError> {
+        let loop_of = |open| match open {
+            true => "an open loop (--rate)",
+            false => "a closed loop",
+        };
+        match &self.pacing {
+            None => self.pacing = Some((open, file.to_string())),
+            Some((first, first_file)) if *first != open => {
+                return Err(MergeError::Inconsistent {
+                    file: file.to_string(),
+                    why: format!(
+                        "it ran {}, {first_file} {}: their latencies are measured differently (an open loop's from when each request was due); merge runs of one kind",
+                        loop_of(open),
+                        loop_of(*first)
+                    ),
+                })
+            }
+            Some(_) => {}
+        }
         Ok(())
     }
 

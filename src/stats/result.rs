@@ -649,28 +649,10 @@ impl RunResult {
     pub fn recording(&self) -> Result<Recorder, String> {
         let t = &self.totals;
         let e = &self.errors;
-        let errors = [e.connect, e.tls, e.timeout, e.read, e.write, e.protocol];
-        let status: Vec<(usize, u64)> = self
-            .status_codes
-            .iter()
-            .map(|(code, n)| match code.parse::<usize>() {
-                Ok(c) if c < super::recorder::STATUS_SLOTS => Ok((c, *n)),
-                _ => Err(format!(
-                    "status code {code:?} is not a number below {}",
-                    super::recorder::STATUS_SLOTS
-                )),
-            })
-            .collect::<Result<_, _>>()?;
-        self.check_figures(&errors, &status)?;
+        let status = self.status_slots()?;
+        self.check_figures()?;
         let latency = LatencySeries::from_steps(self.latency_step_s, &self.latency_series)
             .map_err(|why| format!("its figures disagree: {why}"))?;
-        if !latency.is_empty() && latency.count() != t.requests {
-            return Err(format!(
-                "its figures disagree: latency_series counts {} responses, totals.requests {}",
-                latency.count(),
-                t.requests
-            ));
-        }
         let mut rec = Recorder::new(None);
         rec.total = self.histograms.total.0.clone();
         rec.service = self.histograms.service.0.clone();
@@ -690,8 +672,8 @@ impl RunResult {
             .as_ref()
             .map_or(0, |p| p.held_by_busy_connection);
         rec.completed = t.requests;
-        for (kind, n) in ErrorKind::ALL.iter().zip(errors) {
-            rec.errors[*kind as usize] = n;
+        for kind in ErrorKind::ALL {
+            rec.errors[kind as usize] = e.get(kind);
         }
         for (code, n) in status {
             rec.status[code] = n;
@@ -715,37 +697,140 @@ impl RunResult {
         Ok(rec)
     }
 
-    /// Whether the document's counts add up: requests and errors to attempts, errors by kind,
-    /// status codes, one latency per request, a series step that nests.
-    fn check_figures(&self, errors: &[u64], status: &[(usize, u64)]) -> Result<(), String> {
-        let t = &self.totals;
-        let checks = [
-            (
-                t.requests + t.errors == t.attempted,
-                "requests + errors != attempted",
-            ),
-            (
-                errors.iter().sum::<u64>() == t.errors,
-                "errors by kind do not add up to errors",
-            ),
-            (
-                status.iter().map(|s| s.1).sum::<u64>() == t.requests,
-                "status codes do not add up to requests",
-            ),
-            (
-                self.histograms.total.0.len() == t.requests,
-                "the total-latency histogram does not hold one value per request",
-            ),
-            (
-                self.series_step_s.is_power_of_two(),
-                "series_step_s is not a power of two",
-            ),
-        ];
-        match checks.iter().find(|(ok, _)| !ok) {
+    /// The status codes as the recorder's slots.
+    fn status_slots(&self) -> Result<Vec<(usize, u64)>, String> {
+        self.status_codes
+            .iter()
+            .map(|(code, n)| match code.parse::<usize>() {
+                Ok(c) if c < super::recorder::STATUS_SLOTS => Ok((c, *n)),
+                _ => Err(format!(
+                    "status code {code:?} is not a number below {}",
+                    super::recorder::STATUS_SLOTS
+                )),
+            })
+            .collect()
+    }
+
+    /// Whether the document's figures agree with each other, as every run archbench writes
+    /// does: requests and errors add up to attempts, errors by kind to errors, status codes
+    /// to requests, one total latency per request (histogram and summary), the series and
+    /// latency series to the totals, the rate to requests over the elapsed time. `report`
+    /// and `merge` refuse a document that fails (it was edited, or made elsewhere): its
+    /// report would contradict itself, its merge spread the error. Sums are taken in u128,
+    /// so counts near u64's top cannot wrap into agreement.
+    pub fn check_figures(&self) -> Result<(), String> {
+        let mut checks = self.count_checks().into_iter().chain(self.series_checks());
+        match checks.find(|(ok, _)| !ok) {
             Some((_, why)) => Err(format!("its figures disagree: {why}")),
             None => Ok(()),
         }
     }
+
+    /// The totals against each other, the status codes, the errors and the latency.
+    fn count_checks(&self) -> [(bool, String); 7] {
+        let t = &self.totals;
+        let (requests, errors) = (u128::from(t.requests), u128::from(t.errors));
+        let expected_rate = per_second(t.requests, t.elapsed_s);
+        [
+            (
+                requests + errors == u128::from(t.attempted),
+                "requests + errors != attempted".to_string(),
+            ),
+            (
+                wide_sum(ErrorKind::ALL.iter().map(|k| self.errors.get(*k))) == errors,
+                "errors by kind do not add up to errors".into(),
+            ),
+            (
+                wide_sum(self.status_codes.values().copied()) == requests,
+                "status codes do not add up to requests".into(),
+            ),
+            (
+                self.histograms.total.0.len() == t.requests
+                    && self.latency.total.count == t.requests,
+                "the total-latency histogram and summary do not hold one value per request".into(),
+            ),
+            (
+                ordered(&self.latency.total),
+                "the total-latency percentiles are out of order (min ≤ p50 ≤ … ≤ max)".into(),
+            ),
+            (
+                t.requests == 0 || t.elapsed_s > 0.0,
+                "requests were answered in no time (elapsed_s is 0)".into(),
+            ),
+            // Written as requests / elapsed_s; a report rounds it to hundredths.
+            (
+                (t.requests_per_sec - expected_rate).abs() <= 0.005 + 1e-9 * expected_rate,
+                format!(
+                    "requests_per_sec is {}, not requests / elapsed_s ({})",
+                    t.requests_per_sec,
+                    if expected_rate < 1e15 {
+                        format!("{expected_rate:.2}")
+                    } else {
+                        format!("{expected_rate:e}")
+                    }
+                ),
+            ),
+        ]
+    }
+
+    /// The series and the latency series against the totals.
+    fn series_checks(&self) -> [(bool, String); 4] {
+        let t = &self.totals;
+        let counted = wide_sum(self.latency_series.iter().map(|s| s.count));
+        [
+            (
+                self.series_step_s.is_power_of_two(),
+                "series_step_s is not a power of two".into(),
+            ),
+            // A run's series coarsen rather than grow past these: longer ones were not
+            // written by archbench, and only cost a reader memory.
+            (
+                self.series.len() <= super::recorder::MAX_SERIES
+                    && self.latency_series.len() <= super::latency_series::MAX_LATENCY_STEPS,
+                format!(
+                    "its series hold {} and {} steps, more than a run keeps ({} and {})",
+                    self.series.len(),
+                    self.latency_series.len(),
+                    super::recorder::MAX_SERIES,
+                    super::latency_series::MAX_LATENCY_STEPS
+                ),
+            ),
+            (
+                self.series.is_empty()
+                    || (wide_sum(self.series.iter().map(|s| s.completed))
+                        == u128::from(t.requests)
+                        && wide_sum(self.series.iter().map(|s| s.errors)) == u128::from(t.errors)),
+                "the series does not add up to requests and errors".into(),
+            ),
+            (
+                self.latency_series.is_empty() || counted == u128::from(t.requests),
+                format!(
+                    "latency_series counts {counted} responses, totals.requests {}",
+                    t.requests
+                ),
+            ),
+        ]
+    }
+}
+
+/// A sum of counts that cannot wrap (u64's would, in a release build, into agreement).
+fn wide_sum(counts: impl Iterator<Item = u64>) -> u128 {
+    counts.map(u128::from).sum()
+}
+
+/// Whether a latency summary's figures rise from min to max, as any distribution's do.
+fn ordered(l: &LatencySummary) -> bool {
+    let p = [
+        l.min_us,
+        l.p50_us,
+        l.p75_us,
+        l.p90_us,
+        l.p99_us,
+        l.p99_9_us,
+        l.p99_99_us,
+        l.max_us,
+    ];
+    p.windows(2).all(|w| w[0] <= w[1])
 }
 
 /// `n` a second over `elapsed_s` (0 for a run that took no time).

@@ -146,6 +146,80 @@ const STILL_GROWING: f64 = 1.05;
 /// Without an SLO, the knee is where throughput first reaches this share of its best.
 const SATURATED: f64 = 0.95;
 
+impl SweepResult {
+    /// Whether the sweep's figures agree, as every sweep archbench writes does: each step's
+    /// comparison ([`ComparisonResult::check_figures`]), each target's figures at a load the
+    /// medians its runs there give, error shares at most 100%, a knee at one of the loads
+    /// the target ran (the top of them when it lies beyond the ladder). Where they
+    /// disagree, which figure and why.
+    pub fn check_figures(&self) -> Result<(), String> {
+        let unit = self.ladder.unit();
+        for (i, step) in self.steps.iter().enumerate() {
+            step.comparison
+                .check_figures()
+                .map_err(|why| format!("steps[{i}] (at {} {unit}): {why}", step.load))?;
+        }
+        for t in &self.targets {
+            for p in &t.points {
+                self.check_point(&t.name, p)?;
+            }
+            if let Some(k) = t.knee.filter(|k| !t.points.iter().any(|p| p.load == *k)) {
+                let mut ran: Vec<String> = t.points.iter().map(|p| p.load.to_string()).collect();
+                if ran.is_empty() {
+                    ran.push("none".into());
+                }
+                return Err(format!(
+                    "{}: its knee {k} {unit} is none of the loads it ran ({})",
+                    t.name,
+                    ran.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A target's figures at one load against the medians of its runs there.
+    fn check_point(&self, name: &str, p: &StepFigures) -> Result<(), String> {
+        let at = format!("{name} at {} {}", p.load, self.ladder.unit());
+        if p.error_percent > 100.0 {
+            return Err(format!("{at}: {}% of requests failed", p.error_percent));
+        }
+        let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+        let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => same(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        let agrees = |f: &StepFigures| {
+            same(f.requests_per_sec, p.requests_per_sec)
+                && same(f.error_percent, p.error_percent)
+                && pair(f.p50_us, p.p50_us)
+                && pair(f.p90_us, p.p90_us)
+                && pair(f.p99_us, p.p99_us)
+                && pair(f.p99_9_us, p.p99_9_us)
+        };
+        let from_runs: Vec<StepFigures> = self
+            .steps
+            .iter()
+            .filter(|s| s.load == p.load)
+            .filter_map(|s| figures(s, name))
+            .collect();
+        match from_runs.first() {
+            None => Err(format!("{at}: no step of the sweep ran it there")),
+            Some(f) if !from_runs.iter().any(agrees) => {
+                let p99 = |v: Option<f64>| v.map_or_else(|| "none".into(), |v| format!("{v} µs"));
+                Err(format!(
+                    "{at}: its figures are not the medians of its runs there ({} req/s, p99 {}; the runs give {} req/s, p99 {})",
+                    p.requests_per_sec,
+                    p99(p.p99_us),
+                    f.requests_per_sec,
+                    p99(f.p99_us)
+                ))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+}
+
 /// Target `name`'s figures in one step's comparison, or None when it did not run there.
 pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
     let c = &step.comparison;

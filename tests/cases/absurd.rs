@@ -394,6 +394,20 @@ fn the_slowest_rate_allowed_runs_without_panicking() {
     assert!(text.contains("Pacing     target 0.001 req/s"), "{text}");
 }
 
+/// `doc` with `edit` made, written to `dir`/`name`: its path.
+fn edited_doc(
+    doc: &serde_json::Value,
+    dir: &std::path::Path,
+    name: &str,
+    edit: &dyn Fn(&mut serde_json::Value),
+) -> String {
+    let mut doc = doc.clone();
+    edit(&mut doc);
+    let file = dir.join(name);
+    std::fs::write(&file, doc.to_string()).unwrap();
+    file.to_str().unwrap().to_string()
+}
+
 /// A stored document with figures no run measures (hand-edited, or from elsewhere) is a usage
 /// error naming the field, not a report of "answered in -1.00s", "Status abc" or
 /// 18,446,744,073,709,551,615 req/s.
@@ -403,11 +417,7 @@ fn absurd_figures_in_a_document_are_refused_naming_the_field() {
     let good = crate::util::run_json(&s.url(), 20);
     let dir = tempfile::tempdir().unwrap();
     let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
-        let mut doc = good.clone();
-        edit(&mut doc);
-        let file = dir.path().join(name);
-        std::fs::write(&file, doc.to_string()).unwrap();
-        file.to_str().unwrap().to_string()
+        edited_doc(&good, dir.path(), name, edit)
     };
     let cases: Vec<(String, &str)> = vec![
         (
@@ -455,15 +465,262 @@ fn absurd_figures_in_a_document_are_refused_naming_the_field() {
             assert!(stdout(&o).is_empty(), "{file}: {}", stdout(&o));
         }
     }
-    // A large figure within bounds is printed as it is, not saturated at u64::MAX.
+    // A large figure within bounds is printed as it is, not saturated at u64::MAX (one no
+    // other figure must agree with: a rate of requests must be theirs over the time).
     let large = edited("large.json", &|d| {
-        d["totals"]["requests_per_sec"] = 1e17.into()
+        d["client"]["requests_per_cpu_s"] = 1e17.into()
     });
-    let o = archbench(&["report", &large, "-o", "markdown"]);
+    let o = archbench(&["report", &large]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stdout(&o).contains("| 100,000,000,000,000,000 |"),
+        stdout(&o).contains("100,000,000,000,000,000 req per CPU-s"),
         "{}",
         stdout(&o)
     );
+}
+
+/// Figures in range that contradict each other (edited, or made elsewhere): `report` refuses
+/// the document in one line naming what disagrees, exit 2, as `merge` does, for runs,
+/// comparisons and sweeps alike; the documents archbench wrote read as they are.
+#[test]
+fn documents_whose_figures_disagree_are_refused_naming_what() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (a, b) = (format!("a={}", s.url()), format!("b={}", s.url()));
+    let (cmp, sweep) = (path("cmp.json"), path("sweep.json"));
+    for args in [
+        vec![
+            "compare", &a, &b, "-c", "1", "-t", "1", "-d", "100ms", "--runs", "4", "-q", "--json",
+            &cmp,
+        ],
+        vec![
+            "sweep", &a, "-c", "1,2", "-d", "100ms", "--runs", "1", "-q", "--json", &sweep,
+        ],
+    ] {
+        let o = archbench(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    let docs = [
+        ("run", crate::util::run_json(&s.url(), 20)),
+        ("cmp", crate::util::read_json(&cmp)),
+        ("sweep", crate::util::read_json(&sweep)),
+    ];
+    for (name, doc) in &docs {
+        let file = path(&format!("{name}-as-written.json"));
+        std::fs::write(&file, doc.to_string()).unwrap();
+        let o = archbench(&["report", &file]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+    }
+    let edited = |from: usize, name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        edited_doc(&docs[from].1, dir.path(), name, edit)
+    };
+    let requests = docs[0].1["totals"]["requests"].as_u64().unwrap();
+    let cases: Vec<(String, &str)> = vec![
+        (
+            edited(0, "status.json", &|d| {
+                d["status_codes"] = serde_json::json!({"200": 5})
+            }),
+            "status codes do not add up to requests",
+        ),
+        // 18 codes of 10^18 and one more sum to 2^64 + requests: a u64 sum wraps into
+        // agreement (and panics in a debug build).
+        (
+            edited(0, "wrap.json", &|d| {
+                let mut codes = serde_json::Map::new();
+                for c in 100..118 {
+                    codes.insert(c.to_string(), 1_000_000_000_000_000_000u64.into());
+                }
+                let rest = (u64::MAX - 18 * 1_000_000_000_000_000_000) + 1 + requests;
+                codes.insert("200".into(), rest.into());
+                d["status_codes"] = codes.into();
+            }),
+            "status codes do not add up to requests",
+        ),
+        (
+            edited(0, "errors.json", &|d| d["errors"]["timeout"] = 7.into()),
+            "errors by kind do not add up to errors",
+        ),
+        (
+            edited(0, "rate.json", &|d| {
+                d["totals"]["requests_per_sec"] = 1e15.into()
+            }),
+            "requests_per_sec is 1000000000000000, not requests / elapsed_s",
+        ),
+        (
+            edited(0, "elapsed.json", &|d| {
+                d["totals"]["elapsed_s"] = 0.into();
+                d["totals"]["requests_per_sec"] = 0.into();
+            }),
+            "elapsed_s is 0",
+        ),
+        (
+            edited(0, "count.json", &|d| {
+                d["latency"]["total"]["count"] = 5.into()
+            }),
+            "total-latency histogram and summary do not hold one value per request",
+        ),
+        (
+            edited(0, "series.json", &|d| {
+                let n = d["series"][0]["completed"].as_u64().unwrap();
+                d["series"][0]["completed"] = (n + 1_000_000).into();
+            }),
+            "the series does not add up to requests and errors",
+        ),
+        (
+            edited(1, "median.json", &|d| {
+                d["metrics"][0]["targets"][0]["median"] = 123456789.into()
+            }),
+            "req/s of a: median 123456789 lies outside its range",
+        ),
+        (
+            edited(1, "p.json", &|d| {
+                d["metrics"][0]["targets"][1]["versus_baseline"]["p_value"] = 5.0.into()
+            }),
+            "req/s of b: p-value 5 is not a probability",
+        ),
+        (
+            edited(1, "noruns.json", &|d| {
+                d["targets"][1]["runs"] = serde_json::json!([])
+            }),
+            "targets[1] (b) has no runs",
+        ),
+        (
+            edited(1, "cmprun.json", &|d| {
+                d["targets"][0]["runs"][1]["status_codes"] = serde_json::json!({"200": 1})
+            }),
+            "targets[0].runs[1]: its figures disagree: status codes",
+        ),
+        (
+            edited(2, "percent.json", &|d| {
+                d["targets"][0]["points"][0]["error_percent"] = 500.into()
+            }),
+            "a at 1 connections: 500% of requests failed",
+        ),
+        (
+            edited(2, "knee.json", &|d| d["targets"][0]["knee"] = 12345.into()),
+            "a: its knee 12345 connections is none of the loads it ran (1, 2)",
+        ),
+        (
+            edited(2, "point.json", &|d| {
+                d["targets"][0]["points"][1]["requests_per_sec"] = 1e17.into()
+            }),
+            "a at 2 connections: its figures are not the medians of its runs there",
+        ),
+    ];
+    for (file, needle) in &cases {
+        let o = archbench(&["report", file]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{file}: {err}");
+        assert!(
+            err.contains(file.as_str()) && err.contains(needle),
+            "{file}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{file}: {err}");
+        assert!(stdout(&o).is_empty(), "{file}: {}", stdout(&o));
+    }
+}
+
+/// What a document holds is said in words and printed safely: a histogram that cannot be
+/// decoded, a kind unknown, a time beyond the calendar's reach each get a sentence; bounds
+/// no archbench histogram has, and a file no document is as large as (`/dev/zero`), are
+/// refused before anything is allocated for them; a document's text reaches the terminal
+/// with its control characters escaped.
+#[test]
+fn what_a_document_holds_is_said_in_words_and_printed_safely() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let good = crate::util::run_json(&s.url(), 20);
+    let dir = tempfile::tempdir().unwrap();
+    let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        edited_doc(&good, dir.path(), name, edit)
+    };
+    let plain = edited("good.json", &|_| {});
+    // Values up to 2^62 at 5 digits: 47 MB of counts for each histogram, from 5 KB of text.
+    let mut wide = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1 << 62, 5).unwrap();
+    wide.record(100).unwrap();
+    let wide = serde_json::to_value(archbench::stats::SerializedHistogram(wide)).unwrap();
+    // 300 MiB of nothing (a sparse file): refused by its size, unread.
+    let sparse = dir.path().join("sparse.json");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    let sparse = sparse.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "report".into(),
+                edited("empty.json", &|d| d["histograms"]["total"] = "".into()),
+            ],
+            "a histogram cannot be decoded: it ends early (empty or cut short)",
+        ),
+        (
+            vec![
+                "report".into(),
+                edited("wide.json", &|d| d["histograms"]["total"] = wide.clone()),
+            ],
+            "a histogram claims values up to 4611686018427387904 at 5 significant digits",
+        ),
+        (
+            vec![
+                "report".into(),
+                edited("kind.json", &|d| d["kind"] = "archbench-foo".into()),
+            ],
+            "expected \"archbench-result\", \"archbench-comparison\" or \"archbench-sweep\"",
+        ),
+        (
+            vec![
+                "report".into(),
+                edited("v99.json", &|d| d["schema_version"] = 99.into()),
+            ],
+            "is an archbench-result of schema_version 99",
+        ),
+        (
+            vec![
+                "merge".into(),
+                plain.clone(),
+                edited("late.json", &|d| {
+                    d["started_at"] = "9999-12-31T23:59:59Z".into()
+                }),
+            ],
+            "started_at \"9999-12-31T23:59:59Z\" lies beyond the times archbench represents",
+        ),
+        (
+            vec!["report".into(), "/dev/zero".into()],
+            "/dev/zero is larger than 256 MiB",
+        ),
+        (
+            vec!["report".into(), sparse],
+            "sparse.json is larger than 256 MiB",
+        ),
+    ];
+    for (args, needle) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = archbench(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    let red = edited("red.json", &|d| {
+        d["plan"]["url"] = "http://x/\u{1b}[31mred\u{1b}[0m\r".into()
+    });
+    for layout in ["text", "markdown", "html"] {
+        let o = archbench(&["report", &red, "-o", layout]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(!out.contains(['\u{1b}', '\r']), "{layout}: {out:?}");
+        assert!(out.contains("\\u{1b}[31mred"), "{layout}: {out}");
+    }
+    let help = stdout(&archbench(&["report", "--help"]));
+    assert!(help.contains("comparison or sweep"), "{help}");
+    // merge's note quotes both URLs: escaped too.
+    let o = archbench(&["merge", &plain, &red, "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let note = stderr(&o);
+    assert!(
+        note.contains("\\u{1b}[31mred\\u{1b}[0m\\r, not GET"),
+        "{note}"
+    );
+    assert!(!note.contains('\u{1b}'), "{note:?}");
 }

@@ -481,6 +481,50 @@ fn report_files_go_where_their_paths_point() {
     assert_eq!(s.requests(), served, "nothing was sent");
 }
 
+/// `report --html` and `merge --json/--markdown/--html` never write over a document they
+/// read: the same file by another spelling (`./x`) or through a link is refused too, exit 2,
+/// one line naming the flag, and the document is left as it was.
+#[test]
+fn a_report_never_replaces_the_documents_it_reads() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run.json");
+    let doc = crate::util::run_json(&s.url(), 5);
+    std::fs::write(&run, doc.to_string()).unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink("run.json", &link).unwrap();
+    let (r, l) = (run.to_str().unwrap(), link.to_str().unwrap());
+    let dotted = format!("{}/./run.json", dir.path().display());
+    let before = std::fs::read(&run).unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["report", r, "--html", r], "--html"),
+        (vec!["report", r, "--html", l], "--html"),
+        (vec!["merge", r, r, "--json", &dotted], "--json"),
+        (vec!["merge", l, r, "--markdown", r], "--markdown"),
+        (vec!["merge", r, r, "--html", l], "--html"),
+    ];
+    for (args, flag) in &cases {
+        let o = archbench(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("archbench: {flag} ")) && err.contains("input file"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read(&run).unwrap(),
+            before,
+            "{args:?} wrote over its input"
+        );
+    }
+    // Another file beside them is written as before.
+    let page = dir.path().join("page.html");
+    let o = archbench(&["report", r, "--html", page.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(page.exists());
+}
+
 #[test]
 fn broken_pipe_is_a_quiet_exit() {
     let s = Server::start(ServeOptions::default()).unwrap();

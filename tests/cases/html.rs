@@ -293,3 +293,78 @@ fn the_report_opens_offline_with_every_chart_drawn_and_the_jsons_figures() {
         );
     }
 }
+
+/// The page says what the text says: an interrupted run, comparison or sweep is marked
+/// INTERRUPTED (and a step cut short named); a run's Status, Transfer, Client and (open loop) Pacing lines are there; a
+/// priced sweep has its Cost and Per dollar lines.
+#[test]
+fn the_page_says_what_the_text_says() {
+    let s = ServeChild::start(&["--threads", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (a, b) = (format!("a={}", s.url), format!("b={}", s.url));
+    let (run, cmp, sweep) = (path("run.json"), path("cmp.json"), path("sweep.json"));
+    let quick = ["-c", "1", "-t", "1", "-d", "100ms", "-q"];
+    archbench_exits(
+        &[
+            &["run", &s.url, "--rate", "200", "--json", &run][..],
+            &quick,
+        ]
+        .concat(),
+        0,
+    );
+    archbench_exits(
+        &[
+            &["compare", &a, &b, "--runs", "1", "--json", &cmp][..],
+            &quick,
+        ]
+        .concat(),
+        0,
+    );
+    archbench_exits(
+        &[
+            "sweep", &a, &b, "-c", "1,2", "-d", "100ms", "--runs", "1", "-q", "--cost", "a=0.1",
+            "--cost", "b=0.05", "--json", &sweep,
+        ],
+        0,
+    );
+    let page = |files: &[&str]| {
+        let html = path("page.html");
+        archbench_exits(
+            &[&["report", "-o", "json"][..], files, &["--html", &html]].concat(),
+            0,
+        );
+        std::fs::read_to_string(&html).unwrap()
+    };
+    let html = page(&[&run, &sweep]);
+    for line in [
+        "Status     200: ",
+        "Transfer   ",
+        "Client     ",
+        "Pacing     target 200 req/s",
+    ] {
+        assert!(html.contains(line), "{line}: {html}");
+    }
+    assert!(html.contains("<p>Cost "), "{html}");
+    assert!(html.contains("<p>Per dollar b: "), "{html}");
+    assert!(!html.contains("INTERRUPTED"), "{html}");
+    // The same documents, stopped by a signal.
+    for f in [&run, &cmp, &sweep] {
+        let mut doc = read_json(f);
+        doc["interrupted"] = true.into();
+        std::fs::write(f, doc.to_string()).unwrap();
+    }
+    for f in [&run, &cmp, &sweep] {
+        let html = page(&[f]);
+        assert!(html.contains("INTERRUPTED</span></h2>"), "{f}: {html}");
+    }
+    // A step the interruption cut short is said under its table, as the text says it.
+    let mut doc = read_json(&sweep);
+    doc["targets"][0]["points"][1]["cut_short"] = true.into();
+    std::fs::write(&sweep, doc.to_string()).unwrap();
+    let html = page(&[&sweep]);
+    assert!(
+        html.contains("at 2 the run was cut short by the interruption"),
+        "{html}"
+    );
+}

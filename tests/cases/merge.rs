@@ -394,3 +394,69 @@ fn parts_of_a_staged_load_merge_into_the_stages() {
         "{requests} {logged}"
     );
 }
+
+/// The parts of one open loop split evenly have the same host, start and count: they merge
+/// without a "merged twice?" note (different parts are never the same run). What does not
+/// make one load is said or refused: a closed loop with an open one is refused (their
+/// latencies are measured differently), another protocol is named in its note, parts of
+/// different whole loads are noted.
+#[test]
+fn even_parts_merge_quietly_and_mixed_loads_are_said() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // 400 requests at 400 req/s over 4 connections: 200 each for two parts, 1 s.
+    let files = run_parts(
+        dir.path(),
+        2,
+        &[&s.url(), "-c", "4", "-t", "1", "--rate", "400", "-n", "400"],
+    );
+    let parts: Vec<serde_json::Value> = files.iter().map(read_json).collect();
+    assert_eq!(
+        parts[0]["totals"]["requests"],
+        parts[1]["totals"]["requests"]
+    );
+    assert_eq!(parts[0]["started_at"], parts[1]["started_at"]);
+    let (p0, p1) = (files[0].to_str().unwrap(), files[1].to_str().unwrap());
+    let o = archbench(&["merge", p0, p1, "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "", "no note for the two parts of one load");
+    let write = |name: &str, v: &serde_json::Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let closed = write("closed.json", &crate::util::run_json(&s.url(), 50));
+    let o = archbench(&["merge", p0, &closed]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{closed}: it ran a closed loop, {p0} an open loop"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let mut h2 = parts[1].clone();
+    h2["plan"]["http_version"] = "HTTP/2".into();
+    let h2 = write("h2.json", &h2);
+    let o = archbench(&["merge", p0, &h2, "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let url = parts[0]["plan"]["url"].as_str().unwrap();
+    assert!(
+        stderr(&o).contains(&format!(
+            "loaded GET {url} over HTTP/2, not GET {url} over HTTP/1.1"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    let mut other = parts[1].clone();
+    other["plan"]["part"]["rate"] = 800.0.into();
+    let other = write("other.json", &other);
+    let o = archbench(&["merge", p0, &other, "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the parts come from different loads (part 0/2 of 4 connections at 400 req/s, 400 requests, part 1/2 of 4 connections at 800 req/s, 400 requests)"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -15,7 +15,8 @@ pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
         &a.output,
         "merge",
         &[Format::Json, Format::Markdown, Format::Html],
-    )?;
+    )?
+    .not_replacing(&a.files)?;
     // Two passes, so memory holds one source's histograms at a time: every file is read and
     // checked first (a refusal comes before any merging) and its start noted; then each is
     // read again and merged. What cannot be read twice (a pipe, `<(ssh … cat r.json)`) is
@@ -43,7 +44,11 @@ pub fn cmd_merge(a: &MergeArgs) -> anyhow::Result<i32> {
     }
     let mut merged = merger.finish()?;
     for note in merge_notes(&merged.sources) {
-        crate::stderr_line!("archbench: note: {note}");
+        // The notes quote the documents' URLs: escaped, as the report does.
+        crate::stderr_line!(
+            "archbench: note: {}",
+            crate::printable::escape_controls(&note)
+        );
     }
     merged.limiter = crate::monitor::limiter(&merged);
     outputs.write(&merged)?;
@@ -62,22 +67,35 @@ fn merge_notes(sources: &[crate::stats::SourceRun]) -> Vec<String> {
         .iter()
         .find(|s| !crate::stats::same_load(&s.plan, &first.plan))
     {
+        // The protocol is named only when it is what differs (else the two loads would read
+        // alike).
+        let by_version = other.plan.http_version != first.plan.http_version;
+        let load = |p: &crate::stats::PlanSummary| match by_version {
+            true => format!("{} {} over {}", p.method, p.url, p.http_version),
+            false => format!("{} {}", p.method, p.url),
+        };
         notes.push(format!(
-            "{} loaded {} {}, not {} {} as {} did; merged anyway",
+            "{} loaded {}, not {} as {} did; merged anyway",
             other.file,
-            other.plan.method,
-            other.plan.url,
-            first.plan.method,
-            first.plan.url,
+            load(&other.plan),
+            load(&first.plan),
             first.file
         ));
     }
-    let mut same: std::collections::BTreeMap<(&str, &str, u64), Vec<&str>> =
-        std::collections::BTreeMap::new();
+    // Different parts of one load are never the same run, however alike their counts (an
+    // open loop split evenly gives each part the same).
+    type Run<'a> = (&'a str, &'a str, u64, Option<u32>);
+    let mut same: std::collections::BTreeMap<Run, Vec<&str>> = std::collections::BTreeMap::new();
     for s in sources {
-        same.entry((&s.environment.hostname, &s.started_at, s.totals.requests))
-            .or_default()
-            .push(&s.file);
+        let part = s.plan.part.as_ref().map(|p| p.index);
+        same.entry((
+            &s.environment.hostname,
+            &s.started_at,
+            s.totals.requests,
+            part,
+        ))
+        .or_default()
+        .push(&s.file);
     }
     let twice: Vec<&Vec<&str>> = same.values().filter(|files| files.len() > 1).collect();
     for files in twice.iter().take(SHOWN) {
@@ -136,6 +154,24 @@ fn part_notes(sources: &[crate::stats::SourceRun]) -> Vec<String> {
     if parts.iter().any(|p| p.count != count) {
         notes.push("the parts come from loads split differently (--part I/N with different N); merged anyway".to_string());
         return notes;
+    }
+    let whole_load = |p: &crate::stats::PartSummary| (p.connections, p.rate, p.requests);
+    if let Some(other) = parts.iter().find(|p| whole_load(p) != whole_load(first)) {
+        let describe = |p: &crate::stats::PartSummary| {
+            let rate = p.rate.map(|r| format!(" at {r} req/s")).unwrap_or_default();
+            let count = p
+                .requests
+                .map(|n| format!(", {n} requests"))
+                .unwrap_or_default();
+            format!("{} connections{rate}{count}", p.connections)
+        };
+        notes.push(format!(
+            "the parts come from different loads (part {}/{count} of {}, part {}/{count} of {}); merged anyway",
+            first.index,
+            describe(first),
+            other.index,
+            describe(other)
+        ));
     }
     let missing: Vec<u32> = (0..count)
         .filter(|i| !parts.iter().any(|p| p.index == *i))

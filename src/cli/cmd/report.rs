@@ -8,7 +8,7 @@ use crate::cli::output::{check_html_outputs, checked_layout, write_as, write_htm
 pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<i32> {
     use crate::document::Document;
     use crate::report::HtmlDoc;
-    check_html_outputs(a.html.html.as_deref(), a.svg.as_deref())?;
+    check_html_outputs(a.html.html.as_deref(), a.svg.as_deref(), &a.files)?;
     let mut docs = Vec::with_capacity(a.files.len());
     for f in &a.files {
         docs.push((f, crate::document::read(f)?));
