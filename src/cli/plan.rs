@@ -244,7 +244,7 @@ fn check_counts(input: &PlanInput<'_>) -> Result<(), PlanError> {
     }
     if input.connections > MAX_CONNECTIONS {
         return Err(invalid(format!(
-            "more than {MAX_CONNECTIONS} connections from one process is not supported; split the load with --part"
+            "more than {MAX_CONNECTIONS} connections from one process is not supported; split the load across processes (--part I/N; for `k8s load`, --in-cluster --workers N)"
         )));
     }
     if input.threads == 0 {
