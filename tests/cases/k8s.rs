@@ -604,6 +604,22 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
     assert!(err.contains("raise the variant's memory="), "{err}");
     let status = ok(&k8s(c, "oom", &["status"]));
     assert!(status.contains("CrashLoopBackOff(OOMKilled)"), "{status}");
+    // top and fingerprint go on past a pod with no container to exec in, naming it (they
+    // failed outright with "container not found"). It runs for moments between its
+    // restarts, so either it was read or it is said why not.
+    let pod = pod_names(&status)[0].clone();
+    let top = ok(&k8s(c, "oom", &["top"]));
+    let row = top.lines().find(|l| l.contains(&pod)).unwrap_or_default();
+    assert!(
+        row.contains("not read:") || row.contains("cgroup (exec)"),
+        "{top}"
+    );
+    let o = k8s(c, "oom", &["fingerprint"]);
+    assert!(
+        o.status.success() || stderr(&o).starts_with("archbench: small: "),
+        "{}",
+        stderr(&o)
+    );
     ok(&k8s(c, "oom", &["down"]));
     // A LoadBalancer address that never comes (new services, in a namespace of their own):
     // NodePort is suggested.
