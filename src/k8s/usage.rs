@@ -227,7 +227,13 @@ pub async fn top(cluster: &Cluster, pods: &[Pod]) -> Result<Vec<PodUsage>, K8sEr
                 },
                 Err(e) => unread(format!("not read: {e}")),
             },
-            FirstLook::Metrics => metrics_api(cluster, &name, variant.clone()).await?,
+            // Metrics nobody may read are the user's to fix, said once; a pod the metrics
+            // API does not hold (restarting) is a row like any unread one.
+            FirstLook::Metrics => match metrics_api(cluster, &name, variant.clone()).await {
+                Ok(u) => u,
+                Err(e @ K8sError::Forbidden { .. }) => return Err(e),
+                Err(e) => unread(format!("not in the metrics API: {e}")),
+            },
             FirstLook::Unread(why) => unread(why),
         });
     }
@@ -264,11 +270,13 @@ async fn metrics_api(cluster: &Cluster, pod: &str, variant: String) -> Result<Po
         .iter()
         .filter_map(|c| memory_bytes(c["usage"]["memory"].as_str()?))
         .sum();
+    // No container listed: nothing measured, not zero.
+    let listed = !containers.is_empty();
     Ok(PodUsage {
         pod: pod.to_string(),
         variant,
-        cores: Some(cores),
-        memory_bytes: Some(memory),
+        cores: listed.then_some(cores),
+        memory_bytes: listed.then_some(memory),
         source: format!(
             "metrics API ({} window)",
             v["window"].as_str().unwrap_or("?")

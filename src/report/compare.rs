@@ -204,8 +204,9 @@ pub(super) fn errors_by_kind(t: &TargetRuns) -> Option<String> {
     let kinds: Vec<String> = crate::stats::ErrorKind::ALL
         .iter()
         .filter_map(|k| {
-            let n: u64 = t.runs.iter().map(|r| r.errors.get(*k)).sum();
-            (n > 0).then(|| format!("{} {}", k.name(), crate::units::grouped(n)))
+            // Wide: a document's runs may each hold up to 10^18.
+            let n: u128 = t.runs.iter().map(|r| u128::from(r.errors.get(*k))).sum();
+            (n > 0).then(|| format!("{} {}", k.name(), crate::units::grouped_wide(n)))
         })
         .collect();
     (!kinds.is_empty()).then(|| kinds.join(", "))

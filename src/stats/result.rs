@@ -586,9 +586,17 @@ impl RunResult {
             interrupted,
         } = times;
         let totals = recorded_totals(&rec, elapsed_s);
-        // The series ends with the run: drop steps past the elapsed time.
+        // The series ends with the run: drop the empty steps past the elapsed time (made
+        // ahead for the run's expected length). A merge shifts each source by its start
+        // rounded to the second, which can put a source's last step one past the merged
+        // run's elapsed time: kept, or the series would not add up to the totals.
         let mut series = rec.series.clone();
-        series.truncate((elapsed_s / f64::from(rec.series_step_s)).ceil() as usize);
+        let elapsed_steps = (elapsed_s / f64::from(rec.series_step_s)).ceil() as usize;
+        let with_data = series
+            .iter()
+            .rposition(|s| s.completed + s.errors > 0 || s.bytes_read > 0)
+            .map_or(0, |last| last + 1);
+        series.truncate(elapsed_steps.max(with_data));
         staged_targets(&mut series, rec.series_step_s, &plan);
         let open_loop = plan.rate.is_some();
         let pacing = plan

@@ -185,9 +185,11 @@ impl SweepResult {
             return Err(format!("{at}: {}% of requests failed", p.error_percent));
         }
         let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+        // Earlier builds wrote a latency of 0 where no run was answered; now none.
         let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => same(a, b),
-            (a, b) => a.is_none() && b.is_none(),
+            (Some(z), None) | (None, Some(z)) => z == 0.0,
+            (None, None) => true,
         };
         let agrees = |f: &StepFigures| {
             same(f.requests_per_sec, p.requests_per_sec)
@@ -377,7 +379,7 @@ pub fn knee(points: &[StepFigures], kind: LadderKind, ladder_top: Option<f64>) -
             beyond(p, "throughput was still growing")
         }
         // One load measured of a ladder cut short: nothing says where throughput flattens.
-        Some(p) if ladder_top.is_some_and(|t| p.load < t) => {
+        Some(p) if points.len() == 1 && ladder_top.is_some_and(|t| p.load < t) => {
             beyond(p, "it was the only load measured")
         }
         Some(p) => Knee {
@@ -483,6 +485,26 @@ mod tests {
             cost_per_million: None,
             cut_short: false,
         }
+    }
+
+    /// A ladder cut short keeps a knee its whole steps show (throughput flattened below the
+    /// last of them); one load alone shows none.
+    #[test]
+    fn a_ladder_cut_short_keeps_the_knee_its_steps_show() {
+        let pts = [
+            point(10.0, 1000.0, 200.0, 0.0, None),
+            point(20.0, 1900.0, 250.0, 0.0, None),
+            point(40.0, 2000.0, 900.0, 0.0, None),
+        ];
+        let k = knee(&pts, LadderKind::Connections, Some(80.0));
+        assert_eq!(k.load, Some(20.0), "{}", k.reason);
+        let k = knee(&pts[..1], LadderKind::Connections, Some(80.0));
+        assert_eq!(k.load, None);
+        assert!(
+            k.reason.contains("it was the only load measured"),
+            "{}",
+            k.reason
+        );
     }
 
     #[test]

@@ -583,7 +583,7 @@ fn documents_whose_figures_disagree_are_refused_naming_what() {
             edited(1, "noruns.json", &|d| {
                 d["targets"][1]["runs"] = serde_json::json!([])
             }),
-            "targets[1] (b) has no runs",
+            "yet it has no runs",
         ),
         (
             edited(1, "cmprun.json", &|d| {

@@ -460,3 +460,58 @@ fn even_parts_merge_quietly_and_mixed_loads_are_said() {
         stderr(&o)
     );
 }
+
+/// Two runs 0.6 s apart merge into a document that reads back: a merge shifts each source's
+/// series by its start rounded to the second, which put the later run's last step one past
+/// the merged run's elapsed time, where it was cut off, and the merged series no longer added
+/// up to its requests (report refused the merge's own output).
+#[test]
+fn runs_started_apart_merge_into_a_document_that_reads_back() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("a.json");
+    let o = archbench(&[
+        "run",
+        &s.url(),
+        "-n",
+        "2000",
+        "-c",
+        "2",
+        "-q",
+        "--json",
+        first.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut doc = read_json(&first);
+    let later = |field: &str| {
+        let at: jiff::Timestamp = doc[field].as_str().unwrap().parse().unwrap();
+        serde_json::Value::from(format!(
+            "{:.6}",
+            at + jiff::SignedDuration::from_millis(600)
+        ))
+    };
+    let (started, first_send) = (later("started_at"), later("first_send_at"));
+    doc["started_at"] = started;
+    doc["first_send_at"] = first_send;
+    let second = dir.path().join("b.json");
+    std::fs::write(&second, doc.to_string()).unwrap();
+    let merged = dir.path().join("m.json");
+    let o = archbench(&[
+        "merge",
+        first.to_str().unwrap(),
+        second.to_str().unwrap(),
+        "--json",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = read_json(&merged);
+    let in_series: u64 = m["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["completed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_series, 4000, "{}", m["series"]);
+    let o = archbench(&["report", merged.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
