@@ -108,9 +108,10 @@ pub async fn pick(cluster: &Cluster, variant: &str, name: Option<&str>) -> Resul
         // One whose container runs, when there is one: a restarting pod has none to exec in.
         None => {
             let running = pods.iter().position(containers_running).unwrap_or(0);
-            pods.into_iter()
-                .nth(running)
-                .ok_or_else(|| no_pod_of(cluster, variant))
+            match pods.into_iter().nth(running) {
+                Some(p) => Ok(p),
+                None => Err(why_no_pod(cluster, variant).await),
+            }
         }
     }
 }
@@ -126,6 +127,23 @@ fn containers_running(p: &Pod) -> bool {
                     .iter()
                     .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
         })
+}
+
+/// That a variant has no pod, and why when its Deployment says: scaled to 0 replicas (by
+/// someone else: `up` declares at least one), it was "none; `up` creates it".
+pub async fn why_no_pod(cluster: &Cluster, variant: &str) -> K8sError {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let name = format!("nginx-{variant}-deployment");
+    let api: Api<Deployment> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    match api.get_opt(&name).await {
+        Ok(Some(d)) if d.spec.replicas == Some(0) => K8sError::Failed {
+            what: format!("find a pod of {variant}"),
+            message: format!(
+                "its Deployment {name} is scaled to 0 replicas; `kubectl scale` it up, or `archbench k8s up` with {variant} puts back what it declares"
+            ),
+        },
+        _ => no_pod_of(cluster, variant),
+    }
 }
 
 /// That a variant has no pod, and what makes one.

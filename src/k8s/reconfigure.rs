@@ -321,9 +321,11 @@ async fn rollback(
     stop: &crate::stop::Stop,
 ) -> Result<Reconfigured, K8sError> {
     // Why, in the new pods' own words, before they are gone.
+    // Only the variants the change reached: one with its own `config=` kept its pods.
     let hashes: Vec<String> = new
         .variants
         .iter()
+        .filter(|v| !new.own_config(v))
         .filter_map(|v| new.config_text(v))
         .map(|t| super::manifests::sha256_hex(&t))
         .collect();
@@ -360,5 +362,18 @@ async fn rollback(
     wait_rollout(cluster, old, released, progress, stop)
         .await
         .map_err(back)?;
+    // "The previous one is back" once it serves, as the way forward waits: a load started
+    // then reached a restored pod whose Service still refused it.
+    let deadline = tokio::time::Instant::now() + old.wait_timeout;
+    let not_answering = wait_routed(cluster, old, deadline, progress, stop)
+        .await
+        .map_err(back)?;
+    let why = match not_answering.is_empty() {
+        true => why,
+        false => format!(
+            "{why}; not answering from here yet: {}",
+            not_answering.join(", ")
+        ),
+    };
     Ok(Reconfigured::RolledBack { why })
 }

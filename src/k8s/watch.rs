@@ -14,7 +14,7 @@ use kube::{Api, ResourceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::Notify;
 
-use super::pods::{no_pod_of, pods_of, CONTAINER};
+use super::pods::{pods_of, why_no_pod, CONTAINER};
 use super::usage::{parse_cgroup, CgroupReading, READ_CGROUP};
 use super::Cluster;
 use crate::monitor::{
@@ -475,7 +475,7 @@ async fn first_readings(watching: Watching) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     if pods.is_empty() {
-        return Err(no_pod_of(&w.cluster, &w.variant).to_string());
+        return Err(why_no_pod(&w.cluster, &w.variant).await.to_string());
     }
     let running: Vec<String> = pods
         .iter()

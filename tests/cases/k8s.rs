@@ -274,6 +274,11 @@ fn the_guides_workflow_end_to_end() {
         "{}",
         stderr(&o)
     );
+    // Said once the previous configuration serves (as the way forward waits): a request
+    // right after is answered (one after a rollback had its connection refused).
+    for arch in ["intel", "arm"] {
+        ok(&k8s(c, ns, &["curl", arch]));
+    }
     let status = ok(&k8s(c, ns, &["status"]));
     assert_eq!(status.matches(" yes ").count(), 2, "{status}");
     let pods = pod_names(&status);
