@@ -1708,6 +1708,14 @@ fn a_read_only_user_is_told_what_it_may_not_do() {
     // Reading is allowed: status lists the pods (nodes are read where the user may).
     let status = ok(&k8s_as(c, &reader, ns, &["status"]));
     assert!(status.contains("nginx-arm-deployment-"), "{status}");
+    // The build is not read, and the line says why as it was: the exec its Role lacks (the
+    // nodes it may not read no longer stop the reading; a guess named exec either way).
+    assert!(
+        status
+            .contains("arm: CPU and nginx build not read: forbidden: pods \"nginx-arm-deployment-")
+            && status.contains("(RBAC: archbench needs to create pods/exec)"),
+        "{status}"
+    );
     ok(&k8s(c, ns, &["down"]));
 }
 

@@ -24,7 +24,7 @@ fn builds(
     runtime: &tokio::runtime::Runtime,
     cluster: &Cluster,
     rows: &[k8s::PodRow],
-) -> Vec<(String, Option<k8s::ArchFingerprint>)> {
+) -> Vec<(String, Result<k8s::ArchFingerprint, String>)> {
     let mut variants: Vec<&str> = rows.iter().map(|r| r.variant.as_str()).collect();
     variants.dedup();
     variants
@@ -33,14 +33,20 @@ fn builds(
             let print = runtime.block_on(async {
                 tokio::time::timeout(Duration::from_secs(20), k8s::fingerprint(cluster, v)).await
             });
-            (v.to_string(), print.ok().and_then(Result::ok))
+            // Why it was not read, as it was not: a guess ("exec is not allowed") was
+            // wrong where the nodes were what RBAC hid.
+            let print = match print {
+                Ok(read) => read.map_err(|e| e.to_string()),
+                Err(_) => Err("no answer within 20 s".to_string()),
+            };
+            (v.to_string(), print)
         })
         .collect()
 }
 
 /// Under the status table: per variant, the CPU it runs on and its nginx build.
 fn write_builds(
-    builds: &[(String, Option<k8s::ArchFingerprint>)],
+    builds: &[(String, Result<k8s::ArchFingerprint, String>)],
     out: &mut dyn Write,
 ) -> io::Result<()> {
     if builds.is_empty() {
@@ -49,8 +55,11 @@ fn write_builds(
     writeln!(out)?;
     for (variant, print) in builds {
         match print {
-            Some(f) => {
-                let nginx = f.nginx.describe().unwrap_or_else(|| "nginx -V printed no version".into());
+            Ok(f) => {
+                let nginx = f
+                    .nginx
+                    .describe()
+                    .unwrap_or_else(|| "nginx -V printed no version".into());
                 writeln!(out, "{variant}: {} ({}); {nginx}", f.cpu_model, f.node_arch)?;
                 if let Some(line) = f.nginx.binary_line() {
                     writeln!(out, "  {line}")?;
@@ -59,10 +68,7 @@ fn write_builds(
                     writeln!(out, "  WARNING: {w}")?;
                 }
             }
-            None => writeln!(
-                out,
-                "{variant}: CPU and nginx build not read (exec into its pod is not allowed, or it is not running)"
-            )?,
+            Err(why) => writeln!(out, "{variant}: CPU and nginx build not read: {why}")?,
         }
     }
     Ok(())
