@@ -78,11 +78,6 @@ pub fn grouped(n: u64) -> String {
     group_digits(&n.to_string())
 }
 
-/// [`grouped`] for a sum of counts that may pass u64 (a document's, added up).
-pub fn grouped_wide(n: u128) -> String {
-    group_digits(&n.to_string())
-}
-
 /// A figure rounded to a whole number and grouped: 1234567.8 -> "1,234,568". Exact at any
 /// size (a cast to u64 stops at 18,446,744,073,709,551,615 without a word), signed, and "-"
 /// for a figure that is none (NaN, infinite).
@@ -97,7 +92,7 @@ pub fn grouped_rounded(v: f64) -> String {
 }
 
 /// A run of decimal digits with a comma every three from the right.
-fn group_digits(digits: &str) -> String {
+pub fn group_digits(digits: &str) -> String {
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i).is_multiple_of(3) {

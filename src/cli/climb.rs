@@ -126,8 +126,6 @@ fn past_their_knee(
                 .steps
                 .iter()
                 .filter_map(|s| crate::sweep::figures(s, name))
-                // A step cut short is shown, not judged: it stops no target either.
-                .filter(|p| !p.cut_short)
                 .collect();
             let reason = past_knee(&points, kind)?;
             Some((name.clone(), EarlyStop { after, reason }))

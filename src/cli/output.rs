@@ -33,8 +33,8 @@ pub fn save<T: serde::Serialize>(doc: &T, path: Option<&Path>) -> anyhow::Result
     Ok(())
 }
 
-/// The line for a run, or a comparison's target (`name`), that answered no request though it
-/// tried `failed` times.
+/// The line for a run, or a target (`name`), that answered no request though it sent some:
+/// what became of them, and where to look.
 pub fn nothing_answered_line(name: Option<&str>, what: Unanswered) -> String {
     let whose = name.map(|n| format!("{n}: ")).unwrap_or_default();
     let advice = if what.in_flight_at_end > 0 {
@@ -504,7 +504,8 @@ impl Ending {
             .filter(|t| judged && t.knee.is_none())
             .map(|t| t.name.as_str())
             .collect();
-        let mut failures: Vec<String> = silent_in_sweep(s)
+        let mut failures: Vec<String> = s
+            .answered_nothing()
             .into_iter()
             .map(|(name, what)| nothing_answered_line(Some(name), what))
             .collect();
@@ -539,28 +540,6 @@ impl Ending {
             super::exit::EXIT_FAILURE
         }
     }
-}
-
-/// The targets of a sweep that answered nothing at any of its loads, with what became of
-/// their requests there.
-fn silent_in_sweep(s: &crate::sweep::SweepResult) -> Vec<(&str, Unanswered)> {
-    s.targets
-        .iter()
-        .filter_map(|t| {
-            let mut what = Unanswered::default();
-            let mut ran = false;
-            for step in &s.steps {
-                let silent = step.comparison.answered_nothing();
-                let here = step.comparison.targets.iter().any(|c| c.name == t.name);
-                if !here {
-                    continue;
-                }
-                ran = true;
-                what = what + silent.iter().find(|(n, _)| *n == t.name).map(|(_, w)| *w)?;
-            }
-            ran.then_some((t.name.as_str(), what))
-        })
-        .collect()
 }
 
 /// The line for a target that missed objectives, naming each missed one with what was

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::Plan;
 use crate::monitor::WatchSource;
-use crate::stats::{RunResult, Unanswered};
+use crate::stats::{answered_nothing_in, RunResult, Unanswered};
 
 /// Significance level of the verdicts.
 pub const ALPHA: f64 = 0.05;
@@ -215,15 +215,7 @@ impl ComparisonResult {
     pub fn answered_nothing(&self) -> Vec<(&str, Unanswered)> {
         self.targets
             .iter()
-            .filter_map(|t| {
-                // Every run answered nothing: their failures together.
-                let what = t
-                    .runs
-                    .iter()
-                    .map(|r| r.answered_nothing())
-                    .try_fold(Unanswered::default(), |sum, r| Some(sum + r?))?;
-                Some((t.name.as_str(), what)).filter(|_| !t.runs.is_empty())
-            })
+            .filter_map(|t| Some((t.name.as_str(), answered_nothing_in(&t.runs)?)))
             .collect()
     }
 

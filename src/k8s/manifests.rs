@@ -381,7 +381,7 @@ fn ports(serves: Serves) -> impl Iterator<Item = (&'static str, i32, &'static st
 }
 
 /// The ConfigMap key of a server's configuration, and where the server reads it.
-fn config_file(server: Server) -> (&'static str, &'static str) {
+pub(super) fn config_file(server: Server) -> (&'static str, &'static str) {
     match server {
         Server::Nginx => ("nginx.conf", "/etc/nginx/nginx.conf"),
         Server::Caddy => (CADDYFILE_KEY, CADDYFILE_PATH),

@@ -8,11 +8,11 @@ use kube::{Api, ResourceExt};
 
 use super::apply::{apply_all, with_certificate, UpReport};
 use super::client::api_error;
-use super::manifests::CONFIG_MAP;
+use super::manifests::{config_file, CONFIG_MAP};
 use super::rollout::{check_placement, wait_ready};
 use super::routes::wait_routed;
 use super::status::status;
-use super::{managed_selector, variant_of, Cluster, K8sError, Setup};
+use super::{managed_selector, variant_of, Cluster, K8sError, Server, Setup};
 
 /// `archbench k8s up`: apply, then wait (watching) until every Deployment has rolled out and
 /// every Service has its address, telling `progress` what it waits for.
@@ -58,7 +58,7 @@ async fn check_shared_config(cluster: &Cluster, setup: &Setup) -> Result<(), K8s
         .map_err(|e| api_error(e, "get", "configmaps"))?;
     let unchanged = current
         .as_ref()
-        .and_then(|c| c.data.as_ref()?.get("nginx.conf"))
+        .and_then(|c| c.data.as_ref()?.get(config_file(Server::Nginx).0))
         .is_none_or(|now| *now == text);
     if unchanged {
         return Ok(());

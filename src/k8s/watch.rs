@@ -358,11 +358,9 @@ impl Watching {
             .await
         {
             Ok(p) => p,
-            Err(kube::Error::Api(s)) if s.code == 403 => {
-                let e = kube::Error::Api(s);
-                return Err(Unread::Refused(
-                    super::client::api_error(e, "create", "pods/exec").to_string(),
-                ));
+            Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 403) => {
+                let refused = super::client::api_error(e, "create", "pods/exec");
+                return Err(Unread::Refused(refused.to_string()));
             }
             Err(e) => return Err(Unread::Failed(format!("exec in {name}: {e}"))),
         };

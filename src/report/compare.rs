@@ -206,7 +206,13 @@ pub(super) fn errors_by_kind(t: &TargetRuns) -> Option<String> {
         .filter_map(|k| {
             // Wide: a document's runs may each hold up to 10^18.
             let n: u128 = t.runs.iter().map(|r| u128::from(r.errors.get(*k))).sum();
-            (n > 0).then(|| format!("{} {}", k.name(), crate::units::grouped_wide(n)))
+            (n > 0).then(|| {
+                format!(
+                    "{} {}",
+                    k.name(),
+                    crate::units::group_digits(&n.to_string())
+                )
+            })
         })
         .collect();
     (!kinds.is_empty()).then(|| kinds.join(", "))

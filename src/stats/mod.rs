@@ -30,9 +30,9 @@ pub use recorder::{
     MAX_SERIES, STATUS_SLOTS,
 };
 pub use result::{
-    ClientUsage, ConditionOutcome, EntryResult, Environment, ErrorCounts, Histograms,
-    LatencySummaries, Limiter, LimiterSide, LostSource, PacingSummary, PartSummary, PlanSummary,
-    ResponseInfo, RunResult, RunTimes, SloOutcome, SourceRun, Totals, Unanswered,
+    answered_nothing_in, ClientUsage, ConditionOutcome, EntryResult, Environment, ErrorCounts,
+    Histograms, LatencySummaries, Limiter, LimiterSide, LostSource, PacingSummary, PartSummary,
+    PlanSummary, ResponseInfo, RunResult, RunTimes, SloOutcome, SourceRun, Totals, Unanswered,
     READABLE_RESULT_VERSIONS, RESULT_KIND, RESULT_SCHEMA_VERSION,
 };
 pub use server::{

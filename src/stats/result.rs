@@ -527,7 +527,7 @@ impl std::ops::Add for Unanswered {
 }
 
 impl std::fmt::Display for Unanswered {
-    /// "3 failed", "2 still unanswered at the end", or both.
+    /// "3 failed", "2 still unanswered when it ended", or both.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.failed, self.in_flight_at_end) {
             (failed, 0) => write!(f, "{failed} failed"),
@@ -535,6 +535,18 @@ impl std::fmt::Display for Unanswered {
             (failed, open) => write!(f, "{failed} failed, {open} still unanswered when it ended"),
         }
     }
+}
+
+/// What became of the requests of `runs` when none of them answered one though they sent
+/// some (a comparison's target over its runs, a sweep's over every step); None when one was
+/// answered, or there was no run.
+pub fn answered_nothing_in<'a>(
+    runs: impl IntoIterator<Item = &'a RunResult>,
+) -> Option<Unanswered> {
+    let mut runs = runs.into_iter().peekable();
+    runs.peek()?;
+    runs.map(RunResult::answered_nothing)
+        .try_fold(Unanswered::default(), |sum, r| Some(sum + r?))
 }
 
 impl RunResult {

@@ -147,6 +147,23 @@ const STILL_GROWING: f64 = 1.05;
 const SATURATED: f64 = 0.95;
 
 impl SweepResult {
+    /// The targets that answered nothing at any load though they sent requests, with what
+    /// became of those: a measurement of nothing, which a command must not end with success.
+    pub fn answered_nothing(&self) -> Vec<(&str, crate::stats::Unanswered)> {
+        self.targets
+            .iter()
+            .filter_map(|t| {
+                let runs = self
+                    .steps
+                    .iter()
+                    .flat_map(|s| &s.comparison.targets)
+                    .filter(|c| c.name == t.name)
+                    .flat_map(|c| &c.runs);
+                Some((t.name.as_str(), crate::stats::answered_nothing_in(runs)?))
+            })
+            .collect()
+    }
+
     /// Whether the sweep's figures agree, as every sweep archbench writes does: each step's
     /// comparison ([`ComparisonResult::check_figures`]), each target's figures at a load the
     /// medians its runs there give, error shares at most 100%, a knee at one of the loads
@@ -275,6 +292,8 @@ pub fn figures(step: &SweepStep, name: &str) -> Option<StepFigures> {
 /// its knee, however its latency grew); without, p99 ten times the first step's while
 /// throughput stopped growing.
 pub fn past_knee(points: &[StepFigures], kind: LadderKind) -> Option<String> {
+    let whole = whole_steps(points);
+    let points = whole.as_slice();
     let last = points.last()?;
     let unit = kind.unit();
     if last.error_percent >= EXPLODED_ERRORS_PERCENT {
@@ -311,6 +330,12 @@ pub fn past_knee(points: &[StepFigures], kind: LadderKind) -> Option<String> {
     None
 }
 
+/// The steps a verdict rests on: a step cut short by an interruption is shown, not judged
+/// (its figures cover part of a run), for the knee, the early stop and the fit alike.
+fn whole_steps(points: &[StepFigures]) -> Vec<StepFigures> {
+    points.iter().filter(|p| !p.cut_short).cloned().collect()
+}
+
 /// Where a target's knee is, from its steps.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Knee {
@@ -324,8 +349,13 @@ pub struct Knee {
 /// of the best throughput. When that is the ladder's top (the SLO still held there, or
 /// throughput grew up to it), the knee lies beyond the ladder, and the reason says to extend
 /// it. A sweep that ended before `ladder_top` (interrupted) found no knee there: it says
-/// where it ended.
+/// where it ended. Steps cut short are left out ([`whole_steps`]).
 pub fn knee(points: &[StepFigures], kind: LadderKind, ladder_top: Option<f64>) -> Knee {
+    let whole = whole_steps(points);
+    if let Some(k) = no_whole_step(&whole, points, ladder_top) {
+        return k;
+    }
+    let points = whole.as_slice();
     let unit = kind.unit();
     let top = points.last().map(|p| p.load);
     let beyond = |p: &StepFigures, what: &str| {
@@ -398,6 +428,27 @@ pub fn knee(points: &[StepFigures], kind: LadderKind, ladder_top: Option<f64>) -
     }
 }
 
+/// No knee, when an interruption left no whole step: it came in the target's first load, or
+/// before the target ran at all (it answered nothing because it was asked nothing).
+fn no_whole_step(
+    whole: &[StepFigures],
+    points: &[StepFigures],
+    ladder_top: Option<f64>,
+) -> Option<Knee> {
+    let reason = match (whole.is_empty(), points.is_empty()) {
+        (true, false) => "not found: the sweep was interrupted at its first load",
+        (true, true) if ladder_top.is_some() => {
+            "not measured: the sweep was interrupted before it ran"
+        }
+        _ => return None,
+    };
+    Some(Knee {
+        load: None,
+        reason: reason.into(),
+        beyond_ladder: false,
+    })
+}
+
 /// A target's summary over the steps that ran (with its price per hour, when given), of a
 /// ladder up to `ladder_top`.
 pub fn summarize(
@@ -413,33 +464,20 @@ pub fn summarize(
             p.cost_per_million = crate::compare::cost_per_million(price, p.requests_per_sec);
         }
     }
-    // A step cut short is shown, not judged: its figures cover part of a run.
-    let whole: Vec<StepFigures> = points.iter().filter(|p| !p.cut_short).cloned().collect();
     let Knee {
         load: knee,
         reason: knee_reason,
         beyond_ladder: knee_beyond_ladder,
-    } = match (whole.is_empty(), points.is_empty(), ladder_top.is_some()) {
-        (true, false, _) => Knee {
-            load: None,
-            reason: "not found: the sweep was interrupted at its first load".into(),
-            beyond_ladder: false,
-        },
-        // Interrupted before this target ran at all: it answered nothing because it was
-        // asked nothing.
-        (true, true, true) => Knee {
-            load: None,
-            reason: "not measured: the sweep was interrupted before it ran".into(),
-            beyond_ladder: false,
-        },
-        _ => knee(&whole, kind, ladder_top),
-    };
+    } = knee(&points, kind, ladder_top);
     let cost_per_million_at_knee = knee
         .and_then(|k| points.iter().find(|p| p.load == k))
         .and_then(|p| p.cost_per_million);
     let (usl, usl_refused) = match kind {
         LadderKind::Connections => {
-            let xy: Vec<(f64, f64)> = whole.iter().map(|p| (p.load, p.requests_per_sec)).collect();
+            let xy: Vec<(f64, f64)> = whole_steps(&points)
+                .iter()
+                .map(|p| (p.load, p.requests_per_sec))
+                .collect();
             match usl::fit(&xy) {
                 Ok(f) => (Some(f), None),
                 Err(e) => (None, Some(e.to_string())),
@@ -505,6 +543,18 @@ mod tests {
             "{}",
             k.reason
         );
+    }
+
+    /// A step cut short stops no target: only whole steps say a target is past its knee.
+    #[test]
+    fn a_step_cut_short_is_no_second_failure() {
+        let mut cut = point(2.0, 150.0, 9_000.0, 0.0, Some(false));
+        cut.cut_short = true;
+        let pts = [point(1.0, 100.0, 9_000.0, 0.0, Some(false)), cut];
+        assert_eq!(past_knee(&pts, LadderKind::Connections), None);
+        let mut whole = pts.clone();
+        whole[1].cut_short = false;
+        assert!(past_knee(&whole, LadderKind::Connections).is_some());
     }
 
     #[test]
