@@ -249,13 +249,8 @@ fn a_server_that_answers_nothing_before_the_end_fails_the_run() {
     assert_eq!(doc["totals"]["unanswered_at_end"], 2);
     assert_eq!(doc["totals"]["errors"], 0);
 
-    let other = FaultyServer::start(Fault::NeverAnswer);
-    let o = archbench(&[
-        "compare",
-        &format!("a={url}"),
-        &format!("b={}", other.url()),
-        "-c",
-        "1",
+    // One short run a step, no warm-up, and a timeout the run ends well before.
+    const BRIEF: [&str; 7] = [
         "-d",
         "200ms",
         "--runs",
@@ -263,7 +258,10 @@ fn a_server_that_answers_nothing_before_the_end_fails_the_run() {
         "--no-warmup",
         "--timeout",
         "30s",
-    ]);
+    ];
+    let other = FaultyServer::start(Fault::NeverAnswer);
+    let (a, b) = (format!("a={url}"), format!("b={}", other.url()));
+    let o = archbench(&[&["compare", &a, &b, "-c", "1"][..], &BRIEF].concat());
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -275,19 +273,7 @@ fn a_server_that_answers_nothing_before_the_end_fails_the_run() {
         "{err}"
     );
 
-    let o = archbench(&[
-        "sweep",
-        &format!("a={url}"),
-        "-c",
-        "1,2",
-        "-d",
-        "200ms",
-        "--runs",
-        "1",
-        "--no-warmup",
-        "--timeout",
-        "30s",
-    ]);
+    let o = archbench(&[&["sweep", &a, "-c", "1,2"][..], &BRIEF].concat());
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -1354,33 +1340,4 @@ fn a_context_the_kubeconfig_lacks_is_named_with_the_ones_it_has() {
         err.contains("--context \"nope\": the kubeconfig has no such context (it has: here)"),
         "{err}"
     );
-}
-
-/// A comparison whose targets failed says how, in its text and Markdown: the table counts the
-/// errors only, and the closing line sends the reader to "the errors in the report".
-#[test]
-fn a_comparisons_errors_are_told_by_kind() {
-    let (a, b) = (nothing_listens(), nothing_listens());
-    let dir = tempfile::tempdir().unwrap();
-    let md = dir.path().join("c.md");
-    let o = archbench(&[
-        "compare",
-        &format!("a={a}"),
-        &format!("b={b}"),
-        "-c",
-        "1",
-        "-d",
-        "200ms",
-        "--runs",
-        "1",
-        "--no-warmup",
-        "--markdown",
-        md.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let text = stdout(&o);
-    assert!(text.contains("  Errors a: connect "), "{text}");
-    assert!(text.contains("(its runs together)"), "{text}");
-    let md = std::fs::read_to_string(&md).unwrap();
-    assert!(md.contains("- **Errors b** connect "), "{md}");
 }

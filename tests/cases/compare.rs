@@ -301,6 +301,7 @@ fn a_target_that_answered_nothing_fails_the_comparison() {
         .port();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.json");
+    let md = dir.path().join("c.md");
     let o = archbench(&[
         "compare",
         &format!("dead=http://127.0.0.1:{port}/"),
@@ -317,6 +318,8 @@ fn a_target_that_answered_nothing_fails_the_comparison() {
         "-q",
         "--json",
         json.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
@@ -331,6 +334,13 @@ fn a_target_that_answered_nothing_fails_the_comparison() {
         said[0]
     );
     assert!(stdout(&o).contains("req/s"), "{}", stdout(&o));
+    // How it failed, in the text and the Markdown: the table counts the errors only, and
+    // the closing line sends the reader to "the errors in the report".
+    let text = stdout(&o);
+    assert!(text.contains("  Errors dead: connect "), "{text}");
+    assert!(text.contains("(its runs together)"), "{text}");
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("- **Errors dead** connect "), "{md}");
     let doc = read_json(&json);
     assert_eq!(doc["targets"][0]["runs"][0]["totals"]["requests"], 0);
     assert!(
