@@ -32,6 +32,11 @@ pub fn measure_sources(
         on_progress(p, servers)
     };
     crate::measure::execute(plan, watch, stop, on_progress).map_err(|e| match e {
+        // What could not be read (a pod gone, a variant scaled to 0) is no usage error: the
+        // command line was right, the thing watched was not there.
+        crate::measure::MeasureError::Watch(w @ crate::monitor::MonitorError::Read { .. }) => {
+            anyhow::Error::new(w)
+        }
         crate::measure::MeasureError::Watch(w) => PlanError::Watch(w).into(),
         other => anyhow::Error::new(other),
     })

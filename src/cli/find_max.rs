@@ -4,7 +4,9 @@
 //! worker saturated, or sends late by more than a tenth of the latency the SLO allows) ends
 //! the search with that reason: a rate the client did not send says nothing of the server.
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use super::climb::{empty_sweep, finish_sweep, StepLoad, StepPlans, SweepSpec};
 use super::flags::FindMax;
@@ -33,6 +35,10 @@ struct Prober<'a> {
     slo: &'a crate::slo::Slo,
     /// How a run is measured: here (None), or by a cluster's in-cluster workers.
     run_one: Option<RunOne<'a>>,
+    signals: &'a StopSignals,
+    /// Requests the server still held when the last probe ended: the next one waits until
+    /// they are worked off (see [`Prober::settle`]).
+    held_back: Cell<u64>,
 }
 
 /// One probe: the rate and its held count, and why the client could not keep it, if so.
@@ -63,6 +69,8 @@ pub fn find_max(
         session,
         slo,
         run_one,
+        signals,
+        held_back: Cell::new(0),
     };
     for name in names {
         if signals.stop.load(Ordering::Relaxed) {
@@ -183,6 +191,9 @@ impl Prober<'_> {
         };
         let mut plan = self.source.plan(&[name.to_string()], load, warmup)?;
         plan.runs = runs;
+        if let Some(c) = plan.contenders.first() {
+            self.settle(name, &c.plan)?;
+        }
         if !self.spec.quiet {
             crate::stderr_line!("sweep --find-max: {name} at {} req/s", grouped_rate(rate));
         }
@@ -202,6 +213,8 @@ impl Prober<'_> {
             .filter(|r| self.slo.judge(|m| m.measure(r)).passed)
             .count() as u64;
         let client_limited = measured.iter().find_map(|r| meaningless(r, self.slo));
+        self.held_back
+            .set(measured.last().map_or(0, |r| r.totals.unanswered_at_end));
         // Each step judged as a ladder's is, for its row of the tables.
         comparison.slo = comparison.judge_slo(self.slo);
         let interrupted = comparison.interrupted;
@@ -215,6 +228,72 @@ impl Prober<'_> {
             client_limited,
             interrupted,
         })
+    }
+}
+
+/// How long a probe waits, at most, for the server to work off what the last one left.
+const SETTLE_WITHIN: Duration = Duration::from_secs(60);
+
+impl Prober<'_> {
+    /// Before a probe, when the last one ended with requests the server still held (a server
+    /// that queues: nginx's `limit_req` with a burst): one lone request at a time on one
+    /// connection, until one is answered. A queue works in order, so by then what was ahead
+    /// of it is done, and the probe measures its own rate, not the last one's backlog (which
+    /// kept its connections busy: "sent 204 of 250 req/s"). In-cluster probes' addresses are
+    /// not reachable from here: they start at once, and say so.
+    fn settle(&self, name: &str, probe: &crate::engine::Plan) -> anyhow::Result<()> {
+        let held = self.held_back.replace(0);
+        if held == 0 {
+            return Ok(());
+        }
+        let say = |line: String| {
+            if !self.spec.quiet {
+                crate::stderr_line!("sweep --find-max: {name}: {line}");
+            }
+        };
+        if self.run_one.is_some() {
+            say(format!(
+                "the server still held {held} requests at the last probe's end; in-cluster \
+                 probes start without waiting for them"
+            ));
+            return Ok(());
+        }
+        say(format!(
+            "the server still held {held} requests at the last probe's end: waiting until it \
+             answers a lone request"
+        ));
+        let lone = crate::engine::Plan {
+            connections: 1,
+            threads: 1,
+            stop: crate::engine::StopRule {
+                duration: None,
+                requests: Some(1),
+            },
+            pacing: crate::engine::Pacing::Closed,
+            stages: None,
+            part: crate::engine::Part::WHOLE,
+            start_at: None,
+            ..probe.clone()
+        };
+        let started = Instant::now();
+        while started.elapsed() < SETTLE_WITHIN {
+            let out = crate::engine::run(&lone, &self.signals.stop, |_| {})?;
+            if out.interrupted {
+                return Ok(());
+            }
+            if !out.recording.total.is_empty() {
+                say(format!(
+                    "answered after {:.1} s",
+                    started.elapsed().as_secs_f64()
+                ));
+                return Ok(());
+            }
+        }
+        say(format!(
+            "no lone request was answered within {} s: the probe starts on what it still holds",
+            SETTLE_WITHIN.as_secs()
+        ));
+        Ok(())
     }
 }
 

@@ -117,8 +117,9 @@ pub struct K8sTopArgs {
 #[command(mut_arg("threads", |a| a.default_value("1").help(THREADS)))]
 #[command(mut_arg("output", |a| a.visible_alias("layout")))]
 pub struct K8sLoadArgs {
-    /// Variants (intel, arm, amd, or a --variant's name), multiarch, both (intel and arm)
-    /// or all; several are loaded side by side, the first the baseline.
+    /// Variants (intel, arm, amd, or a --variant's name), both (intel and arm), all (every
+    /// variant) or multiarch (on its own: its pods are the variants'); several are loaded
+    /// side by side, the first the baseline.
     #[arg(required = true, num_args = 1..)]
     pub targets: Vec<crate::k8s::LoadSelection>,
     #[command(flatten)]

@@ -3,6 +3,7 @@
 
 use std::fmt::Debug;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
@@ -136,6 +137,47 @@ where
     Ok((change, took_over))
 }
 
+/// [`apply`] for a Deployment, and its replicas said taken over when someone else changed
+/// them without a field manager to show for it: `kubectl scale --replicas=0` goes through
+/// the scale subresource, whose zero is left out of the fields it records, so nobody owns
+/// `.spec.replicas` and the dry run finds no conflict while the apply raises them again.
+async fn apply_deployment(
+    api: &Api<Deployment>,
+    d: &Deployment,
+) -> Result<(Change, Vec<String>), K8sError> {
+    let live = api
+        .get_opt(&d.name_any())
+        .await
+        .map_err(|e| api_error(e, "get", "deployments.apps"))?;
+    let before = live
+        .as_ref()
+        .map(|l| l.resource_version().unwrap_or_default());
+    let (change, mut took_over) = apply_after(api, d, "deployments.apps", before).await?;
+    let declared = d.spec.replicas;
+    if let (Some(live), Some(declared)) = (live, declared) {
+        let was = live.spec.replicas;
+        let named = took_over.iter().any(|t| t.starts_with(".spec.replicas"));
+        if was != Some(declared) && !named && !owns_replicas(&live) {
+            took_over.push(format!(
+                ".spec.replicas (it was {}, set outside archbench)",
+                was.unwrap_or(1)
+            ));
+        }
+    }
+    Ok((change, took_over))
+}
+
+/// Whether archbench's own apply holds a Deployment's `.spec.replicas` (then a change of
+/// them is its own: a variant's replicas= changed).
+fn owns_replicas(d: &Deployment) -> bool {
+    d.managed_fields().iter().any(|m| {
+        m.manager.as_deref() == Some(FIELD_MANAGER)
+            && m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0["f:spec"].get("f:replicas").is_some())
+    })
+}
+
 /// Applies every object of `setup`.
 pub async fn apply_all(cluster: &Cluster, setup: &Setup) -> Result<Vec<Applied>, K8sError> {
     let ns = setup.namespace.as_str();
@@ -170,12 +212,7 @@ pub async fn apply_all(cluster: &Cluster, setup: &Setup) -> Result<Vec<Applied>,
                 apply(&Api::namespaced(client.clone(), ns), o.as_ref(), "secrets").await?
             }
             Manifest::Deployment(o) => {
-                apply(
-                    &Api::namespaced(client.clone(), ns),
-                    o.as_ref(),
-                    "deployments.apps",
-                )
-                .await?
+                apply_deployment(&Api::namespaced(client.clone(), ns), o).await?
             }
             Manifest::Service(o) => {
                 apply(&Api::namespaced(client.clone(), ns), o.as_ref(), "services").await?

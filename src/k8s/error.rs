@@ -87,10 +87,11 @@ pub enum K8sError {
         source: Box<K8sError>,
         leftover: String,
     },
-    #[error("no node with {selector} for {variant}: its pod stays Pending ({message}); {advice}")]
+    /// A pod the scheduler places nowhere: `lead` says why in the nodes' terms (none has the
+    /// labels, they are not ready, or they have no room), `message` in the scheduler's.
+    #[error("{lead}: its pod stays Pending ({message}); {advice}")]
     Unschedulable {
-        variant: String,
-        selector: String,
+        lead: String,
         message: String,
         advice: String,
     },
@@ -116,11 +117,34 @@ pub enum K8sError {
     },
     #[error("nginx rejects the configuration, so nothing was changed: {message}")]
     Rejected { message: String },
-    #[error("interrupted while {0}; what was applied stays (archbench k8s status shows it, archbench k8s down removes it)")]
-    Interrupted(String),
+    /// Ctrl-C: while what, and what it leaves on the cluster.
+    #[error("interrupted while {during}; {left}")]
+    Interrupted { during: String, left: String },
 }
 
 impl K8sError {
+    /// Interrupted while `during`, before the command knows what it leaves.
+    pub fn interrupted(during: impl Into<String>) -> K8sError {
+        K8sError::Interrupted {
+            during: during.into(),
+            left: "what was applied stays (archbench k8s status shows it, archbench k8s down \
+                   removes it)"
+                .into(),
+        }
+    }
+
+    /// An interruption said with what the command leaves on the cluster (`left`); any other
+    /// error as it is.
+    pub fn leaving(self, left: impl FnOnce() -> String) -> K8sError {
+        match self {
+            K8sError::Interrupted { during, .. } => K8sError::Interrupted {
+                during,
+                left: left(),
+            },
+            other => other,
+        }
+    }
+
     /// Usage errors exit 2, like every bad command line.
     pub fn is_usage(&self) -> bool {
         matches!(self, K8sError::Usage(_))

@@ -24,7 +24,7 @@ pub enum LoadSelection {
     Multiarch,
     /// intel and arm, as the script's `wrk both`.
     Both,
-    /// Every deployed variant's service, and the multi-arch one.
+    /// Every deployed variant's service (not the multi-arch one: its pods are theirs).
     All,
 }
 
@@ -43,6 +43,32 @@ impl std::str::FromStr for LoadSelection {
             name => LoadSelection::Variant(name.to_string()),
         })
     }
+}
+
+/// Targets loaded at the same time must not share pods: the multi-arch Service's pods are
+/// every variant's, so beside a variant each of its pods would serve two loads, and neither
+/// target's requests per pod CPU-second (nor its latency) would be its own. Refused as usage,
+/// before any cluster is asked.
+pub fn check_side_by_side(selections: &[LoadSelection]) -> Result<(), K8sError> {
+    let multiarch = selections.contains(&LoadSelection::Multiarch);
+    let variants: Vec<String> = selections
+        .iter()
+        .filter_map(|s| match s {
+            LoadSelection::Variant(v) => Some(v.clone()),
+            LoadSelection::Both => Some("both".into()),
+            LoadSelection::All => Some("all".into()),
+            LoadSelection::Multiarch => None,
+        })
+        .collect();
+    if !multiarch || variants.is_empty() {
+        return Ok(());
+    }
+    Err(K8sError::Usage(format!(
+        "multiarch is served by the same pods as {}: loaded side by side, each pod would serve \
+         both loads and neither result would be its own; load multiarch on its own, or the \
+         variants without it",
+        variants.join(", ")
+    )))
 }
 
 /// One service to load.
@@ -175,7 +201,7 @@ fn wanted(selection: &LoadSelection, deployed: &[String]) -> Vec<Option<String>>
         LoadSelection::Variant(v) => vec![Some(v.clone())],
         LoadSelection::Multiarch => vec![None],
         LoadSelection::Both => vec![Some("intel".into()), Some("arm".into())],
-        LoadSelection::All => deployed.iter().cloned().map(Some).chain([None]).collect(),
+        LoadSelection::All => deployed.iter().cloned().map(Some).collect(),
     }
 }
 
@@ -327,4 +353,43 @@ fn in_cluster_address(
         format!("{scheme}://{host}:{port}/")
     };
     Ok((url, Some(std::net::SocketAddr::new(ip, port))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn selections(words: &[&str]) -> Vec<LoadSelection> {
+        words.iter().filter_map(|w| w.parse().ok()).collect()
+    }
+
+    #[test]
+    fn multiarch_is_loaded_beside_no_variant_whose_pods_it_shares() {
+        for refused in [
+            &["all", "multiarch"][..],
+            &["multiarch", "intel"],
+            &["both", "multiarch"],
+        ] {
+            let e = check_side_by_side(&selections(refused)).unwrap_err();
+            assert!(e.is_usage(), "{refused:?}: {e}");
+            assert!(e.to_string().contains("same pods"), "{e}");
+        }
+        for fine in [
+            &["all"][..],
+            &["multiarch"],
+            &["intel", "arm-large"],
+            &["both"],
+        ] {
+            assert!(check_side_by_side(&selections(fine)).is_ok(), "{fine:?}");
+        }
+    }
+
+    #[test]
+    fn all_is_every_deployed_variant_without_the_multiarch_service() {
+        let deployed = vec!["intel".to_string(), "arm".to_string(), "big".to_string()];
+        assert_eq!(
+            wanted(&LoadSelection::All, &deployed),
+            vec![Some("intel".into()), Some("arm".into()), Some("big".into())]
+        );
+    }
 }

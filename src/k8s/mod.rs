@@ -50,7 +50,7 @@ pub use distributed::{
 pub use down::down;
 pub use error::K8sError;
 pub use inspect::{fingerprint, write_fingerprints};
-pub use load::{targets, LoadSelection, LoadTarget, Port, Vantage};
+pub use load::{check_side_by_side, targets, LoadSelection, LoadTarget, Port, Vantage};
 pub use login::login;
 pub use manifests::{manifests, write_yaml, Manifest, TUNED_NGINX_CONF};
 pub use placed::placements;

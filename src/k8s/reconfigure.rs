@@ -295,18 +295,35 @@ pub async fn reconfigure(
             .delete(CONFIG_MAP, &Default::default())
             .await;
     }
+    let left = |how: &'static str| {
+        let back = match &old.config {
+            NginxConfig::Tuned => "`archbench k8s config tuned`".to_string(),
+            NginxConfig::Stock => "`archbench k8s config stock`".to_string(),
+            NginxConfig::File { .. } => "`archbench k8s config FILE` with its file".to_string(),
+        };
+        move || {
+            format!(
+                "the new configuration is applied and stays, {how} (archbench k8s status shows \
+                 them); {back} puts the previous one back"
+            )
+        }
+    };
     match wait_rollout(cluster, &new, Some(released), progress, stop).await {
         Ok(()) => {
             // Its own --wait-timeout, as the rollout had (see `up`).
             let deadline = tokio::time::Instant::now() + wait_timeout;
-            let not_answering = wait_routed(cluster, &new, deadline, progress, stop).await?;
+            let not_answering = wait_routed(cluster, &new, deadline, progress, stop)
+                .await
+                .map_err(|e| e.leaving(left("its pods ready, the old ones leaving")))?;
             Ok(Reconfigured::Applied {
                 rows: super::status(cluster).await?,
                 checked,
                 not_answering,
             })
         }
-        Err(e @ K8sError::Interrupted(_)) => Err(e),
+        Err(e @ K8sError::Interrupted { .. }) => {
+            Err(e.leaving(left("its pods rolling on without archbench")))
+        }
         Err(why) => rollback(cluster, &old, &new, why, progress, stop).await,
     }
 }
@@ -348,7 +365,10 @@ async fn rollback(
     // Should the way back fail too, its error says why the new pods failed as well.
     let back = |e: K8sError| {
         match e {
-        K8sError::Interrupted(_) => e,
+        K8sError::Interrupted { .. } => e.leaving(|| format!(
+            "the previous configuration is applied again and stays, its pods rolling on \
+             without archbench (archbench k8s status shows them); the new one had failed: {why}"
+        )),
         e => K8sError::Failed {
             what: format!("the new configuration's pods failed ({why}); putting the previous one back failed too"),
             message: e.to_string(),

@@ -75,33 +75,7 @@ pub fn rolled_out(d: &Deployment) -> bool {
 async fn pod_problem(cluster: &Cluster, setup: &Setup, pod: &Pod) -> Option<K8sError> {
     let name = pod.name_any();
     Some(match trouble(pod)? {
-        PodTrouble::Unschedulable { message } => {
-            let variant = variant_of(pod.labels()).unwrap_or_default().to_string();
-            let preset = setup.variant(&variant).is_some_and(|v| v.preset.is_some());
-            K8sError::Unschedulable {
-                advice: if preset {
-                    format!(
-                        "add a node pool of that architecture, or leave {variant} out with --arch"
-                    )
-                } else {
-                    "change the variant's selector, cpu= or memory=, or add such nodes".into()
-                },
-                variant,
-                selector: pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_selector.as_ref())
-                    .map(|s| {
-                        s.iter()
-                            .map(|(k, v)| format!("{k}={v}"))
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    })
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| "room for it".into()),
-                message,
-            }
-        }
+        PodTrouble::Unschedulable { message } => unschedulable(cluster, setup, pod, message).await,
         PodTrouble::ImagePull { reason, message } => K8sError::ImagePull {
             pod: name,
             reason,
@@ -114,6 +88,117 @@ async fn pod_problem(cluster: &Cluster, setup: &Setup, pod: &Pod) -> Option<K8sE
             last,
         },
     })
+}
+
+/// Why no node takes a pod, told from the nodes its selector picks: there are none, none of
+/// them is Ready (the scheduler's taint words alone left the user to find out which), or they
+/// have no room left (the scheduler's "Insufficient cpu": "no node with" read as if none
+/// existed). Nodes RBAC hides leave the first.
+async fn unschedulable(cluster: &Cluster, setup: &Setup, pod: &Pod, message: String) -> K8sError {
+    let variant = variant_of(pod.labels()).unwrap_or_default().to_string();
+    let preset = setup.variant(&variant).is_some_and(|v| v.preset.is_some());
+    let wanted = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_selector.clone())
+        .unwrap_or_default();
+    let selector = wanted
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let nodes = Api::<Node>::all(cluster.client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let picked: Vec<&Node> = nodes
+        .iter()
+        .filter(|n| wanted.iter().all(|(k, v)| n.labels().get(k) == Some(v)))
+        .collect();
+    let with = match selector.is_empty() {
+        true => String::new(),
+        false => format!(" with {selector}"),
+    };
+    let not_ready: Vec<String> = picked
+        .iter()
+        .filter_map(|n| node_not_ready(n).map(|why| format!("{} ({why})", n.name_any())))
+        .collect();
+    let (lead, advice) = if picked.is_empty() {
+        (
+            format!("no node{with} for {variant}"),
+            match preset {
+                true => format!(
+                    "add a node pool of that architecture, or leave {variant} out with --arch"
+                ),
+                false => "change the variant's selector, cpu= or memory=, or add such nodes".into(),
+            },
+        )
+    } else if not_ready.len() == picked.len() {
+        (
+            format!(
+                "the node{with} for {variant} {} not Ready: {}",
+                if picked.len() == 1 { "is" } else { "are" },
+                not_ready.join(", ")
+            ),
+            "bring its kubelet back (`kubectl describe node` says since when), or add a node"
+                .into(),
+        )
+    } else {
+        let also = match not_ready.is_empty() {
+            true => String::new(),
+            false => format!("; not Ready: {}", not_ready.join(", ")),
+        };
+        let such = format!(
+            "{} such node{}{also}",
+            picked.len(),
+            if picked.len() == 1 { "" } else { "s" }
+        );
+        if message.contains("Insufficient") || message.contains("Too many pods") {
+            (
+                format!("no node{with} has room for {variant}'s pod ({such})"),
+                "other pods hold their CPU, memory or pod slots: free some (`archbench k8s \
+                 status` and `kubectl describe node` show who), lower the variant's cpu= or \
+                 memory=, or add nodes"
+                    .into(),
+            )
+        } else {
+            (
+                format!("no node{with} takes {variant}'s pod ({such})"),
+                "the scheduler's words say why (taints, affinity, ports); `kubectl describe node` \
+                 shows the nodes' side"
+                    .into(),
+            )
+        }
+    };
+    K8sError::Unschedulable {
+        lead,
+        message,
+        advice,
+    }
+}
+
+/// Why a node is not Ready (its Ready condition's reason and message), None when it is.
+fn node_not_ready(node: &Node) -> Option<String> {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => None,
+        Some(c) => Some(
+            [c.reason.as_deref(), c.message.as_deref()]
+                .into_iter()
+                .flatten()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(": "),
+        )
+        .filter(|s| !s.is_empty())
+        .or_else(|| Some(format!("Ready is {}", c.status))),
+        None => Some("no Ready condition yet".into()),
+    }
 }
 
 /// Refuses, before anything is applied, a variant no node can run (by its selector, CPU or

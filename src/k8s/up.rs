@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
-use super::apply::{apply_all, with_certificate, UpReport};
+use super::apply::{apply_all, with_certificate, Applied, Change, UpReport};
 use super::client::api_error;
 use super::manifests::{config_file, CONFIG_MAP};
 use super::rollout::{check_placement, wait_ready};
@@ -26,7 +26,10 @@ pub async fn up(
     check_shared_config(cluster, setup).await?;
     let setup = &with_certificate(cluster, setup).await?;
     let changes = apply_all(cluster, setup).await?;
-    wait_ready(cluster, setup, progress, stop).await?;
+    let left = || applied_before(&changes);
+    wait_ready(cluster, setup, progress, stop)
+        .await
+        .map_err(|e| e.leaving(left))?;
     // Ready endpoints are in the API; the proxies' rules follow them a moment later, and an
     // `up` that changed the setup rolled its pods as `config` does. Ready means a load can
     // start now, so the old pods must be off the Services and each address is tried
@@ -34,13 +37,33 @@ pub async fn up(
     // Its own --wait-timeout, as the rollout had: a rollout that took most of its budget
     // must not leave none for the old pods to go.
     let deadline = tokio::time::Instant::now() + setup.wait_timeout;
-    let not_answering = wait_routed(cluster, setup, deadline, progress, stop).await?;
+    let not_answering = wait_routed(cluster, setup, deadline, progress, stop)
+        .await
+        .map_err(|e| e.leaving(left))?;
     let rows = status(cluster).await?;
     Ok(UpReport {
         changes,
         rows,
         not_answering,
     })
+}
+
+/// What an interrupted `up` leaves: each object it created or changed (the wait was cut
+/// short, not the apply), and what shows and removes them.
+fn applied_before(changes: &[Applied]) -> String {
+    let changed: Vec<String> = changes
+        .iter()
+        .filter(|a| matches!(a.change, Change::Created | Change::Configured))
+        .map(|a| format!("{} {}", a.what, a.change.as_str()))
+        .collect();
+    if changed.is_empty() {
+        return "nothing was changed: the cluster already had this setup".into();
+    }
+    format!(
+        "applied before it, and left as it is: {} (archbench k8s status shows where it runs, \
+         archbench k8s down removes it)",
+        changed.join(", ")
+    )
 }
 
 /// The shared `nginx-config` would change under Deployments this `up` does not declare:

@@ -68,7 +68,7 @@ impl Wait<'_> {
             stop,
             progress,
         } = self;
-        let interrupted = || K8sError::Interrupted(format!("waiting for {waiting_for}"));
+        let interrupted = || K8sError::interrupted(format!("waiting for {waiting_for}"));
         let mut last_line = String::new();
         loop {
             tokio::select! {
@@ -194,7 +194,7 @@ mod tests {
             .expect_err("stopped");
         assert_eq!(
             err.to_string(),
-            K8sError::Interrupted("waiting for the count".into()).to_string()
+            K8sError::interrupted("waiting for the count").to_string()
         );
     }
 

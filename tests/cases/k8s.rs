@@ -626,6 +626,36 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
         stderr(&o)
     );
     ok(&k8s(c, "oom", &["down"]));
+    // The node exists but has no room left (another variant holds its CPU): said so, not
+    // "no node with" as if there were none.
+    let holds = "a:arch=amd64,cpu=1500m,memory=64Mi";
+    ok(&k8s(
+        c,
+        "room",
+        &["up", "--variant", holds, "--wait-timeout", "60s"],
+    ));
+    let o = k8s(
+        c,
+        "room",
+        &[
+            "up",
+            "--variant",
+            holds,
+            "--variant",
+            "b:arch=amd64,cpu=1500m,memory=64Mi",
+            "--wait-timeout",
+            "60s",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("no node with kubernetes.io/arch=amd64 has room for b's pod (1 such node)")
+            && err.contains("Insufficient cpu")
+            && err.contains("lower the variant's cpu="),
+        "{err}"
+    );
+    ok(&k8s(c, "room", &["down"]));
     // A LoadBalancer address that never comes (new services, in a namespace of their own):
     // NodePort is suggested.
     c.fault("withhold-load-balancers", true);
@@ -651,6 +681,13 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
     assert_eq!(o.status.code(), Some(130));
     let rest = err.rest(PROMPTLY);
     assert!(rest.contains("interrupted while waiting"), "{rest}");
+    // Each object it applied is named, as a created one.
+    assert!(
+        rest.contains("applied before it, and left as it is: ")
+            && rest.contains("Deployment nginx-intel-deployment created")
+            && rest.contains("Service nginx-intel-svc created"),
+        "{rest}"
+    );
     assert!(rest.contains("archbench k8s down removes it"), "{rest}");
     c.fault("withhold-load-balancers", false);
     // No cluster at all: the server is named.
@@ -671,6 +708,33 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
+    // The only node stops reporting (last: it breaks the cluster): a new pod is placed
+    // nowhere, and the node is named as not Ready, with its kubelet's condition.
+    c.fault("stop-heartbeats:aks-intel-0", true);
+    crate::util::wait_until(
+        "aks-intel-0 NotReady",
+        std::time::Duration::from_secs(120),
+        || {
+            let node = c.get_json(&["node", "aks-intel-0"]);
+            node["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] != "True")
+        },
+    );
+    let o = k8s(
+        c,
+        "gone",
+        &["up", "--arch", "intel", "--wait-timeout", "60s"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("the node with kubernetes.io/arch=amd64 for intel is not Ready: aks-intel-0 (NodeStatusUnknown")
+            && err.contains("bring its kubelet back"),
+        "{err}"
+    );
 }
 
 /// A sized variant's rollout replaces its pods in place: while the old pod holds the node,
@@ -746,6 +810,22 @@ fn a_rollout_waits_for_a_late_scheduler_when_its_pods_fill_their_node() {
     assert!(ready, "{pods}");
     let mounted = pods["items"][0]["spec"]["volumes"].to_string();
     assert!(!mounted.contains("nginx-config"), "{mounted}");
+    // Ctrl-C while the next configuration rolls (its pod waits for the old one's room): it
+    // says the new one stays and how to put the previous one back.
+    let mut child = k8s_command(c, ns, &["config", "tuned", "--wait-timeout", "90s"])
+        .spawn()
+        .unwrap();
+    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    let child = crate::util::KillOnDrop::new(child);
+    err.wait_for("waiting", PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
+    assert_eq!(o.status.code(), Some(130));
+    let rest = err.rest(PROMPTLY);
+    assert!(
+        rest.contains("the new configuration is applied and stays")
+            && rest.contains("`archbench k8s config stock` puts the previous one back"),
+        "{rest}"
+    );
 }
 
 /// A user of the test's own, bound to a Role in `ns` with these rules (YAML list items).
@@ -1417,6 +1497,12 @@ fn in_cluster_flags_are_checked_before_any_cluster_is_asked() {
             &["load", "both", "--streams", "4"][..],
             "--streams needs --http2",
         ),
+        // The multi-arch Service's pods are the variants': side by side, both loads would
+        // share them.
+        (
+            &["load", "all", "multiarch"][..],
+            "multiarch is served by the same pods as all",
+        ),
     ] {
         // No cluster exists at this address: a usage error must come first.
         let o = crate::util::bin()
@@ -1856,8 +1942,9 @@ fn archbench_in_a_pod_uses_its_service_account() {
 }
 
 /// Server-side apply against another field manager: someone scaled the Deployment with
-/// kubectl; `up` takes the replicas back (archbench owns what it declares, as
-/// `kubectl apply --server-side --force-conflicts` would) and says what it took over.
+/// kubectl, to none; a load says so (exit 1: the command line was right), and `up` takes the
+/// replicas back (archbench owns what it declares, as `kubectl apply --server-side
+/// --force-conflicts` would) and says what it took over.
 #[test]
 fn up_says_what_it_takes_over_from_another_field_manager() {
     let Some(c) = cluster() else { return };
@@ -1867,6 +1954,38 @@ fn up_says_what_it_takes_over_from_another_field_manager() {
         ns,
         &["up", "--arch", "arm", "--wait-timeout", "90s"],
     ));
+    c.kubectl_ok(&[
+        "-n",
+        ns,
+        "scale",
+        "deployment",
+        "nginx-arm-deployment",
+        "--replicas=0",
+    ]);
+    crate::util::wait_until("the arm pod gone", PROMPTLY, || {
+        let pods = c.get_json(&["-n", ns, "pods"]);
+        pods["items"].as_array().is_some_and(|p| p.is_empty())
+    });
+    let o = k8s(c, ns, &["load", "arm", "-d", "1s", "-c", "1"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("its Deployment nginx-arm-deployment is scaled to 0 replicas"),
+        "{err}"
+    );
+    // The scale subresource records no owner of a zero: taken over all the same, and said.
+    let up = ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
+    assert!(
+        up.contains(
+            "Deployment nginx-arm-deployment: configured, taking over .spec.replicas (it was 0, \
+             set outside archbench)"
+        ),
+        "{up}"
+    );
     c.kubectl_ok(&[
         "-n",
         ns,

@@ -321,6 +321,63 @@ fn find_max_judges_a_queueing_server_on_its_latency() {
     assert!((100..=300).contains(&held), "{}", run["totals"]);
 }
 
+/// The same server over a range it holds the low end of: every probe after one that left
+/// requests in nginx's queue waits until a lone request is answered (the queue worked off),
+/// so no probe starts on the last one's backlog (it did: its 200 connections still busy, "the
+/// client could not keep 250 req/s (it sent 204 of 250)"), and the search brackets a rate
+/// above nginx's 200 r/s (measured here: 1.0 s to work off 200 held requests, 0.2 s for 50;
+/// sustains 250, fails at 269: a 1 s probe's answered requests queued under 200 ms).
+#[test]
+fn find_max_waits_for_a_queueing_servers_backlog_between_probes() {
+    let Some(server) = Nginx::start(NginxConfig {
+        http: "limit_req_zone $server_port zone=q:1m rate=200r/s;",
+        server: "limit_req zone=q burst=1000;",
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("max.json");
+    let url = format!("queued={}", server.url("/"));
+    let o = sweep(&[
+        &url,
+        "--find-max",
+        "--rates",
+        "100:400",
+        "--precision",
+        "10%",
+        "--slo",
+        "p99<200ms",
+        "-c",
+        "200",
+        "-t",
+        "1",
+        "-d",
+        "1s",
+        "--runs",
+        "1",
+        "--no-warmup",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    let doc = read_json(&json);
+    let m = &doc["find_max"][0];
+    let verdict = m["verdict"].as_str().unwrap();
+    assert!(verdict.starts_with("sustains "), "{m}\n{err}");
+    let sustained = m["sustained"]["rate"].as_f64().unwrap();
+    let failed = m["failed"]["rate"].as_f64().unwrap();
+    assert!(
+        (150.0..=300.0).contains(&sustained) && failed > sustained && failed <= 400.0,
+        "{m}"
+    );
+    assert!(
+        err.contains("requests at the last probe's end: waiting until it answers a lone request")
+            && err.contains("answered after"),
+        "{err}"
+    );
+}
+
 /// One connection cannot send 50,000 requests a second: the search ends there as the
 /// client's limit, not as the server's maximum.
 #[test]

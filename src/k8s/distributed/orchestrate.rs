@@ -206,7 +206,7 @@ impl JobRun<'_> {
             let waited = self.runtime.block_on(wait.until(&mut events, &mut ends));
             let mut failed = false;
             match waited {
-                Err(K8sError::Interrupted(_)) => {
+                Err(K8sError::Interrupted { .. }) => {
                     interrupted = true;
                     self.stop_workers(ready);
                     end = end.min(Instant::now() + self.load.timeout + FINISH_GRACE);

@@ -60,6 +60,7 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         K8sCommand::Up(s) => drop(setup(s, &a.namespace)?),
         K8sCommand::Config(c) => drop(nginx_config(&c.config)?),
         K8sCommand::Load(l) => {
+            k8s::check_side_by_side(&l.targets)?;
             plan::runs(l.runs.runs)?;
             OutputPlan::new(&l.output, "k8s load", load::LAYOUTS)?;
             in_cluster(&l.inside, &l.live, l.connections.connections)?;
@@ -91,7 +92,7 @@ pub fn cmd_k8s(a: &K8sArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         // Ctrl-C while waiting: said once, and the exit status of the signal.
         Err(e)
             if e.downcast_ref::<K8sError>()
-                .is_some_and(|k| matches!(k, K8sError::Interrupted(_))) =>
+                .is_some_and(|k| matches!(k, K8sError::Interrupted { .. })) =>
         {
             crate::stderr_line!("archbench: {e}");
             Ok(signals.exit_code())
