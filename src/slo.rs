@@ -89,6 +89,32 @@ impl SloMetric {
         })
     }
 
+    /// The figure an objective is judged on: [`SloMetric::measure`], except that in the open
+    /// loop a latency percentile counts the requests still unanswered at the run's end as
+    /// the slowest of all (each has waited at least until then, and its latency is not
+    /// known): the percentile's rank among every request sent, found among the answered
+    /// ones. When more were unanswered than the percentile leaves above it, it lies among
+    /// them: infinite, "not determined". (A short probe of a server that queues answered its
+    /// first requests in time and held the rest: judged on the answered alone, it held p99.)
+    /// A closed loop holds at most one request per connection, which waited one latency at
+    /// most: its percentiles stay the answered requests'.
+    pub fn judged(self, r: &RunResult) -> Option<f64> {
+        let unanswered = r.totals.unanswered_at_end;
+        let SloMetric::Percentile(p) = self else {
+            return self.measure(r);
+        };
+        if unanswered == 0 || r.pacing.is_none() {
+            return self.measure(r);
+        }
+        let h = &r.histograms.total.0;
+        let answered = h.len();
+        let rank = p / 100.0 * (answered + unanswered) as f64;
+        if p >= 100.0 || rank > answered as f64 {
+            return Some(f64::INFINITY);
+        }
+        Some(h.value_at_quantile(rank / answered as f64) as f64)
+    }
+
     pub fn unit(self) -> &'static str {
         match self {
             SloMetric::Percentile(_) | SloMetric::Mean => "µs",
@@ -117,13 +143,15 @@ impl Slo {
             .conditions
             .iter()
             .map(|c| {
-                let measured = measure(c.metric).filter(|v| v.is_finite());
+                let figure = measure(c.metric);
+                let measured = figure.filter(|v| v.is_finite());
                 ConditionOutcome {
                     condition: c.text.clone(),
                     measured,
                     unit: c.metric.unit().to_string(),
                     // Nothing to judge (no request answered) fails: an SLO is a promise.
                     passed: measured.is_some_and(|v| c.comparison.holds(v, c.threshold)),
+                    not_determined: figure == Some(f64::INFINITY),
                 }
             })
             .collect();
@@ -135,7 +163,7 @@ impl Slo {
 
     /// Judges one run.
     pub fn judge_run(&self, r: &RunResult) -> SloOutcome {
-        self.judge(|m| m.measure(r))
+        self.judge(|m| m.judged(r))
     }
 }
 
@@ -333,5 +361,55 @@ mod tests {
         let none = slo.judge_run(&run(0, 0, 10, 0, 0.0));
         assert_eq!(none.conditions[0].measured, None);
         assert!(!none.passed);
+    }
+
+    /// A run whose answered latencies are 1..=`answered` ms, with `unanswered` still in
+    /// flight at its end.
+    fn queued(answered: u64, unanswered: u64) -> RunResult {
+        let mut r = run(0, answered, 0, 0, answered as f64);
+        for ms in 1..=answered {
+            r.histograms.total.0.record(ms * 1000).unwrap();
+        }
+        r.latency.total = crate::stats::LatencySummary::of(&r.histograms.total.0);
+        r.totals.unanswered_at_end = unanswered;
+        r.pacing = Some(crate::stats::PacingSummary {
+            target_rate: 1050.0,
+            achieved_rate: 1050.0,
+            lateness: Default::default(),
+            early_sends: 0,
+            earliness: Default::default(),
+            held_by_busy_connection: 0,
+        });
+        r
+    }
+
+    #[test]
+    fn a_percentile_counts_the_requests_unanswered_at_the_end_as_the_slowest() {
+        let slo = parse("p90<=950ms").unwrap();
+        // None unanswered: the answered alone (p90 of 1..=1000 ms is 900 ms).
+        let all = slo.judge_run(&queued(1000, 0));
+        let m = all.conditions[0].measured.unwrap();
+        assert!((899_000.0..=901_000.0).contains(&m), "{all:?}");
+        // 50 more sent, unanswered: the 90th percentile of 1,050 is the 945th, 945 ms.
+        let some = slo.judge_run(&queued(1000, 50));
+        let m = some.conditions[0].measured.unwrap();
+        assert!((944_000.0..=946_000.0).contains(&m), "{some:?}");
+        assert!(some.passed);
+        // 200 unanswered of 1,200 (16.7%): p90 lies among them, not determined, which fails
+        // (a short probe's answered ones all came in time).
+        let most = slo.judge_run(&queued(1000, 200));
+        let c = &most.conditions[0];
+        assert_eq!(
+            (c.measured, c.not_determined, c.passed),
+            (None, true, false)
+        );
+        assert!(c.shown().starts_with("not determined"), "{}", c.shown());
+        // The mean and the error rate stay the answered requests' own, as does a closed
+        // loop's percentile.
+        let mean = parse("mean<600ms").unwrap().judge_run(&queued(1000, 200));
+        assert!(mean.passed, "{mean:?}");
+        let mut closed = queued(1000, 200);
+        closed.pacing = None;
+        assert!(slo.judge_run(&closed).passed);
     }
 }

@@ -210,7 +210,7 @@ impl Prober<'_> {
         let runs = measured.len() as u64;
         let held = measured
             .iter()
-            .filter(|r| self.slo.judge(|m| m.measure(r)).passed)
+            .filter(|r| self.slo.judge_run(r).passed)
             .count() as u64;
         let client_limited = measured.iter().find_map(|r| meaningless(r, self.slo));
         self.held_back

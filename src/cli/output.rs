@@ -551,12 +551,8 @@ fn slo_missed(name: &str, outcome: Option<&crate::stats::SloOutcome>) -> Option<
         .iter()
         .filter(|c| !c.passed)
         .map(|c| match c.measured {
-            Some(v) => format!(
-                "{} (measured {})",
-                c.condition,
-                crate::units::slo_figure(v, &c.unit)
-            ),
-            None => format!("{} (nothing to measure)", c.condition),
+            Some(_) => format!("{} (measured {})", c.condition, c.shown()),
+            None => format!("{} ({})", c.condition, c.shown()),
         })
         .collect();
     Some(format!(

@@ -277,7 +277,7 @@ impl ComparisonResult {
             .map(|t| TargetSlo {
                 name: t.name.clone(),
                 outcome: slo.judge(|metric| {
-                    let values: Vec<f64> = t.judged().filter_map(|r| metric.measure(r)).collect();
+                    let values: Vec<f64> = t.judged().filter_map(|r| metric.judged(r)).collect();
                     (!values.is_empty()).then(|| stats::median(&values))
                 }),
             })

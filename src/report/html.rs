@@ -603,10 +603,7 @@ fn comparison_slo_and_cost(c: &ComparisonResult) -> String {
                 "<p>SLO {}: {} measured {} — <span class=\"{class}\">{verdict}</span></p>\n",
                 esc(&t.name),
                 esc(&cond.condition),
-                cond.measured
-                    .map_or("nothing".into(), |v| crate::units::slo_figure(
-                        v, &cond.unit
-                    ))
+                esc(&cond.shown())
             ));
         }
     }

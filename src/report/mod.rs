@@ -85,9 +85,7 @@ pub fn write_slo(
     out: &mut dyn io::Write,
 ) -> io::Result<()> {
     for c in &o.conditions {
-        let measured = c.measured.map_or("nothing to measure".to_string(), |v| {
-            crate::units::slo_figure(v, &c.unit)
-        });
+        let measured = c.shown();
         let verdict = if c.passed { "pass" } else { "FAIL" };
         writeln!(
             out,

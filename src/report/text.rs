@@ -251,6 +251,15 @@ impl Report<RunResult> for TextReport {
         }
         if let Some(slo) = &r.slo {
             super::write_slo("SLO", slo, out)?;
+            let on_latency = slo.conditions.iter().any(|c| c.unit == "µs");
+            if on_latency && r.totals.unanswered_at_end > 0 && r.pacing.is_some() {
+                writeln!(
+                    out,
+                    "  {:<10} latency percentiles count the {} requests still unanswered at the end as the slowest",
+                    "",
+                    crate::units::grouped(r.totals.unanswered_at_end)
+                )?;
+            }
         }
         write_sources(r, out)?;
         writeln!(out)?;

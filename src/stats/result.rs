@@ -132,6 +132,21 @@ pub struct ConditionOutcome {
     pub measured: Option<f64>,
     pub unit: String,
     pub passed: bool,
+    /// A latency percentile that lies among the requests still unanswered at the end: more
+    /// of them than the percentile leaves above it (see `SloMetric::judged`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_determined: bool,
+}
+
+impl ConditionOutcome {
+    /// The figure as reports show it: in its unit, else why there is none.
+    pub fn shown(&self) -> String {
+        match self.measured {
+            Some(v) => crate::units::slo_figure(v, &self.unit),
+            None if self.not_determined => "not determined (too many still unanswered)".into(),
+            None => "nothing to measure".into(),
+        }
+    }
 }
 
 /// How a run (or a target's runs) fared against every condition.

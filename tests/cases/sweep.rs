@@ -324,9 +324,11 @@ fn find_max_judges_a_queueing_server_on_its_latency() {
 /// The same server over a range it holds the low end of: every probe after one that left
 /// requests in nginx's queue waits until a lone request is answered (the queue worked off),
 /// so no probe starts on the last one's backlog (it did: its 200 connections still busy, "the
-/// client could not keep 250 req/s (it sent 204 of 250)"), and the search brackets a rate
-/// above nginx's 200 r/s (measured here: 1.0 s to work off 200 held requests, 0.2 s for 50;
-/// sustains 250, fails at 269: a 1 s probe's answered requests queued under 200 ms).
+/// client could not keep 250 req/s (it sent 204 of 250)"), and the search brackets nginx's
+/// 200 r/s: a probe above it leaves requests queued at its end, which its p99 counts as the
+/// slowest (judged on the answered alone, 250 req/s "held": its first 200 were answered within
+/// 200 ms, the other 50 still queued). Measured here: 1.0 s to work off 200 held requests,
+/// 0.2 s for 50; sustains 194, fails at 213.
 #[test]
 fn find_max_waits_for_a_queueing_servers_backlog_between_probes() {
     let Some(server) = Nginx::start(NginxConfig {
@@ -368,7 +370,7 @@ fn find_max_waits_for_a_queueing_servers_backlog_between_probes() {
     let sustained = m["sustained"]["rate"].as_f64().unwrap();
     let failed = m["failed"]["rate"].as_f64().unwrap();
     assert!(
-        (150.0..=300.0).contains(&sustained) && failed > sustained && failed <= 400.0,
+        (150.0..=205.0).contains(&sustained) && failed > sustained && failed <= 250.0,
         "{m}"
     );
     assert!(
