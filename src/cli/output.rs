@@ -551,8 +551,12 @@ fn slo_missed(name: &str, outcome: Option<&crate::stats::SloOutcome>) -> Option<
         .iter()
         .filter(|c| !c.passed)
         .map(|c| match c.measured {
-            Some(_) => format!("{} (measured {})", c.condition, c.shown()),
-            None => format!("{} ({})", c.condition, c.shown()),
+            Some(_) => format!(
+                "{} (measured {})",
+                c.condition,
+                crate::report::condition_figure(c)
+            ),
+            None => format!("{} ({})", c.condition, crate::report::condition_figure(c)),
         })
         .collect();
     Some(format!(

@@ -124,36 +124,68 @@ async fn unschedulable(cluster: &Cluster, setup: &Setup, pod: &Pod, message: Str
         .iter()
         .filter_map(|n| node_not_ready(n).map(|why| format!("{} ({why})", n.name_any())))
         .collect();
-    let (lead, advice) = if picked.is_empty() {
-        (
-            format!("no node{with} for {variant}"),
-            match preset {
+    let nowhere = Nowhere {
+        variant,
+        with,
+        preset,
+        picked: picked.len(),
+        not_ready,
+    };
+    let (lead, advice) = nowhere.lead_and_advice(&message);
+    K8sError::Unschedulable {
+        lead,
+        message,
+        advice,
+    }
+}
+
+/// Where a pod's selector leads: how many nodes it picks and which of them are not Ready.
+struct Nowhere {
+    variant: String,
+    /// " with KEY=VALUE,…", or "" for a pod without a selector.
+    with: String,
+    preset: bool,
+    picked: usize,
+    /// "NAME (why)" of each picked node that is not Ready.
+    not_ready: Vec<String>,
+}
+
+impl Nowhere {
+    /// The error's lead and advice, given the scheduler's `message`.
+    fn lead_and_advice(&self, message: &str) -> (String, String) {
+        let Nowhere {
+            variant,
+            with,
+            preset,
+            picked,
+            not_ready,
+        } = self;
+        let nodes = |n: usize| if n == 1 { "" } else { "s" };
+        if *picked == 0 {
+            let advice = match preset {
                 true => format!(
                     "add a node pool of that architecture, or leave {variant} out with --arch"
                 ),
                 false => "change the variant's selector, cpu= or memory=, or add such nodes".into(),
-            },
-        )
-    } else if not_ready.len() == picked.len() {
-        (
-            format!(
-                "the node{with} for {variant} {} not Ready: {}",
-                if picked.len() == 1 { "is" } else { "are" },
-                not_ready.join(", ")
-            ),
-            "bring its kubelet back (`kubectl describe node` says since when), or add a node"
-                .into(),
-        )
-    } else {
+            };
+            return (format!("no node{with} for {variant}"), advice);
+        }
+        if not_ready.len() == *picked {
+            let verb = if *picked == 1 { "is" } else { "are" };
+            return (
+                format!(
+                    "the node{with} for {variant} {verb} not Ready: {}",
+                    not_ready.join(", ")
+                ),
+                "bring its kubelet back (`kubectl describe node` says since when), or add a node"
+                    .into(),
+            );
+        }
         let also = match not_ready.is_empty() {
             true => String::new(),
             false => format!("; not Ready: {}", not_ready.join(", ")),
         };
-        let such = format!(
-            "{} such node{}{also}",
-            picked.len(),
-            if picked.len() == 1 { "" } else { "s" }
-        );
+        let such = format!("{picked} such node{}{also}", nodes(*picked));
         if message.contains("Insufficient") || message.contains("Too many pods") {
             (
                 format!("no node{with} has room for {variant}'s pod ({such})"),
@@ -170,11 +202,6 @@ async fn unschedulable(cluster: &Cluster, setup: &Setup, pod: &Pod, message: Str
                     .into(),
             )
         }
-    };
-    K8sError::Unschedulable {
-        lead,
-        message,
-        advice,
     }
 }
 

@@ -603,7 +603,7 @@ fn comparison_slo_and_cost(c: &ComparisonResult) -> String {
                 "<p>SLO {}: {} measured {} — <span class=\"{class}\">{verdict}</span></p>\n",
                 esc(&t.name),
                 esc(&cond.condition),
-                esc(&cond.shown())
+                esc(&super::condition_figure(cond))
             ));
         }
     }

@@ -79,13 +79,22 @@ pub fn save_json_value<T: serde::Serialize>(doc: &T, path: &std::path::Path) -> 
 }
 
 /// One line per objective: the condition, the figure measured, pass or FAIL.
+/// An objective's figure as reports show it: in its unit, else why there is none.
+pub fn condition_figure(c: &crate::stats::ConditionOutcome) -> String {
+    match c.measured {
+        Some(v) => crate::units::slo_figure(v, &c.unit),
+        None if c.not_determined => "not determined: too many still unanswered".into(),
+        None => "nothing to measure".into(),
+    }
+}
+
 pub fn write_slo(
     label: &str,
     o: &crate::stats::SloOutcome,
     out: &mut dyn io::Write,
 ) -> io::Result<()> {
     for c in &o.conditions {
-        let measured = c.shown();
+        let measured = condition_figure(c);
         let verdict = if c.passed { "pass" } else { "FAIL" };
         writeln!(
             out,

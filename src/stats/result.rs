@@ -138,17 +138,6 @@ pub struct ConditionOutcome {
     pub not_determined: bool,
 }
 
-impl ConditionOutcome {
-    /// The figure as reports show it: in its unit, else why there is none.
-    pub fn shown(&self) -> String {
-        match self.measured {
-            Some(v) => crate::units::slo_figure(v, &self.unit),
-            None if self.not_determined => "not determined (too many still unanswered)".into(),
-            None => "nothing to measure".into(),
-        }
-    }
-}
-
 /// How a run (or a target's runs) fared against every condition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SloOutcome {

@@ -319,6 +319,20 @@ fn find_max_judges_a_queueing_server_on_its_latency() {
     );
     let held = run["totals"]["unanswered_at_end"].as_u64().unwrap();
     assert!((100..=300).contains(&held), "{}", run["totals"]);
+    // A run says the same: p99 lies among the requests still queued (about half), so it is
+    // not determined, and the report says how percentiles are judged.
+    let line = format!(
+        "run {} --rate 400 -c 200 -t 1 -d 1s --slo p99<200ms",
+        server.url("/")
+    );
+    let o = archbench_within(&line.split(' ').collect::<Vec<_>>(), PROMPTLY);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("not determined: too many still unanswered")
+            && out.contains("requests still unanswered at the end as the slowest"),
+        "{out}"
+    );
 }
 
 /// The same server over a range it holds the low end of: every probe after one that left
