@@ -39,6 +39,10 @@ pub fn nothing_answered_line(name: Option<&str>, what: Unanswered) -> String {
     let whose = name.map(|n| format!("{n}: ")).unwrap_or_default();
     let advice = if what.in_flight_at_end > 0 {
         "the server answered none before the end (a longer --duration or a working server)"
+    } else if what.connect == what.failed {
+        "no connection opened (refused or unreachable): is the server listening at that address?"
+    } else if what.tls == what.failed {
+        "every TLS handshake failed, for the reason said above"
     } else {
         "see the errors in the report"
     };

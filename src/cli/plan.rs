@@ -619,10 +619,8 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         body,
         version: HttpVersion::Http11,
         keepalive: true,
-        defaults: DefaultHeaders::AgentAndAccept(format!(
-            "h2load nghttp2/1.52.0 (archbench {})",
-            env!("CARGO_PKG_VERSION")
-        )),
+        // h2load's own: what the server sees (and logs, and counts in bytes) is the tool's.
+        defaults: DefaultHeaders::AgentOnly("h2load nghttp2/1.52.0".into()),
         connections: a.clients,
         threads: a.threads,
         duration: a.duration,
@@ -786,7 +784,8 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         body,
         version: HttpVersion::Http10,
         keepalive: a.keepalive,
-        defaults: DefaultHeaders::AgentAndAccept("ApacheBench/2.3 (archbench)".into()),
+        // ab's own, byte for byte: its "Total body sent" counts them.
+        defaults: DefaultHeaders::AgentAndAccept("ApacheBench/2.3".into()),
         connections: a.concurrency,
         // ab is single-threaded; one worker per core is ours, the layout is ab's.
         threads: default_threads(),

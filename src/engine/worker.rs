@@ -894,10 +894,17 @@ impl Protocol for Worker<'_> {
     }
 
     fn unanswered(&self) -> u64 {
-        let sent = |c: &Conn| match c.phase {
-            Phase::Reading => true,
-            Phase::Writing => c.written > 0,
-            _ => false,
+        // A request's bytes that TLS holds for a handshake still under way never left: it
+        // was not sent (a refused certificate's connections read "2 sent and still
+        // unanswered", and nginx saw nothing).
+        let sent = |c: &Conn| {
+            let held = c.io.as_ref().is_some_and(Transport::holds_what_was_written);
+            !held
+                && match c.phase {
+                    Phase::Reading => true,
+                    Phase::Writing => c.written > 0,
+                    _ => false,
+                }
         };
         self.conns
             .iter()
@@ -915,6 +922,18 @@ impl Protocol for Worker<'_> {
         now: Instant,
     ) -> Result<(), EngineError> {
         Worker::wait(self, events, wake, now)
+    }
+
+    fn finish(&mut self) {
+        // What TLS still holds for a handshake under way was never written to the network,
+        // as for a handshake that failed (see `fail`).
+        let held: usize = self
+            .conns
+            .iter()
+            .filter(|c| c.io.as_ref().is_some_and(Transport::holds_what_was_written))
+            .map(|c| c.written)
+            .sum();
+        self.rec.bytes_written = self.rec.bytes_written.saturating_sub(held as u64);
     }
 
     fn on_event(&mut self, conn: usize, ready: Readiness) {

@@ -273,6 +273,14 @@ pub(super) fn tls_failure(e: &rustls::Error) -> TlsFailure {
             C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
         ) => TlsFailure::CertificateDates,
         E::InvalidCertificate(C::ApplicationVerificationFailure) => TlsFailure::NotPinned,
+        E::InvalidCertificate(C::Other(o))
+            if matches!(
+                o.0.downcast_ref::<webpki::Error>(),
+                Some(webpki::Error::CaUsedAsEndEntity)
+            ) =>
+        {
+            TlsFailure::CaAsServerCertificate
+        }
         E::InvalidCertificate(_) | E::NoCertificatesPresented => TlsFailure::BadCertificate,
         // The alerts a server sends when nothing offered is acceptable to it.
         E::AlertReceived(

@@ -26,8 +26,25 @@ impl HttpVersion {
 pub enum DefaultHeaders {
     /// `User-Agent: <agent>` and `Accept: */*`, as archbench, curl and ab send.
     AgentAndAccept(String),
+    /// `User-Agent: <agent>` alone, as h2load sends.
+    AgentOnly(String),
     /// Nothing beyond Host, as wrk sends.
     HostOnly,
+}
+
+impl DefaultHeaders {
+    /// The User-Agent sent unless the user gives one.
+    pub fn agent(&self) -> Option<&str> {
+        match self {
+            DefaultHeaders::AgentAndAccept(a) | DefaultHeaders::AgentOnly(a) => Some(a),
+            DefaultHeaders::HostOnly => None,
+        }
+    }
+
+    /// Whether `Accept: */*` is sent unless the user gives an Accept.
+    pub fn accept(&self) -> bool {
+        matches!(self, DefaultHeaders::AgentAndAccept(_))
+    }
 }
 
 /// Whether `name` may be sent as a header field name: an RFC 9110 token (section 5.1), one or
@@ -88,13 +105,13 @@ impl RequestSpec {
         if !self.has_header("host") {
             line(&format!("Host: {}", target.host_header));
         }
-        if let DefaultHeaders::AgentAndAccept(agent) = &self.defaults {
+        if let Some(agent) = self.defaults.agent() {
             if !self.has_header("user-agent") {
                 line(&format!("User-Agent: {agent}"));
             }
-            if !self.has_header("accept") {
-                line("Accept: */*");
-            }
+        }
+        if self.defaults.accept() && !self.has_header("accept") {
+            line("Accept: */*");
         }
         if let Some((user, pass)) = basic_auth {
             if !self.has_header("authorization") {

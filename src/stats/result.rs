@@ -518,6 +518,9 @@ pub const ERROR_ANSWERS_WARN: f64 = 0.01;
 pub struct Unanswered {
     pub failed: u64,
     pub in_flight_at_end: u64,
+    /// Of the failed: connects that failed (refused, unreachable), and TLS handshakes.
+    pub connect: u64,
+    pub tls: u64,
 }
 
 impl std::ops::Add for Unanswered {
@@ -526,6 +529,8 @@ impl std::ops::Add for Unanswered {
         Unanswered {
             failed: self.failed + other.failed,
             in_flight_at_end: self.in_flight_at_end + other.in_flight_at_end,
+            connect: self.connect + other.connect,
+            tls: self.tls + other.tls,
         }
     }
 }
@@ -561,6 +566,8 @@ impl RunResult {
         (t.requests == 0 && t.errors + t.unanswered_at_end > 0).then_some(Unanswered {
             failed: t.errors,
             in_flight_at_end: t.unanswered_at_end,
+            connect: self.errors.connect,
+            tls: self.errors.tls,
         })
     }
 

@@ -73,6 +73,9 @@ pub enum TlsFailure {
     NameMismatch,
     /// Expired or not yet valid.
     CertificateDates,
+    /// A CA certificate served as the server's own (`openssl req -x509` makes them so by
+    /// default): refused whether trusted or not.
+    CaAsServerCertificate,
     /// Any other problem with the certificate (revoked, bad encoding, bad signature).
     BadCertificate,
     /// Not the certificate `--pinned-cert` names.
@@ -93,7 +96,10 @@ impl TlsFailure {
     pub fn advice(self) -> &'static str {
         match self {
             TlsFailure::UntrustedCertificate => {
-                "the server's certificate is not signed by a trusted root (self-signed?); -k/--insecure skips verification"
+                "the server's certificate is not signed by a trusted root (self-signed?); --pinned-cert FILE trusts that one certificate, -k/--insecure skips verification"
+            }
+            TlsFailure::CaAsServerCertificate => {
+                "the server's certificate is a CA certificate (CA:TRUE, as `openssl req -x509` makes by default), which no verifier takes as a server's own, trusted or not: --pinned-cert FILE accepts it, or make it with `-addext basicConstraints=critical,CA:FALSE`; -k/--insecure skips verification"
             }
             TlsFailure::NameMismatch => {
                 "the server's certificate is not issued for this host name; use the name it names, or -k/--insecure"

@@ -571,6 +571,17 @@ mod h2load {
             ours_args.extend_from_slice(&args);
             let ours = archbench(&ours_args);
             assert!(ours.status.success(), "{args:?}");
+            if args[0] == "-n" {
+                // Its rate is over the time it prints, as h2load's (it was over a shorter
+                // one: "2.33ms, 11176.26 req/s" for 10 requests).
+                let n: f64 = args[1].parse().unwrap();
+                let (took_s, rate) = finished(&stdout(&ours));
+                assert!(
+                    (rate * took_s - n).abs() <= 0.01 * n,
+                    "{args:?}: {}",
+                    stdout(&ours)
+                );
+            }
             assert_eq!(
                 shape(&stdout(&ours)),
                 shape(&stdout(&real)),
@@ -582,6 +593,49 @@ mod h2load {
         all_http2(&log);
         // Each count-based command line twice (real h2load's and ours), and the timing-based.
         assert!(log.len() > 2 * (2000 + 100 + 100), "{}", log.len());
+    }
+
+    /// h2load's `finished in D, R req/s, …`: D in seconds, and R.
+    fn finished(text: &str) -> (f64, f64) {
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("finished in "))
+            .unwrap_or_else(|| panic!("no finished line: {text}"));
+        let mut parts = line.split(", ");
+        let took = parts.next().unwrap();
+        let (value, scale) = [("us", 1e-6), ("ms", 1e-3), ("s", 1.0)]
+            .iter()
+            .find_map(|(unit, scale)| Some((took.strip_suffix(unit)?, *scale)))
+            .unwrap();
+        let rate = parts.next().unwrap().strip_suffix(" req/s").unwrap();
+        (
+            value.parse::<f64>().unwrap() * scale,
+            rate.parse::<f64>().unwrap(),
+        )
+    }
+
+    /// Against a port that refuses, each request of `-n` fails at once, as over HTTP/1.1
+    /// (each waited for the next 100 ms timeout scan: 2,000 took 100 s), and none of them
+    /// counts as started or done (it said "0 started, 2000 done").
+    #[test]
+    fn requests_to_a_refusing_port_fail_at_once_and_none_started() {
+        let (_held, port) = crate::util::nginx::refusing_port();
+        let url = format!("http://127.0.0.1:{port}/");
+        let o = crate::util::archbench_within(
+            &["h2load", "-c", "2", "-n", "2000", &url],
+            crate::util::PROMPTLY,
+        );
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+        assert!(
+            out.contains("requests: 2000 total, 0 started, 0 done, 0 succeeded, 2000 failed, 2000 errored, 0 timeout"),
+            "{out}"
+        );
+        assert!(
+            stderr(&o).contains("no connection opened (refused or unreachable)"),
+            "{}",
+            stderr(&o)
+        );
     }
 
     /// A time row of h2load's table (`time to 1st byte:` …): min, max, mean, sd in µs and

@@ -2206,7 +2206,6 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
             "load",
             "small",
             "large",
-            "multiarch",
             "-d",
             "1s",
             "-c",
@@ -2305,7 +2304,7 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["small", "large", "multiarch"]);
+    assert_eq!(names, ["small", "large"]);
     let counted: u64 = doc["targets"]
         .as_array()
         .unwrap()
@@ -2319,6 +2318,32 @@ fn variants_by_instance_type_deploy_side_by_side_and_are_told_apart() {
         counted > 0 && served >= counted && served <= counted + 6,
         "nginx logged {served}, archbench counted {counted}"
     );
+    // The multi-arch Service on its own (beside them it is refused: its pods are theirs),
+    // every variant's pods watched under it.
+    let multi_out = dir.path().join("multi");
+    ok(&k8s(
+        c,
+        ns,
+        &[
+            "load",
+            "multiarch",
+            "-d",
+            "1s",
+            "-c",
+            "2",
+            "--out-dir",
+            multi_out.to_str().unwrap(),
+        ],
+    ));
+    let multi = read_json(the_run_dir(&multi_out).join("k8s-load.json"));
+    let mut labels: Vec<&str> = multi["targets"][0]["runs"][0]["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["label"].as_str().unwrap())
+        .collect();
+    labels.sort_unstable();
+    assert_eq!(labels, ["multiarch/large", "multiarch/small"]);
     // The output flags compare and sweep take: -o json on stdout, --markdown and --html
     // files, --slo judged (an objective nothing meets: exit 1, the miss named).
     let md = dir.path().join("load.md");

@@ -184,10 +184,25 @@ fn ab_output_has_real_abs_shape() {
         return;
     };
     let url = ng.url("/");
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("post.txt");
+    std::fs::write(&body, "a=1&b=twentytwo").unwrap();
+    let body = body.to_str().unwrap();
     for args in [
         vec!["-n", "200", "-c", "4", url.as_str()],
         vec!["-k", "-n", "100", "-c", "2", url.as_str()],
         vec!["-k", "-n", "1000", "-c", "10", url.as_str()],
+        vec![
+            "-n",
+            "10",
+            "-c",
+            "2",
+            "-p",
+            body,
+            "-T",
+            "text/plain",
+            url.as_str(),
+        ],
     ] {
         let real = std::process::Command::new(&ab)
             .args(&args)
@@ -206,6 +221,15 @@ fn ab_output_has_real_abs_shape() {
                 .collect()
         };
         assert_eq!(heartbeat(&ours), heartbeat(&real), "{args:?}");
+        // What was sent, byte for byte: ab's User-Agent (it said "ApacheBench/2.3
+        // (archbench)", 12 bytes a request more than ab's "Total body sent").
+        let sent = |o: &std::process::Output| {
+            stdout(o)
+                .lines()
+                .find(|l| l.starts_with("Total body sent:"))
+                .map(str::to_string)
+        };
+        assert_eq!(sent(&ours), sent(&real), "{args:?}");
         // Line 1 names the program and its version; everything after must match in shape.
         let (ours, real) = (shape(&stdout(&ours)), shape(&stdout(&real)));
         assert_eq!(ours[1..], real[1..]);

@@ -227,6 +227,51 @@ fn tls_verified_by_default_and_skipped_with_insecure() {
     assert_eq!(log.len(), 100, "only the --insecure run reached nginx");
 }
 
+/// A self-signed CA certificate (what `openssl req -x509` makes by default) as the server's
+/// own: named as such with what works (it was "was refused … CaUsedAsEndEntity"), and the
+/// handshakes under way at the end are neither requests sent nor bytes written (it said
+/// "2 sent and still unanswered", 166 B written, and nginx saw none).
+#[test]
+fn a_ca_certificate_served_as_the_servers_own_is_named_with_what_works() {
+    let Some(ng) = Nginx::start(NginxConfig {
+        tls: true,
+        ca_certificate: true,
+        ..NginxConfig::default()
+    }) else {
+        return;
+    };
+    let url = ng.https_url("/");
+    let o = archbench(&["run", &url, "-d", "1s", "-c", "2", "-q", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        doc["tls"]["failures"][0]["reason"], "ca_as_server_certificate",
+        "{}",
+        doc["tls"]
+    );
+    assert_eq!(doc["totals"]["unanswered_at_end"], 0, "{}", doc["totals"]);
+    assert_eq!(doc["totals"]["bytes_written"], 0, "{}", doc["totals"]);
+    let said = stderr(&o);
+    assert!(
+        said.contains("the server's certificate is a CA certificate")
+            && said.contains("--pinned-cert FILE accepts it"),
+        "{said}"
+    );
+    let cert = ng.file("cert.pem");
+    let r = run(&[
+        &url,
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "--pinned-cert",
+        cert.to_str().unwrap(),
+    ]);
+    assert_eq!(r.totals.requests, 20);
+    let log = ng.stop_and_read_log();
+    assert_eq!(log.len(), 20, "only the pinned run reached nginx");
+}
+
 #[test]
 fn a_pinned_certificate_is_the_one_accepted_and_any_other_refused() {
     let Some(ng) = Nginx::start(NginxConfig {

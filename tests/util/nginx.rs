@@ -32,6 +32,9 @@ pub struct NginxConfig<'a> {
     /// `http2` on the listen socket: h2c with prior knowledge (nginx 1.22 speaks no HTTP/1.1
     /// on it then), or h2 through ALPN with `tls`.
     pub http2: bool,
+    /// With `tls`: the certificate made as a CA's (CA:TRUE), as `openssl req -x509` makes
+    /// them by default.
+    pub ca_certificate: bool,
 }
 
 /// A loopback port that refuses connections while the returned socket lives: bound, never
@@ -49,8 +52,16 @@ impl Nginx {
     pub fn start(cfg: NginxConfig<'_>) -> Option<Nginx> {
         super::require_tool("nginx")?;
         let (listen, ssl, files) = if cfg.tls {
-            let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
+            let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+                .expect("certificate parameters");
+            if cfg.ca_certificate {
+                params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            }
+            let key_pair = rcgen::KeyPair::generate().expect("a key pair");
+            let cert = params
+                .self_signed(&key_pair)
                 .expect("a self-signed certificate");
+            let ck = rcgen::CertifiedKey { cert, key_pair };
             (
                 "{listen} ssl",
                 "ssl_certificate {dir}/cert.pem; ssl_certificate_key {dir}/key.pem;",

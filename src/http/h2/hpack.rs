@@ -71,13 +71,13 @@ pub fn request_fields(
     let mut add = |name: &str, value: String| {
         fields.push((name.to_ascii_lowercase().into_bytes(), value.into_bytes()))
     };
-    if let crate::http::DefaultHeaders::AgentAndAccept(agent) = &spec.defaults {
+    if let Some(agent) = spec.defaults.agent() {
         if given("user-agent").is_none() {
-            add("user-agent", agent.clone());
+            add("user-agent", agent.to_string());
         }
-        if given("accept").is_none() {
-            add("accept", "*/*".into());
-        }
+    }
+    if spec.defaults.accept() && given("accept").is_none() {
+        add("accept", "*/*".into());
     }
     if let Some((user, pass)) = basic_auth {
         if given("authorization").is_none() {
