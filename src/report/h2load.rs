@@ -167,23 +167,29 @@ impl H2loadReport {
             0.0, 100.0
         )?;
         if self.latency {
-            writeln!(out, "latency percentiles (archbench):")?;
-            let l = &r.latency.total;
-            for (label, us) in [
-                ("50%", l.p50_us),
-                ("75%", l.p75_us),
-                ("90%", l.p90_us),
-                ("99%", l.p99_us),
-                ("99.9%", l.p99_9_us),
-            ] {
-                let figure = l
-                    .recorded()
-                    .map_or("-".into(), |_| h2load_time_us(us as f64));
-                writeln!(out, "  {label:>6}  {figure}")?;
-            }
+            latency_percentiles(r, out)?;
         }
         Ok(())
     }
+}
+
+/// `--latency`: the percentiles h2load does not print, after its table.
+fn latency_percentiles(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "latency percentiles (archbench):")?;
+    let l = &r.latency.total;
+    for (label, us) in [
+        ("50%", l.p50_us),
+        ("75%", l.p75_us),
+        ("90%", l.p90_us),
+        ("99%", l.p99_us),
+        ("99.9%", l.p99_9_us),
+    ] {
+        let figure = l
+            .recorded()
+            .map_or("-".into(), |_| h2load_time_us(us as f64));
+        writeln!(out, "  {label:>6}  {figure}")?;
+    }
+    Ok(())
 }
 
 /// The time rows, from the histograms that mean what h2load's do.
