@@ -70,6 +70,8 @@ pub struct Plan<A = Addresses> {
     pub stages: Option<crate::stages::Stages>,
     /// Per-request timeout, from the request's start to its last byte.
     pub timeout: Duration,
+    /// What becomes of a request still unanswered at its timeout.
+    pub at_timeout: AtTimeout,
     pub insecure: bool,
     /// Over https: sessions resumed or not, the versions, suites and groups offered.
     pub tls: tls::TlsOptions,
@@ -85,6 +87,32 @@ pub struct Plan<A = Addresses> {
     pub http2: Option<Http2>,
     /// Speak HTTP/3 over QUIC (https only; never with `http2`).
     pub http3: Option<Http3>,
+}
+
+/// What becomes of a request still unanswered at its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AtTimeout {
+    /// It fails (a timeout error), its connection closed and opened again.
+    #[default]
+    Abandon,
+    /// It is still waited for (up to [`KEEP_WAITING`]) and counted when answered: wrk's `-T`,
+    /// which only says which answers its layout counts as timeouts (and leaves out of its
+    /// latency), never closes a connection for it.
+    KeepWaiting,
+}
+
+/// How long a request is waited for under [`AtTimeout::KeepWaiting`]: wrk's longest
+/// recordable latency, a day.
+pub const KEEP_WAITING: Duration = Duration::from_secs(24 * 60 * 60);
+
+impl<A> Plan<A> {
+    /// The timeout the workers apply: the plan's, or a day when late answers are waited for.
+    pub fn abandon_after(&self) -> Duration {
+        match self.at_timeout {
+            AtTimeout::Abandon => self.timeout,
+            AtTimeout::KeepWaiting => KEEP_WAITING.max(self.timeout),
+        }
+    }
 }
 
 /// How a run speaks HTTP/3.
@@ -163,6 +191,7 @@ impl Plan<Unresolved> {
             pacing: self.pacing,
             stages: self.stages,
             timeout: self.timeout,
+            at_timeout: self.at_timeout,
             insecure: self.insecure,
             tls: self.tls,
             part: self.part,
@@ -640,7 +669,7 @@ fn worker_specs(
             deadline: plan.stop.duration.map(|d| start + d),
             pacing: plan.pacing,
             stages: plan.stages.clone(),
-            timeout: plan.timeout,
+            timeout: plan.abandon_after(),
             start,
             expected: plan.stop.duration,
             live,

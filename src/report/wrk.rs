@@ -45,6 +45,25 @@ fn stats_row(
     writeln!(out, "{:8.2}%", histogram_within_stdev(h))
 }
 
+/// wrk's view of the latencies: those within its timeout (`-T`), which its histogram holds,
+/// and how many answers came later, which it counts as timeouts instead.
+fn within_timeout(r: &RunResult) -> (Histogram<u64>, u64) {
+    let all = &r.histograms.total.0;
+    let limit = (r.plan.timeout_s * 1e6) as u64;
+    let mut within = all.clone();
+    within.reset();
+    let mut late = 0;
+    for v in all.iter_recorded() {
+        let value = v.value_iterated_to();
+        if value <= limit {
+            within.saturating_record_n(value, v.count_at_value());
+        } else {
+            late += v.count_at_value();
+        }
+    }
+    (within, late)
+}
+
 impl Report<RunResult> for WrkReport {
     fn write(&self, r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
         WrkReport::preamble(&r.plan, out)?;
@@ -72,15 +91,16 @@ impl WrkReport {
             "  Thread Stats{:>6}{:>11}{:>8}{:>12}",
             "Avg", "Stdev", "Max", "+/- Stdev"
         )?;
-        stats_row(out, "Latency", &r.histograms.total.0, wrk_time_us)?;
+        let (latency, late) = within_timeout(r);
+        stats_row(out, "Latency", &latency, wrk_time_us)?;
         stats_row(out, "Req/Sec", &r.histograms.worker_rate.0, wrk_metric)?;
         if self.latency {
             writeln!(out, "  Latency Distribution")?;
             for p in [50.0, 75.0, 90.0, 99.0] {
-                let v = if r.histograms.total.0.is_empty() {
+                let v = if latency.is_empty() {
                     0
                 } else {
-                    r.histograms.total.0.value_at_percentile(p)
+                    latency.value_at_percentile(p)
                 };
                 write!(out, "{p:7.0}%")?;
                 units(out, &wrk_time_us(v as f64), 10)?;
@@ -96,13 +116,15 @@ impl WrkReport {
         )?;
         // wrk has four socket error kinds: TLS failures are connect errors there, framing
         // failures read errors.
+        // An answer later than -T is a request and a timeout both, as wrk counts it.
         let e = &r.errors;
         let (connect, read) = (e.connect + e.tls, e.read + e.protocol);
-        if connect + read + e.write + e.timeout > 0 {
+        let timeout = e.timeout + late;
+        if connect + read + e.write + timeout > 0 {
             writeln!(
                 out,
-                "  Socket errors: connect {connect}, read {read}, write {}, timeout {}",
-                e.write, e.timeout
+                "  Socket errors: connect {connect}, read {read}, write {}, timeout {timeout}",
+                e.write
             )?;
         }
         if r.totals.non_2xx_3xx > 0 {
