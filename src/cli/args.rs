@@ -361,7 +361,8 @@ pub struct AbArgs {
     /// Method name.
     #[arg(short = 'm')]
     pub method: Option<String>,
-    /// Seconds to wait for each response (default 30).
+    /// Seconds to wait without any answer or failure before the run is given up (default
+    /// 30), as ab's socket timeout ends it.
     #[arg(short = 's', default_value = "30", value_parser = super::values::duration)]
     pub timeout: std::time::Duration,
     /// Accept variable document length (no Length failures).

@@ -785,7 +785,7 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
             a.concurrency
         )));
     }
-    build(PlanInput {
+    let plan = build(PlanInput {
         url: &url_full,
         method,
         headers,
@@ -810,6 +810,13 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         http2: None,
         http3: None,
         stray_streams: None,
+    })?;
+    // ab's -s fails no request: it ends the whole run when nothing happened for that long
+    // (`cmd_ab` watches); a slow answer meanwhile is still waited for, as ab does (failing
+    // each at -s turned 8 answers ab counted into 5 "Receive" failures).
+    Ok(Plan {
+        at_timeout: AtTimeout::KeepWaiting,
+        ..plan
     })
 }
 

@@ -219,6 +219,44 @@ fn wrk_timeout_counts_late_answers_and_sends_nothing_more() {
     assert!(max.ends_with("ms") || max.ends_with("us"), "{out}");
 }
 
+/// ab's -s fails no request: answers slower than it are waited for (two a second behind
+/// three connections, each waits up to 1.5 s: all 6 complete; archbench failed those past 1 s
+/// as "Receive"), and only a run with nothing finishing for that long is given up, in ab's
+/// words, with no report (one answer, then nginx holds the rest for a minute).
+#[test]
+fn ab_socket_timeout_waits_for_slow_answers_and_ends_a_silent_run() {
+    let start = |rate: &'static str| {
+        Nginx::start(NginxConfig {
+            http: rate,
+            server: "limit_req zone=s burst=1000;",
+            ..NginxConfig::default()
+        })
+    };
+    let Some(slow) = start("limit_req_zone $server_port zone=s:1m rate=2r/s;") else {
+        return;
+    };
+    let o = archbench(&["ab", "-n", "6", "-c", "3", "-s", "1", &slow.url("/")]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("Complete requests:      6") && out.contains("Failed requests:        0"),
+        "{out}"
+    );
+    let Some(silent) = start("limit_req_zone $server_port zone=s:1m rate=1r/m;") else {
+        return;
+    };
+    let o = archbench(&["ab", "-n", "3", "-c", "3", "-s", "1", &silent.url("/")]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("apr_pollset_poll: The timeout specified has expired (70007)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(out.ends_with("Total of 1 requests completed\n"), "{out}");
+    assert!(!out.contains("Complete requests:"), "{out}");
+}
+
 #[test]
 fn ab_output_has_real_abs_shape() {
     let Some(ab) = require_tool("ab") else { return };

@@ -35,9 +35,17 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         }
     };
     // ab counts a request done when it finished, answered or failed.
+    let mut quiet = Quiet::new(a.timeout);
     let result = execute(&plan, &[], &signals.stop, |p, _| {
-        beat(p.completed + p.errors)
+        let done = p.completed + p.errors;
+        beat(done);
+        if quiet.for_too_long(done) {
+            signals.stop.request();
+        }
     })?;
+    if quiet.fired {
+        return Ok(gave_up(&result, &outputs));
+    }
     beat(result.totals.attempted);
     if heartbeat > 0 {
         crate::stderr_line!("Finished {} requests", result.totals.requests);
@@ -53,4 +61,57 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     saved?;
     notes_on_stderr(&result, FrontEnd::Ab);
     Ok(finish_code(&result, signals))
+}
+
+/// ab's `-s`: how long the run may go without a request finishing (answered or failed)
+/// before it is given up. ab waits that long for any socket to stir; a finished request is
+/// what the progress shows.
+struct Quiet {
+    limit: std::time::Duration,
+    done: u64,
+    since: std::time::Instant,
+    fired: bool,
+}
+
+impl Quiet {
+    fn new(limit: std::time::Duration) -> Quiet {
+        Quiet {
+            limit,
+            done: 0,
+            since: std::time::Instant::now(),
+            fired: false,
+        }
+    }
+
+    /// True once, when `done` has not moved for the limit.
+    fn for_too_long(&mut self, done: u64) -> bool {
+        let now = std::time::Instant::now();
+        if done != self.done {
+            self.done = done;
+            self.since = now;
+            return false;
+        }
+        if self.fired || now.duration_since(self.since) < self.limit {
+            return false;
+        }
+        self.fired = true;
+        true
+    }
+}
+
+/// ab's ending when its socket timeout expires: its error and, when any finished, the
+/// requests done (answered or failed), no report (the JSON, when asked for, keeps what was
+/// measured); status 1 (ab's is 119, its error code 70007 cut to a byte).
+fn gave_up(result: &crate::stats::RunResult, outputs: &OutputPlan) -> i32 {
+    crate::stderr_line!("apr_pollset_poll: The timeout specified has expired (70007)");
+    let saved = outputs.save_json(result);
+    let done = result.totals.attempted;
+    let said = write_stdout(|out| match done {
+        0 => Ok(()),
+        n => writeln!(out, "Total of {n} requests completed"),
+    });
+    if let Err(e) = saved.and(said) {
+        crate::stderr_line!("archbench: {e}");
+    }
+    crate::cli::EXIT_FAILURE
 }
