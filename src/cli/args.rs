@@ -368,6 +368,16 @@ pub struct AbArgs {
     /// Accept variable document length (no Length failures).
     #[arg(short = 'l')]
     pub variable_length: bool,
+    /// Don't exit on socket receive errors (archbench never does: accepted, changes
+    /// nothing).
+    #[arg(short = 'r')]
+    pub keep_going: bool,
+    /// Use HEAD instead of GET.
+    #[arg(short = 'i')]
+    pub head: bool,
+    /// Add cookie, eg. 'Apache=1234': a `Cookie:` line (given again, the last one, as ab).
+    #[arg(short = 'C')]
+    pub cookies: Vec<String>,
     /// Do not show progress when doing more than 150 requests.
     #[arg(short = 'q')]
     pub quiet: bool,

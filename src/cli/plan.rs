@@ -603,6 +603,13 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
             a.proto
         )));
     }
+    if a.threads > a.clients {
+        // h2load's own refusal: a thread with no client of its own.
+        return Err(invalid(format!(
+            "-c {}, -t {}: the number of clients must be greater than or equal to the number of threads",
+            a.clients, a.threads
+        )));
+    }
     if a.duration.is_none() && a.requests < a.clients {
         return Err(invalid(format!(
             "-n {} is below -c {}: each client needs at least one request; raise -n or lower -c",
@@ -748,15 +755,29 @@ pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
         Some(p) => read_body(p)?,
         None => Vec::new(),
     };
+    if a.head && a.postfile.is_some() {
+        // ab's own words.
+        return Err(invalid("Cannot mix POST and HEAD (-p and -i)"));
+    }
     let method = match (&a.method, &a.postfile) {
         (Some(m), _) => {
             check_method(m)?;
             m.to_ascii_uppercase()
         }
         (None, Some(_)) => "POST".into(),
+        (None, None) if a.head => "HEAD".into(),
         (None, None) => "GET".into(),
     };
     let mut headers = a.headers.clone();
+    // ab sends the last -C given (each replaces the one before).
+    if let Some(cookie) = a.cookies.last() {
+        if !crate::http::is_header_value(cookie) {
+            return Err(invalid(format!(
+                "-C {cookie:?}: a cookie is a header value (no control characters)"
+            )));
+        }
+        headers.push(("Cookie".into(), cookie.clone()));
+    }
     if let Some(ct) = &a.content_type {
         headers.push(("Content-Type".into(), ct.clone()));
     } else if a.postfile.is_some() {

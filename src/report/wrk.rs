@@ -75,7 +75,14 @@ impl WrkReport {
     /// The two lines wrk prints before the run starts.
     pub fn preamble(plan: &PlanSummary, out: &mut dyn Write) -> io::Result<()> {
         let duration = plan.duration_s.unwrap_or(0.0);
-        writeln!(out, "Running {} test @ {}", wrk_time_s(duration), plan.url)?;
+        // wrk takes whole seconds (minutes, hours) only; a duration of ours that is not one
+        // is said as the run's own time, not rounded to a test it does not run ("1.5s" read
+        // "Running 2s test").
+        let said = match duration.fract() {
+            0.0 => wrk_time_s(duration),
+            _ => wrk_time_us(duration * 1e6),
+        };
+        writeln!(out, "Running {said} test @ {}", plan.url)?;
         writeln!(
             out,
             "  {} threads and {} connections",
@@ -136,5 +143,34 @@ impl WrkReport {
             "Transfer/sec: {:>10}B",
             wrk_binary(r.totals.bytes_read_per_sec)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(duration_s: f64) -> String {
+        let plan = PlanSummary {
+            duration_s: Some(duration_s),
+            url: "http://127.0.0.1:1/".into(),
+            ..PlanSummary::default()
+        };
+        let mut out = Vec::new();
+        WrkReport::preamble(&plan, &mut out).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    #[test]
+    fn the_test_announced_is_the_one_run() {
+        assert_eq!(running(10.0), "Running 10s test @ http://127.0.0.1:1/");
+        assert_eq!(running(120.0), "Running 2m test @ http://127.0.0.1:1/");
+        // A duration wrk cannot take is said as it runs, not rounded ("Running 2s test").
+        assert_eq!(running(1.5), "Running 1.50s test @ http://127.0.0.1:1/");
     }
 }

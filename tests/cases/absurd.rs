@@ -133,6 +133,15 @@ fn absurd_values_are_usage_errors_with_one_line() {
         // Each front end's words name its own flags, not run's.
         (vec!["ab", "-t", "0", "-n", "10", u], "-t 0: the time limit"),
         (vec!["h2load", "-m", "0", "-n", "10", u], "-m 0: give 1 to"),
+        // h2load's own refusal (archbench ran it, each thread sharing one client).
+        (
+            vec!["h2load", "-t", "2", "-c", "1", "-n", "4", u],
+            "the number of clients must be greater than or equal to the number of threads",
+        ),
+        (
+            vec!["ab", "-i", "-p", "/dev/null", u],
+            "Cannot mix POST and HEAD",
+        ),
         (
             vec!["ab", "-m", "ünï", "-n", "1", u],
             "invalid HTTP method \"ünï\"",

@@ -343,6 +343,48 @@ fn ab_output_over_https_has_real_abs_shape() {
     assert_eq!(ours[1..], real[1..]);
 }
 
+/// ab's -i (HEAD), -C (a Cookie line: the last one given, as ab) and -r (accepted: archbench never exits on a
+/// receive error) reach the wire as ab sends them, header order aside (they were refused).
+#[test]
+fn ab_head_and_cookie_flags_send_what_ab_sends() {
+    let Some(ab) = require_tool("ab") else { return };
+    let head = |real: Option<&std::path::Path>| -> Vec<String> {
+        let server = FaultyServer::start(Fault::OkThenClose);
+        let url = server.url();
+        let args = [
+            "-r",
+            "-i",
+            "-C",
+            "a=1",
+            "-C",
+            "b=2",
+            "-n",
+            "1",
+            url.as_str(),
+        ];
+        let out = match real {
+            Some(ab) => std::process::Command::new(ab).args(args).output().unwrap(),
+            None => archbench(&[&["ab"][..], &args[..]].concat()),
+        };
+        assert!(out.status.success(), "{}", stderr(&out));
+        let head = server.first_head.get().expect("a request arrived").clone();
+        let head = String::from_utf8(head)
+            .unwrap()
+            .replace(&server.addr.port().to_string(), "PORT");
+        let mut lines: Vec<String> = head
+            .split("\r\n")
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let theirs = head(Some(&ab));
+    assert!(theirs.iter().any(|l| l == "HEAD / HTTP/1.0"), "{theirs:?}");
+    assert!(theirs.iter().any(|l| l == "Cookie: b=2"), "{theirs:?}");
+    assert_eq!(head(None), theirs);
+}
+
 /// The drop-in promise reaches the wire: a server sees from `archbench wrk` the request it sees
 /// from wrk (Host alone, no User-Agent), so both cost it the same work.
 #[test]

@@ -31,6 +31,8 @@ pub enum Fault {
     InterimThenOk,
     /// 204 No Content (keep-alive).
     NoContent,
+    /// `200 OK` with an empty body, then close (what an HTTP/1.0 client such as ab waits for).
+    OkThenClose,
     /// 304 Not Modified with a Content-Length but no body (keep-alive).
     NotModified,
     /// Plain HTTP where the client expects TLS: the handshake fails.
@@ -203,6 +205,10 @@ fn play(mut conn: TcpStream, fault: Fault, first_head: &OnceLock<Vec<u8>>, stop:
             }
             Fault::NoContent => {
                 let _ = w.write_all(b"HTTP/1.1 204 No Content\r\n\r\n");
+            }
+            Fault::OkThenClose => {
+                let _ = w.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n");
+                return;
             }
             Fault::NotModified => {
                 let _ = w.write_all(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 615\r\n\r\n");
