@@ -266,6 +266,8 @@ pub struct Progress<'a> {
     /// Answered and failed so far (the workers' counters, read without waiting for them).
     pub completed: u64,
     pub errors: u64,
+    /// Bytes read so far (responses arriving, finished or not: ab's "activity").
+    pub bytes_read: u64,
     /// Latencies and errors by kind of the intervals every worker has handed over.
     pub latency: &'a live::LiveLatency,
     /// Each worker thread's demand since the previous progress call, as a share of a core: the
@@ -335,6 +337,7 @@ pub enum EngineError {
 struct WorkerProgress {
     completed: AtomicU64,
     errors: AtomicU64,
+    bytes_read: AtomicU64,
     /// The worker thread's kernel id, for its CPU time in /proc (0 until it starts).
     tid: AtomicU64,
     /// Its QUIC counters as of its latest tick (None: it speaks no QUIC). A lock taken once a
@@ -470,6 +473,7 @@ fn run_prepared(
         elapsed,
         completed: merged.recording.completed,
         errors: merged.recording.error_total(),
+        bytes_read: merged.recording.bytes_read,
         latency: collector.live(),
         worker_busy: busy.read(&progress),
         quic: merged.recording.quic.as_deref().cloned(),
@@ -784,6 +788,7 @@ impl Watch<'_> {
                         elapsed: self.start.elapsed(),
                         completed: self.sum(|p| &p.completed),
                         errors: self.sum(|p| &p.errors),
+                        bytes_read: self.sum(|p| &p.bytes_read),
                         latency: self.collector.live(),
                         worker_busy: self.busy.read(self.progress),
                         quic,

@@ -124,6 +124,7 @@ pub(super) fn run<P: Protocol>(
         let (completed, errors) = (rec.completed, rec.error_total());
         progress.completed.store(completed, Ordering::Relaxed);
         progress.errors.store(errors, Ordering::Relaxed);
+        progress.bytes_read.store(rec.bytes_read, Ordering::Relaxed);
         p.spec().live.tick(now);
     };
     // Closing thousands of sockets takes time that is not part of the measurement.

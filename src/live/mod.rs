@@ -383,6 +383,7 @@ mod tests {
                 elapsed: Duration::from_millis(stopped_ms),
                 completed: at_ms.len() as u64,
                 errors: 0,
+                bytes_read: 0,
                 latency: collector.live(),
                 worker_busy: &[],
                 quic: None,

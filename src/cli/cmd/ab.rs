@@ -39,7 +39,8 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     let result = execute(&plan, &[], &signals.stop, |p, _| {
         let done = p.completed + p.errors;
         beat(done);
-        if quiet.for_too_long(done) {
+        // Activity as ab sees it: a request finishing, or bytes arriving.
+        if quiet.for_too_long(done + p.bytes_read) {
             signals.stop.request();
         }
     })?;
@@ -63,9 +64,8 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     Ok(finish_code(&result, signals))
 }
 
-/// ab's `-s`: how long the run may go without a request finishing (answered or failed)
-/// before it is given up. ab waits that long for any socket to stir; a finished request is
-/// what the progress shows.
+/// ab's `-s`: how long the run may go without activity before it is given up. ab waits that
+/// long for any socket to stir; the progress shows requests finishing and bytes arriving.
 struct Quiet {
     limit: std::time::Duration,
     done: u64,
@@ -83,7 +83,8 @@ impl Quiet {
         }
     }
 
-    /// True once, when `done` has not moved for the limit.
+    /// True once, when `done` (a count that moves with any activity) has not moved for the
+    /// limit.
     fn for_too_long(&mut self, done: u64) -> bool {
         let now = std::time::Instant::now();
         if done != self.done {
