@@ -605,8 +605,11 @@ fn a_pods_cpu_limit_sets_its_throughput_and_the_scaling_verdict_rests_on_it() {
     if !can_run() {
         return;
     }
-    // One node of two cores for both variants: a fifth and two fifths of a core are what the
-    // pods may use, so they (not the client beside them) are what limits each load.
+    // One node of two cores for both variants: a tenth and a fifth of a core are what the pods
+    // may use, so they (not the client beside them) are what limits each load. (At a fifth
+    // and two fifths the two client threads beside them took 1.1 of the 2 cores, and the
+    // larger pod, weighted far below the client under contention, got 0.367 of its 0.4 in
+    // one run and under 90% of it in CI's: "neither side limited".)
     let nodes = vec![archbench_cluster::topology::NodeSpec::new(
         0,
         "aks-intel-0",
@@ -623,9 +626,9 @@ fn a_pods_cpu_limit_sets_its_throughput_and_the_scaling_verdict_rests_on_it() {
         &[
             "up",
             "--variant",
-            "fifth:arch=amd64,cpu=200m,workers=1",
+            "tenth:arch=amd64,cpu=100m,workers=1",
             "--variant",
-            "twofifths:arch=amd64,cpu=400m,workers=1",
+            "fifth:arch=amd64,cpu=200m,workers=1",
             "--wait-timeout",
             "90s",
         ],
@@ -636,8 +639,8 @@ fn a_pods_cpu_limit_sets_its_throughput_and_the_scaling_verdict_rests_on_it() {
         ns,
         &[
             "load",
+            "tenth",
             "fifth",
-            "twofifths",
             "-d",
             "8s",
             "-c",
@@ -657,7 +660,7 @@ fn a_pods_cpu_limit_sets_its_throughput_and_the_scaling_verdict_rests_on_it() {
                 .unwrap_or_else(|| panic!("{key}: {}", run["servers"][0])),
         }
     };
-    for (k, limit) in [(0, 0.2), (1, 0.4)] {
+    for (k, limit) in [(0, 0.1), (1, 0.2)] {
         let run = &doc["targets"][k]["runs"][0];
         assert_eq!(run["limiter"]["side"], "server", "{}", run["limiter"]);
         assert!((figure(k, "cpu_limit_cores") - limit).abs() < 1e-9);
@@ -672,7 +675,7 @@ fn a_pods_cpu_limit_sets_its_throughput_and_the_scaling_verdict_rests_on_it() {
         figure(0, "requests_per_cpu_s") / figure(1, "requests_per_cpu_s"),
     );
     eprintln!(
-        "200m vs 400m: {:.0} vs {:.0} req/s (ratio {rps:.3}), {:.0} vs {:.0} req per pod CPU-s (ratio {per_cpu:.3}), cores {:.3} vs {:.3}",
+        "100m vs 200m: {:.0} vs {:.0} req/s (ratio {rps:.3}), {:.0} vs {:.0} req per pod CPU-s (ratio {per_cpu:.3}), cores {:.3} vs {:.3}",
         figure(0, "rps"),
         figure(1, "rps"),
         figure(0, "requests_per_cpu_s"),
@@ -696,15 +699,15 @@ fn a_pods_cpu_limit_sets_its_throughput_and_the_scaling_verdict_rests_on_it() {
     assert!(text.contains("scaling efficiency"), "{text}");
     // The kernel counted the periods the smaller pod ran out of its quota.
     let pods = c.kubectl_ok(&["-n", ns, "get", "pods", "-o", "name"]);
-    let fifth = pods
+    let tenth = pods
         .lines()
-        .find(|p| p.contains("nginx-fifth-"))
+        .find(|p| p.contains("nginx-tenth-"))
         .unwrap_or_else(|| panic!("{pods}"));
     let stat = c.kubectl_ok(&[
         "-n",
         ns,
         "exec",
-        fifth,
+        tenth,
         "--",
         "cat",
         "/sys/fs/cgroup/cpu.stat",
