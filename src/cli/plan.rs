@@ -638,7 +638,9 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         slack: None,
         timeout: a.timeout.timeout,
         insecure: true,
-        tls: TlsOptions::default(),
+        // h2load makes a full handshake per client (no session resumed), which its TLS lines
+        // describe.
+        tls: TlsOptions::full_handshakes(),
         part: Part::WHOLE,
         start_at: None,
         // Over https h2load offers h2 and http/1.1 by ALPN and speaks what the server chooses.

@@ -174,7 +174,7 @@ fn write_tls_lines(
 
 /// A cipher suite as OpenSSL (and so ab) names it, with its key bits; rustls's own name for
 /// a suite it has no OpenSSL name for here.
-fn openssl_cipher(rustls_name: &str) -> (String, u32) {
+pub(super) fn openssl_cipher(rustls_name: &str) -> (String, u32) {
     crate::stats::CIPHER_SUITES
         .iter()
         .find(|(ours, _, _)| *ours == rustls_name)
@@ -184,7 +184,7 @@ fn openssl_cipher(rustls_name: &str) -> (String, u32) {
 }
 
 /// The key exchange as ab prints it from OpenSSL: "X25519 253 bits", "ECDH P-256 256 bits".
-fn openssl_temp_key(group: &str) -> Option<&'static str> {
+pub(super) fn openssl_temp_key(group: &str) -> Option<&'static str> {
     crate::stats::KX_GROUPS
         .iter()
         .find(|(ours, _, _)| *ours == group)

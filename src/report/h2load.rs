@@ -85,14 +85,26 @@ impl H2loadReport {
         Ok(())
     }
 
-    /// The protocol line: what was spoken (ALPN over TLS, else h2c or http/1.1).
+    /// Over https, what the first handshake settled, as h2load prints it: the TLS version,
+    /// cipher and key exchange in OpenSSL's names, then the protocol ALPN chose (http/1.1
+    /// when it chose none). Nothing when no handshake completed: nothing was spoken (it said
+    /// "Application protocol: h2c" for an https URL whose every handshake failed).
     pub fn protocol(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
-        let proto = match (r.tls.as_ref().and_then(|t| t.alpn.as_deref()), &r.http2) {
-            (Some(p), _) => p,
-            (None, Some(_)) => "h2c",
-            (None, None) => "http/1.1",
+        let Some(t) = r.tls.as_ref().filter(|t| t.version.is_some()) else {
+            return Ok(());
         };
-        writeln!(out, "Application protocol: {proto}")
+        if let (Some(version), Some(cipher)) = (&t.version, &t.cipher) {
+            writeln!(out, "TLS Protocol: {version}")?;
+            writeln!(out, "Cipher: {}", super::ab::openssl_cipher(cipher).0)?;
+        }
+        if let Some(key) = t.group.as_deref().and_then(super::ab::openssl_temp_key) {
+            writeln!(out, "Server Temp Key: {key}")?;
+        }
+        writeln!(
+            out,
+            "Application protocol: {}",
+            t.alpn.as_deref().unwrap_or("http/1.1")
+        )
     }
 
     /// Everything after the load. `elapsed_s`: the whole test (warm-up included).

@@ -384,6 +384,52 @@ mod tls {
         assert_eq!(r.plan.alpn.as_deref(), Some(&["h2".to_string()][..]));
     }
 
+    /// h2load's lines for what its handshakes settled: the version, cipher and key exchange
+    /// in OpenSSL's names before the protocol, from a full handshake per client as h2load
+    /// makes (they were missing); and none of them when no handshake completed (it said
+    /// "Application protocol: h2c" for an https URL).
+    #[test]
+    fn h2load_over_https_says_what_its_handshakes_settled() {
+        let Some(h2load) = crate::util::require_tool("h2load") else {
+            return;
+        };
+        let Some(ng) = tls_nginx(true) else { return };
+        let url = ng.https_url("/");
+        let args = ["-n", "20", "-c", "2", url.as_str()];
+        let real = std::process::Command::new(&h2load)
+            .args(args)
+            .output()
+            .unwrap();
+        let ours = crate::util::archbench(&[&["h2load"][..], &args[..]].concat());
+        let settled = |o: &std::process::Output| -> Vec<String> {
+            crate::util::stdout(o)
+                .lines()
+                .filter(|l| {
+                    [
+                        "TLS Protocol:",
+                        "Cipher:",
+                        "Server Temp Key:",
+                        "Application protocol:",
+                    ]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+                })
+                .map(str::to_string)
+                .collect()
+        };
+        let (ours, theirs) = (settled(&ours), settled(&real));
+        assert_eq!(ours.len(), 4, "{ours:?}");
+        // The cipher is each client's preference among the server's; the rest is the server's.
+        for k in [0, 2, 3] {
+            assert_eq!(ours[k], theirs[k], "{ours:?} vs {theirs:?}");
+        }
+        assert!(ours[1].starts_with("Cipher: ") && theirs[1].starts_with("Cipher: "));
+        let (_held, port) = crate::util::nginx::refusing_port();
+        let refused = format!("https://127.0.0.1:{port}/");
+        let o = crate::util::archbench(&["h2load", "-n", "2", "-c", "1", refused.as_str()]);
+        assert!(settled(&o).is_empty(), "{}", crate::util::stdout(&o));
+    }
+
     #[test]
     fn offered_both_the_server_chooses_and_the_result_says_which() {
         let Some(ng) = tls_nginx(false) else { return };
