@@ -70,6 +70,14 @@ pub const FIELD_MANAGER: &str = "archbench";
 pub const APP: (&str, &str) = ("app", "nginx-multiarch");
 
 /// The label selector of everything archbench manages.
+/// Whether a node with `labels` is one a node selector picks: every key with its value.
+pub(crate) fn selects(
+    selector: &std::collections::BTreeMap<String, String>,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
 pub(crate) fn managed_selector() -> String {
     format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
 }

@@ -114,7 +114,7 @@ async fn unschedulable(cluster: &Cluster, setup: &Setup, pod: &Pod, message: Str
         .unwrap_or_default();
     let picked: Vec<&Node> = nodes
         .iter()
-        .filter(|n| wanted.iter().all(|(k, v)| n.labels().get(k) == Some(v)))
+        .filter(|n| super::selects(&wanted, n.labels()))
         .collect();
     let with = match selector.is_empty() {
         true => String::new(),

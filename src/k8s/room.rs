@@ -82,12 +82,10 @@ fn admits(node: &Node, pod: &Pod) -> Option<bool> {
     if required_affinity {
         return None;
     }
-    let labels = node.labels();
     let selected = spec
         .node_selector
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
+        .as_ref()
+        .is_none_or(|s| super::selects(s, node.labels()));
     let node_spec = node.spec.as_ref();
     let cordoned = node_spec.and_then(|s| s.unschedulable) == Some(true);
     let tolerations = spec.tolerations.as_deref().unwrap_or_default();

@@ -351,11 +351,7 @@ impl Variant {
         }
         let fits: Vec<&NodeOffer> = nodes
             .iter()
-            .filter(|n| {
-                self.node_selector
-                    .iter()
-                    .all(|(k, v)| n.labels.get(k) == Some(v))
-            })
+            .filter(|n| super::selects(&self.node_selector, &n.labels))
             .collect();
         if let Some((given, wanted)) = &self.cpu {
             let largest = fits.iter().filter_map(|n| n.millicores).max();

@@ -667,19 +667,13 @@ fn errors_a_user_will_meet_are_one_line_and_say_what_to_do() {
         stderr(&o)
     );
     // Ctrl-C while it waits for one: what stays is said, and the exit is 130.
-    let mut child = k8s_command(
+    let (code, rest) = interrupted_while_waiting(
         c,
         "wait",
         &["up", "--arch", "intel", "--wait-timeout", "5m"],
-    )
-    .spawn()
-    .unwrap();
-    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
-    let child = crate::util::KillOnDrop::new(child);
-    err.wait_for("waiting:", PROMPTLY);
-    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
-    assert_eq!(o.status.code(), Some(130));
-    let rest = err.rest(PROMPTLY);
+        "waiting:",
+    );
+    assert_eq!(code, Some(130));
     assert!(rest.contains("interrupted while waiting"), "{rest}");
     // Each object it applied is named, as a created one.
     assert!(
@@ -812,20 +806,34 @@ fn a_rollout_waits_for_a_late_scheduler_when_its_pods_fill_their_node() {
     assert!(!mounted.contains("nginx-config"), "{mounted}");
     // Ctrl-C while the next configuration rolls (its pod waits for the old one's room): it
     // says the new one stays and how to put the previous one back.
-    let mut child = k8s_command(c, ns, &["config", "tuned", "--wait-timeout", "90s"])
-        .spawn()
-        .unwrap();
-    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
-    let child = crate::util::KillOnDrop::new(child);
-    err.wait_for("waiting", PROMPTLY);
-    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
-    assert_eq!(o.status.code(), Some(130));
-    let rest = err.rest(PROMPTLY);
+    let (code, rest) = interrupted_while_waiting(
+        c,
+        ns,
+        &["config", "tuned", "--wait-timeout", "90s"],
+        "waiting",
+    );
+    assert_eq!(code, Some(130));
     assert!(
         rest.contains("the new configuration is applied and stays")
             && rest.contains("`archbench k8s config stock` puts the previous one back"),
         "{rest}"
     );
+}
+
+/// Runs `args`, sends it SIGINT once its stderr says `waiting`, and returns its exit status
+/// and the rest of its stderr.
+fn interrupted_while_waiting(
+    c: &TestCluster,
+    ns: &str,
+    args: &[&str],
+    waiting: &str,
+) -> (Option<i32>, String) {
+    let mut child = k8s_command(c, ns, args).spawn().unwrap();
+    let err = crate::util::LineReader::new(child.stderr.take().unwrap());
+    let child = crate::util::KillOnDrop::new(child);
+    err.wait_for(waiting, PROMPTLY);
+    let o = child.signal_and_finish(libc::SIGINT, PROMPTLY);
+    (o.status.code(), err.rest(PROMPTLY))
 }
 
 /// A user of the test's own, bound to a Role in `ns` with these rules (YAML list items).

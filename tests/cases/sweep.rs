@@ -262,6 +262,16 @@ fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
     );
 }
 
+/// nginx at 200 requests a second that queues (delays) up to 1,000 more rather than refusing
+/// them: a server whose latency, not its errors, shows a rate above what it serves.
+fn queueing_nginx() -> Option<Nginx> {
+    Nginx::start(NginxConfig {
+        http: "limit_req_zone $server_port zone=q:1m rate=200r/s;",
+        server: "limit_req zone=q burst=1000;",
+        ..NginxConfig::default()
+    })
+}
+
 /// An nginx that queues what it cannot serve yet (`limit_req` at 200 r/s with a deep burst,
 /// delayed, not refused): at 400 req/s every request still arrives on time and waits in
 /// nginx's queue, so the probe fails on its p99, a verdict on the server. It said "the client
@@ -269,11 +279,7 @@ fn find_max_brackets_the_rate_a_rate_limited_nginx_sustains() {
 /// the next would start on the backlog this one left in nginx's bucket.)
 #[test]
 fn find_max_judges_a_queueing_server_on_its_latency() {
-    let Some(server) = Nginx::start(NginxConfig {
-        http: "limit_req_zone $server_port zone=q:1m rate=200r/s;",
-        server: "limit_req zone=q burst=1000;",
-        ..NginxConfig::default()
-    }) else {
+    let Some(server) = queueing_nginx() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -345,11 +351,7 @@ fn find_max_judges_a_queueing_server_on_its_latency() {
 /// 0.2 s for 50; sustains 194, fails at 213.
 #[test]
 fn find_max_waits_for_a_queueing_servers_backlog_between_probes() {
-    let Some(server) = Nginx::start(NginxConfig {
-        http: "limit_req_zone $server_port zone=q:1m rate=200r/s;",
-        server: "limit_req zone=q burst=1000;",
-        ..NginxConfig::default()
-    }) else {
+    let Some(server) = queueing_nginx() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
