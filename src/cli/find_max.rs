@@ -268,6 +268,7 @@ impl Prober<'_> {
             stop: crate::engine::StopRule {
                 duration: None,
                 requests: Some(1),
+                split: crate::engine::CountSplit::Pooled,
             },
             pacing: crate::engine::Pacing::Closed,
             stages: None,

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use thiserror::Error;
 
 use super::args::{AbArgs, CompareArgs, H2loadArgs, LoadArgs, RequestArgs, RunArgs, WrkArgs};
-use crate::engine::{wake, AtTimeout, Http2, Http3, Pacing, Part, Plan, StopRule};
+use crate::engine::{wake, AtTimeout, CountSplit, Http2, Http3, Pacing, Part, Plan, StopRule};
 use crate::http::tls::TlsOptions;
 use crate::http::{
     DefaultHeaders, HttpVersion, RequestSpec, Scheme, Target, TargetError, Unresolved,
@@ -143,6 +143,7 @@ fn build(input: PlanInput<'_>) -> Result<Plan<Unresolved>, PlanError> {
         stop: StopRule {
             duration: input.duration,
             requests: input.requests,
+            split: CountSplit::Pooled,
         },
         pacing,
         stages: input.stages,
@@ -571,18 +572,7 @@ pub fn h2load_plan(a: &H2loadArgs) -> Result<Plan, PlanError> {
 /// streams (h2c), or HTTP/1.1 with --h1 / -p http/1.1; -D a timing-based test; --rps per
 /// client.
 pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
-    // h2load's connection timeouts end a client's connection (and the client with it), which
-    // the engine's connections never do: refused rather than taken for --timeout.
-    if a.active_timeout.is_some() {
-        return Err(invalid(
-            "-T is h2load's --connection-active-timeout (how long a client waits for its answers after its last request went out, then gives up on them and on the connection), which archbench h2load does not implement; the nearest is --timeout D, a per-request timeout",
-        ));
-    }
-    if a.inactivity_timeout.is_some() {
-        return Err(invalid(
-            "-N is h2load's --connection-inactivity-timeout (how long a client waits without reading or writing anything, then gives up on its connection and its remaining requests), which archbench h2load does not implement; the nearest is --timeout D, a per-request timeout",
-        ));
-    }
+    refuse_connection_timeouts(a)?;
     // Checked in h2load's own flags: the plan's words would name run's --streams and --rate.
     check_streams(a.streams, "-m")?;
     if let Some(rps) = a.rps {
@@ -620,7 +610,7 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         Some(p) => read_body(p)?,
         None => Vec::new(),
     };
-    build(PlanInput {
+    let mut plan = build(PlanInput {
         url: &a.url,
         method: if a.data.is_some() { "POST" } else { "GET" }.into(),
         headers: a.headers.clone(),
@@ -648,7 +638,26 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
             .then_some((a.streams, a.url.starts_with("https://"))),
         http3: (alpn == Some(H2loadAlpn::H3)).then_some((a.streams, false)),
         stray_streams: None,
-    })
+    })?;
+    // Each h2load client makes its own n/c, however fast the others go.
+    plan.stop.split = CountSplit::PerConnection;
+    Ok(plan)
+}
+
+/// h2load's connection timeouts end a client's connection (and the client with it), which
+/// the engine's connections never do: refused rather than taken for --timeout.
+fn refuse_connection_timeouts(a: &H2loadArgs) -> Result<(), PlanError> {
+    if a.active_timeout.is_some() {
+        return Err(invalid(
+            "-T is h2load's --connection-active-timeout (how long a client waits for its answers after its last request went out, then gives up on them and on the connection), which archbench h2load does not implement; the nearest is --timeout D, a per-request timeout",
+        ));
+    }
+    if a.inactivity_timeout.is_some() {
+        return Err(invalid(
+            "-N is h2load's --connection-inactivity-timeout (how long a client waits without reading or writing anything, then gives up on its connection and its remaining requests), which archbench h2load does not implement; the nearest is --timeout D, a per-request timeout",
+        ));
+    }
+    Ok(())
 }
 
 /// What h2load's `--alpn-list` asks for.

@@ -6,17 +6,20 @@
 //! request bytes are encoded once, responses are framed from a per-worker buffer, and
 //! recording goes into histograms sized up front.
 
+mod clients;
 mod conn;
 mod h2;
 mod h3;
 pub mod hook;
 pub mod live;
 mod slot_schedule;
+mod tickets;
 pub mod wake;
 mod worker;
 mod worker_base;
 mod worker_loop;
 
+pub use tickets::CountSplit;
 pub use worker_loop::TIMEOUT_SCAN_MIN;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,6 +38,8 @@ pub struct StopRule {
     pub duration: Option<Duration>,
     /// Exactly this many requests are sent (answered or failed).
     pub requests: Option<u64>,
+    /// How those requests are split among the connections.
+    pub split: CountSplit,
 }
 
 /// How requests are spaced.
@@ -661,15 +666,18 @@ fn worker_specs(
             connections: conns,
             schedule,
             total_connections: plan.connections,
-            tickets: plan.stop.requests.map(|n| {
-                requests_of(
-                    n,
-                    plan.connections as u64,
-                    schedule.first as u64,
-                    schedule.stride as u64,
-                    conns as u64,
-                )
-            }),
+            tickets: match plan.stop.requests {
+                None => tickets::Tickets::Unbounded,
+                Some(n) => tickets::Tickets::split(
+                    plan.stop.split,
+                    (0..conns as u64)
+                        .map(|j| {
+                            let g = schedule.first as u64 + schedule.stride as u64 * j;
+                            requests_of(n, plan.connections as u64, g, 1, 1)
+                        })
+                        .collect(),
+                ),
+            },
             deadline: plan.stop.duration.map(|d| start + d),
             pacing: plan.pacing,
             stages: plan.stages.clone(),

@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use super::clients::ClientSpans;
 use super::conn::{Conn, Phase, Transport};
 use super::hook::Scripted;
+use super::tickets::Ticket;
 use super::worker_base::{
     micros, tls_failure, Cadence, SendTimer, WorkerOutcome, WorkerSpec, READ_BUFFER,
 };
@@ -39,7 +41,7 @@ pub struct Worker<'a> {
     conns: Vec<Conn>,
     buf: Box<[u8]>,
     rec: Recorder,
-    tickets: Option<u64>,
+    clients: ClientSpans,
     /// Connections not parked; the run ends when a counted run parks them all.
     active: usize,
     /// Open loop: connections waiting for their send time, soonest first.
@@ -170,7 +172,7 @@ impl<'a> Worker<'a> {
             poll,
             buf: vec![0u8; READ_BUFFER].into_boxed_slice(),
             rec: Recorder::new(spec.expected),
-            tickets: spec.tickets,
+            clients: ClientSpans::new(spec.connections),
             active: spec.connections,
             // Each connection has at most its due time and the one pushed ahead, and a stale
             // entry or two: room for all, so the heap never grows during the run.
@@ -442,15 +444,13 @@ impl<'a> Worker<'a> {
     /// Begins connection `i`'s next request, timed from `intended`. Open loop: `sent` is how
     /// it went out against its schedule.
     fn start_request(&mut self, i: usize, intended: Instant, now: Instant, sent: Option<Sent>) {
-        if let Some(t) = self.tickets.as_mut() {
-            if *t == 0 {
-                self.park(i);
-                return;
-            }
-            *t -= 1;
-            if *t == 0 {
-                self.park_waiting_except(i);
-            }
+        // The deadline was checked when the request was scheduled (`next`).
+        if self.spec.tickets.take(i, None, intended) != Ticket::Granted {
+            self.park(i);
+            return;
+        }
+        if self.spec.tickets.all_spent() {
+            self.park_waiting_except(i);
         }
         if self.script.as_mut().is_some_and(|s| !s.begin(i)) {
             // request() failed: the run is stopping.
@@ -514,6 +514,7 @@ impl<'a> Worker<'a> {
     }
 
     fn open(&mut self, i: usize, now: Instant) {
+        self.clients.connecting(i, now);
         let stream = match TcpStream::connect(self.spec.addr) {
             Ok(s) => s,
             Err(e) => {
@@ -789,6 +790,7 @@ impl<'a> Worker<'a> {
         }
         self.rec
             .response(second, conn.parser.status, conn.parser.body_bytes, times);
+        self.clients.answered(i, now);
         if let Some(server) = conn.parser.server.take() {
             self.rec.server_header.get_or_insert(server);
         }
@@ -822,7 +824,7 @@ impl<'a> Worker<'a> {
             self.set_phase(i, Phase::Waiting);
             return;
         }
-        if self.tickets == Some(0) {
+        if self.spec.tickets.spent_for(i) {
             // Nothing left to send: parked now, not at its next turn.
             self.park(i);
             return;
@@ -879,6 +881,10 @@ impl Protocol for Worker<'_> {
 
     fn recorder(&mut self) -> &mut Recorder {
         &mut self.rec
+    }
+
+    fn clients(&mut self) -> &mut ClientSpans {
+        &mut self.clients
     }
 
     fn first_send(&self) -> Option<Instant> {

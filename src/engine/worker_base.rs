@@ -17,6 +17,7 @@ use rustls::ClientConfig;
 
 use super::hook::WorkerScript;
 use super::live::IntervalShipper;
+use super::tickets::Tickets;
 use super::Pacing;
 use crate::stages::Stages;
 use crate::stats::{Recorder, TlsFailure};
@@ -48,8 +49,8 @@ pub struct WorkerSpec {
     /// workers of all processes taking part).
     pub schedule: SchedulePosition,
     pub total_connections: usize,
-    /// Requests this worker may send, when the run is bounded by count.
-    pub tickets: Option<u64>,
+    /// Requests this worker's connections may still begin.
+    pub tickets: Tickets,
     pub deadline: Option<Instant>,
     pub pacing: Pacing,
     /// Open loop with a rate that changes (`--stages`); None: a steady rate.
@@ -222,36 +223,6 @@ pub(super) fn wait_for_start(start: Instant, stop: &AtomicBool) -> bool {
             return true;
         }
         std::thread::sleep(left.min(MAX_POLL_WAIT));
-    }
-}
-
-/// Whether a multiplexed slot's next request may begin, by the run's stop rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ticket {
-    Granted,
-    /// The count is reached: the slot parks.
-    NoneLeft,
-    /// The deadline has passed.
-    RunOver,
-}
-
-/// Takes one ticket of a count-bounded run (none needed when bounded by time), unless the
-/// run is over.
-pub(super) fn take_ticket(
-    tickets: &mut Option<u64>,
-    deadline: Option<Instant>,
-    now: Instant,
-) -> Ticket {
-    if deadline.is_some_and(|d| now >= d) {
-        return Ticket::RunOver;
-    }
-    match tickets {
-        Some(0) => Ticket::NoneLeft,
-        Some(t) => {
-            *t -= 1;
-            Ticket::Granted
-        }
-        None => Ticket::Granted,
     }
 }
 

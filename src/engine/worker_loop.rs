@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use mio::Events;
 
+use super::clients::ClientSpans;
 use super::worker_base::{
     wait_for_start, WorkerOutcome, WorkerSpec, MAX_POLL_WAIT, RATE_SAMPLE, TIMER,
 };
@@ -34,6 +35,8 @@ pub(super) trait Protocol {
     fn spec(&mut self) -> &mut WorkerSpec;
     /// The worker's recording.
     fn recorder(&mut self) -> &mut Recorder;
+    /// Its clients' spans (one per connection slot).
+    fn clients(&mut self) -> &mut ClientSpans;
     /// When its first request went out.
     fn first_send(&self) -> Option<Instant>;
     /// The first requests: closed loop at once, open loop each at its place in the schedule.
@@ -180,6 +183,9 @@ fn outcome<P: Protocol>(
     let unanswered = p.unanswered();
     p.recorder().unanswered_at_end += unanswered;
     p.finish();
+    let clients = std::mem::replace(p.clients(), ClientSpans::new(0));
+    let bounded_by_count = p.spec().tickets.bounded();
+    clients.record(p.recorder(), bounded_by_count, stopped_at);
     p.spec().live.finish();
     WorkerOutcome {
         recording: std::mem::replace(p.recorder(), Recorder::new(None)),

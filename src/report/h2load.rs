@@ -172,12 +172,7 @@ impl H2loadReport {
             "                     min         max         mean         sd        +/- sd"
         )?;
         time_rows(r, out)?;
-        let per_client = t.requests as f64 / measured / r.plan.connections.max(1) as f64;
-        writeln!(
-            out,
-            "req/s           : {per_client:>10.2}  {per_client:>10.2}  {per_client:>10.2}  {:>10.2}  {:>7.2}%",
-            0.0, 100.0
-        )?;
+        client_rates_row(r, out)?;
         if self.latency {
             latency_percentiles(r, out)?;
         }
@@ -219,18 +214,43 @@ fn time_rows(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     time_row(out, "time to 1st byte:", per_connection)
 }
 
-fn time_row(out: &mut dyn Write, name: &str, h: &Histogram<u64>) -> io::Result<()> {
-    let (min, max, mean, sd, within) = if h.is_empty() {
-        (0.0, 0.0, 0.0, 0.0, 0.0)
-    } else {
-        (
-            h.min() as f64,
-            h.max() as f64,
-            h.mean(),
-            h.stdev(),
-            histogram_within_stdev(h),
-        )
+/// h2load's `req/s` row: each client's answers over its span (`histograms.client_rate`),
+/// their min, max, mean, sd and share within one sd of the mean. A document of a build that
+/// kept no per-client figures shows none.
+fn client_rates_row(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
+    let Some(rates) = &r.histograms.client_rate else {
+        return writeln!(
+            out,
+            "req/s           : {:>10}  {:>10}  {:>10}  {:>10}  {:>8}",
+            "-", "-", "-", "-", "-"
+        );
     };
+    // Kept in hundredths of a request per second.
+    let [min, max, mean, sd, within] = spread(&rates.0);
+    let [min, max, mean, sd] = [min, max, mean, sd].map(|v| v / 100.0);
+    writeln!(
+        out,
+        "req/s           : {min:>10.2}  {max:>10.2}  {mean:>10.2}  {sd:>10.2}  {within:>7.2}%"
+    )
+}
+
+/// `h`'s min, max, mean, standard deviation and the share of its values within one standard
+/// deviation of the mean, in percent (h2load's columns); zeros when it is empty, as h2load's.
+fn spread(h: &Histogram<u64>) -> [f64; 5] {
+    if h.is_empty() {
+        return [0.0; 5];
+    }
+    [
+        h.min() as f64,
+        h.max() as f64,
+        h.mean(),
+        h.stdev(),
+        histogram_within_stdev(h),
+    ]
+}
+
+fn time_row(out: &mut dyn Write, name: &str, h: &Histogram<u64>) -> io::Result<()> {
+    let [min, max, mean, sd, within] = spread(h);
     writeln!(
         out,
         "{name} {:>10}  {:>10}  {:>10}  {:>10}  {within:>7.2}%",

@@ -714,6 +714,31 @@ mod h2load {
             .unwrap_or_else(|_| panic!("five cells in {line:?}"))
     }
 
+    /// Real h2load with `args`, then ours with the same and `--json`: both outputs (each
+    /// asserted successful) and our result.
+    fn real_then_ours(
+        h2load: &std::path::Path,
+        args: &[&str],
+    ) -> (
+        std::process::Output,
+        std::process::Output,
+        archbench::stats::RunResult,
+    ) {
+        let real = std::process::Command::new(h2load)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(real.status.success(), "{}", stdout(&real));
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let mut ours_args = vec!["h2load", "--json", json.to_str().unwrap()];
+        ours_args.extend_from_slice(args);
+        let ours = archbench(&ours_args);
+        assert!(ours.status.success(), "{}", stdout(&ours));
+        let r = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (real, ours, r)
+    }
+
     /// h2load's `time to 1st byte` is per client (one connection each): from the start of its
     /// connect to the first response byte. Ours is the same: one value per connection, never
     /// below that connection's connect plus a request's first byte, with real h2load's shape
@@ -726,17 +751,7 @@ mod h2load {
         let Some(ng) = h2c("") else { return };
         let url = ng.url("/");
         let args = ["-n", "2000", "-c", "4", "-m", "4", url.as_str()];
-        let real = std::process::Command::new(&h2load)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(real.status.success(), "{}", stdout(&real));
-        let dir = tempfile::tempdir().unwrap();
-        let json = dir.path().join("r.json");
-        let mut ours_args = vec!["h2load", "--json", json.to_str().unwrap()];
-        ours_args.extend_from_slice(&args);
-        let ours = archbench(&ours_args);
-        assert!(ours.status.success(), "{}", stdout(&ours));
+        let (real, ours, r) = real_then_ours(&h2load, &args);
         for (who, text) in [("h2load", stdout(&real)), ("archbench", stdout(&ours))] {
             let ttfb = time_row(&text, "time to 1st byte:");
             let connect = time_row(&text, "time for connect:");
@@ -750,8 +765,6 @@ mod h2load {
                 "{who}: four values, so a multiple of 25% within one sd: {ttfb:?}\n{text}"
             );
         }
-        let r: archbench::stats::RunResult =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(r.totals.connections_opened, 4);
         let per_connection = &r.histograms.connection_first_byte.as_ref().unwrap().0;
         assert_eq!(per_connection.len(), 4, "one value per connection");
@@ -776,6 +789,62 @@ mod h2load {
         // h2load's request time runs from its submission, after the connect: our service time.
         shows("time for request:", h.service.0.min());
         shows("time for connect:", h.connect.0.min());
+    }
+
+    /// h2load splits -n among its clients, n/c each (one more for the first n%c), however fast
+    /// each goes, and its `req/s` row is per client: each one's answers over its own span.
+    /// Ours: each connection's requests in nginx's log are its share (over h2c with -m 10,
+    /// where the fastest streams took more: 27/27/27/19 of 100), and the row is measured
+    /// (it printed the run's rate per client as min = max = mean, sd 0).
+    #[test]
+    fn each_client_makes_its_share_and_its_own_rate() {
+        let Some(h2load) = require_tool("h2load") else {
+            return;
+        };
+        let Some(h2) = h2c("") else { return };
+        let Some(plain) = Nginx::start(NginxConfig::default()) else {
+            return;
+        };
+        for (ng, proto) in [(h2, &["-m", "10"][..]), (plain, &["--h1"])] {
+            let url = ng.url("/");
+            let mut args = vec!["-n", "102", "-c", "4", url.as_str()];
+            args.extend_from_slice(proto);
+            let (real, ours, r) = real_then_ours(&h2load, &args);
+            // Real h2load's row has the same shape.
+            let row = time_row(&stdout(&real), "req/s           :");
+            assert!(row[0] <= row[2] && row[2] <= row[1], "{row:?}");
+            let log = ng.stop_and_read_log();
+            // The first 102 lines are real h2load's: its own split, the reference.
+            let shares = |lines: &[crate::util::nginx::LogLine]| {
+                let mut by_conn: std::collections::HashMap<u64, u64> = Default::default();
+                for l in lines {
+                    *by_conn.entry(l.connection).or_default() += 1;
+                }
+                let mut v: Vec<u64> = by_conn.into_values().collect();
+                v.sort_unstable();
+                v
+            };
+            assert_eq!(log.len(), 204, "{proto:?}");
+            assert_eq!(shares(&log[..102]), [25, 25, 26, 26], "h2load {proto:?}");
+            assert_eq!(shares(&log[102..]), [25, 25, 26, 26], "archbench {proto:?}");
+            let rates = &r.histograms.client_rate.as_ref().unwrap().0;
+            assert_eq!(rates.len(), 4, "one rate per client");
+            // Each client's span lies within the run: its rate is at least its share over
+            // the run's time (hundredths of a request per second, 3 significant digits).
+            let floor = 25.0 / r.totals.elapsed_s * 100.0;
+            assert!(
+                rates.min() as f64 >= floor * 0.999,
+                "{} vs {floor}",
+                rates.min()
+            );
+            let row = time_row(&stdout(&ours), "req/s           :");
+            let close = |shown: f64, kept: f64| (shown - kept / 100.0).abs() <= 0.01;
+            assert!(close(row[0], rates.min() as f64), "{row:?}");
+            assert!(close(row[1], rates.max() as f64), "{row:?}");
+            assert!(close(row[2], rates.mean()), "{row:?}");
+            assert!(close(row[3], rates.stdev()), "{row:?}");
+            assert!([0.0, 25.0, 50.0, 75.0, 100.0].contains(&row[4]), "{row:?}");
+        }
     }
 
     /// h2load's -T and -N are connection timeouts, not ours per request: refused with the

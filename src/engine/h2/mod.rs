@@ -23,11 +23,11 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use self::conn::{Broken, ConnState, Ended};
+use super::clients::ClientSpans;
 use super::conn::Transport;
 use super::slot_schedule::{self, SlotSchedule, Slots};
-use super::worker_base::{
-    micros, take_ticket, tls_failure, Ticket, WorkerOutcome, WorkerSpec, READ_BUFFER,
-};
+use super::tickets::Ticket;
+use super::worker_base::{micros, tls_failure, WorkerOutcome, WorkerSpec, READ_BUFFER};
 use super::worker_loop::{self, Protocol, Readiness};
 use super::{EngineError, WorkerProgress};
 use crate::http::h2::frame::{FrameDecoder, FrameError};
@@ -75,7 +75,7 @@ pub struct H2Worker<'a> {
     conns: Vec<H2Conn>,
     buf: Box<[u8]>,
     rec: Recorder,
-    tickets: Option<u64>,
+    clients: ClientSpans,
     /// Slots not parked.
     active: usize,
     first_send: Option<Instant>,
@@ -119,7 +119,7 @@ impl<'a> H2Worker<'a> {
                 .collect(),
             buf: vec![0u8; READ_BUFFER].into_boxed_slice(),
             rec,
-            tickets: spec.tickets,
+            clients: ClientSpans::new(spec.connections),
             active: spec.connections * streams,
             first_send: None,
             stop,
@@ -174,7 +174,7 @@ impl<'a> H2Worker<'a> {
     /// Takes a ticket for slot `s`'s next request and queues it; false when there is none
     /// (the slot is parked) or the run is over.
     fn queue(&mut self, i: usize, s: usize, now: Instant) -> bool {
-        match take_ticket(&mut self.tickets, self.spec.deadline, now) {
+        match self.spec.tickets.take(i, self.spec.deadline, now) {
             Ticket::Granted => {}
             Ticket::RunOver => return false,
             Ticket::NoneLeft => {
@@ -212,6 +212,7 @@ impl<'a> H2Worker<'a> {
     }
 
     fn open(&mut self, i: usize, now: Instant) {
+        self.clients.connecting(i, now);
         let c = &mut self.conns[i];
         c.began = now;
         c.opened = now;
@@ -520,6 +521,7 @@ impl<'a> H2Worker<'a> {
                 );
                 self.spec.live.response(now, times.total_us);
                 self.rec.response(second, status, body, times);
+                self.clients.answered(i, now);
                 self.rec.keepalive_responses += 1;
                 let c = &mut self.conns[i];
                 if let (false, Some(first)) = (c.first_byte_noted, c.state.first_response) {
@@ -536,9 +538,7 @@ impl<'a> H2Worker<'a> {
                     self.rec.h2().reset(ErrorCode::RefusedStream.name());
                 }
                 self.rec.h2().retried += 1;
-                if let Some(t) = self.tickets.as_mut() {
-                    *t += 1;
-                }
+                self.spec.tickets.give_back(i);
                 self.request_at(i, s, slot.intended, now);
                 return;
             }
@@ -653,7 +653,7 @@ impl Slots for H2Worker<'_> {
         H2Worker::flush(self, i)
     }
     fn tickets_spent(&self) -> bool {
-        self.tickets == Some(0)
+        self.spec.tickets.all_spent()
     }
 
     fn park(&mut self, i: usize, s: usize) {
@@ -669,6 +669,10 @@ impl Protocol for H2Worker<'_> {
 
     fn recorder(&mut self) -> &mut Recorder {
         &mut self.rec
+    }
+
+    fn clients(&mut self) -> &mut ClientSpans {
+        &mut self.clients
     }
 
     fn first_send(&self) -> Option<Instant> {

@@ -24,8 +24,10 @@ use quinn_proto::{ConnectionError, Dir, ReadError, StreamEvent, StreamId, VarInt
 
 pub use self::prime::{fetch_tickets, Fetch, Primed};
 use self::quic::{DatagramBuffers, QuicConn, Received};
+use super::clients::ClientSpans;
 use super::slot_schedule::{self, SlotSchedule, Slots};
-use super::worker_base::{micros, take_ticket, Ticket, WorkerOutcome, WorkerSpec};
+use super::tickets::Ticket;
+use super::worker_base::{micros, WorkerOutcome, WorkerSpec};
 use super::worker_loop::{self, Protocol, Readiness};
 use super::{EngineError, WorkerProgress};
 use crate::http::h3::{
@@ -150,7 +152,7 @@ pub struct H3Worker<'a> {
     poll: Poll,
     conns: Vec<H3Conn>,
     rec: Recorder,
-    tickets: Option<u64>,
+    clients: ClientSpans,
     /// Slots not parked.
     active: usize,
     first_send: Option<Instant>,
@@ -199,7 +201,7 @@ impl<'a> H3Worker<'a> {
                 })
                 .collect(),
             rec,
-            tickets: spec.tickets,
+            clients: ClientSpans::new(spec.connections),
             active: spec.connections * streams,
             first_send: None,
             stop,
@@ -232,7 +234,7 @@ impl<'a> H3Worker<'a> {
     /// Takes a ticket for slot `s`'s next request and queues it; false when there is none
     /// (the slot is parked) or the run is over.
     fn queue(&mut self, i: usize, s: usize, now: Instant) -> bool {
-        match take_ticket(&mut self.tickets, self.spec.deadline, now) {
+        match self.spec.tickets.take(i, self.spec.deadline, now) {
             Ticket::Granted => {}
             Ticket::RunOver => return false,
             Ticket::NoneLeft => {
@@ -270,6 +272,7 @@ impl<'a> H3Worker<'a> {
     }
 
     fn open(&mut self, i: usize, now: Instant) {
+        self.clients.connecting(i, now);
         let c = &mut self.conns[i];
         c.opened = now;
         c.established = false;
@@ -770,6 +773,7 @@ impl<'a> H3Worker<'a> {
                 );
                 self.spec.live.response(now, times.total_us);
                 self.rec.response(second, status, body, times);
+                self.clients.answered(i, now);
                 self.rec.keepalive_responses += 1;
                 let c = &mut self.conns[i];
                 if !c.first_byte_noted {
@@ -782,9 +786,7 @@ impl<'a> H3Worker<'a> {
                 // Never processed: the request goes out again and counts once, when answered
                 // (open loop: still timed from when it was due).
                 self.rec.quic().retried += 1;
-                if let Some(t) = self.tickets.as_mut() {
-                    *t += 1;
-                }
+                self.spec.tickets.give_back(i);
                 let intended = slot.intended;
                 self.request_at(i, s, intended, now);
                 return;
@@ -979,7 +981,7 @@ impl Slots for H3Worker<'_> {
     }
 
     fn tickets_spent(&self) -> bool {
-        self.tickets == Some(0)
+        self.spec.tickets.all_spent()
     }
 
     fn park(&mut self, i: usize, s: usize) {
@@ -995,6 +997,10 @@ impl Protocol for H3Worker<'_> {
 
     fn recorder(&mut self) -> &mut Recorder {
         &mut self.rec
+    }
+
+    fn clients(&mut self) -> &mut ClientSpans {
+        &mut self.clients
     }
 
     fn first_send(&self) -> Option<Instant> {
