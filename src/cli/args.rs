@@ -278,16 +278,16 @@ pub struct WrkArgs {
 #[derive(Debug, Args)]
 pub struct H2loadArgs {
     /// Number of requests across all clients (-D overrides it).
-    #[arg(short = 'n', long = "requests", default_value = "1", value_parser = super::values::count)]
+    #[arg(short = 'n', long = "requests", default_value = "1", value_parser = super::values::h2load_count)]
     pub requests: u64,
     /// Number of concurrent clients (connections).
-    #[arg(short = 'c', long = "clients", default_value = "1", value_parser = super::values::count)]
+    #[arg(short = 'c', long = "clients", default_value = "1", value_parser = super::values::h2load_count)]
     pub clients: u64,
     /// Max concurrent streams per client (HTTP/2).
-    #[arg(short = 'm', long = "max-concurrent-streams", default_value = "1", value_parser = super::values::count)]
+    #[arg(short = 'm', long = "max-concurrent-streams", default_value = "1", value_parser = super::values::h2load_count)]
     pub streams: u64,
     /// Number of native threads.
-    #[arg(short = 't', long = "threads", default_value = "1", value_parser = super::values::count)]
+    #[arg(short = 't', long = "threads", default_value = "1", value_parser = super::values::h2load_count)]
     pub threads: u64,
     /// Main duration of a timing-based test (seconds, or with a unit: 10s, 1m).
     #[arg(short = 'D', long = "duration", value_parser = super::values::seconds_or_duration)]
@@ -327,21 +327,24 @@ pub struct H2loadArgs {
     /// Also print latency percentiles (archbench extension).
     #[arg(long)]
     pub latency: bool,
+    /// Display version information and exit.
+    #[arg(long)]
+    pub version: bool,
     // archbench extension.
     #[command(flatten)]
     pub json: JsonFile,
     /// Target URL.
-    pub url: String,
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Args)]
 #[command(disable_help_flag = true)]
 pub struct AbArgs {
     /// Number of requests to perform.
-    #[arg(short = 'n', value_parser = super::values::count)]
+    #[arg(short = 'n', value_parser = super::values::ab_count)]
     pub requests: Option<u64>,
     /// Number of multiple requests to make at a time.
-    #[arg(short = 'c', default_value = "1", value_parser = super::values::count)]
+    #[arg(short = 'c', default_value = "1", value_parser = super::values::ab_count)]
     pub concurrency: u64,
     /// Seconds to max. to spend on benchmarking (implies -n 50000).
     #[arg(short = 't', value_parser = super::values::duration)]
@@ -381,6 +384,10 @@ pub struct AbArgs {
     /// Do not show progress when doing more than 150 requests.
     #[arg(short = 'q')]
     pub quiet: bool,
+    /// How much to print: 0 and 1 (ab's default) print the report; from 2 ab prints each
+    /// request's and response's headers, which archbench ab does not (refused).
+    #[arg(short = 'v', value_parser = super::values::ab_count)]
+    pub verbosity: Option<u64>,
     /// Print version number and exit.
     #[arg(short = 'V')]
     pub version: bool,

@@ -572,6 +572,11 @@ pub fn h2load_plan(a: &H2loadArgs) -> Result<Plan, PlanError> {
 /// streams (h2c), or HTTP/1.1 with --h1 / -p http/1.1; -D a timing-based test; --rps per
 /// client.
 pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
+    // h2load's own words.
+    let url = a
+        .url
+        .as_deref()
+        .ok_or_else(|| invalid("no URI or input file given"))?;
     refuse_connection_timeouts(a)?;
     // Checked in h2load's own flags: the plan's words would name run's --streams and --rate.
     check_streams(a.streams, "-m")?;
@@ -585,7 +590,7 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
             )));
         }
     }
-    let alpn = h2load_alpn(a.alpn_list.as_deref(), &a.url)?;
+    let alpn = h2load_alpn(a.alpn_list.as_deref(), url)?;
     let h1 = a.h1 || a.proto == "http/1.1" || alpn == Some(H2loadAlpn::Http11);
     if !h1 && a.proto != "h2c" {
         return Err(invalid(format!(
@@ -611,7 +616,7 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         None => Vec::new(),
     };
     let mut plan = build(PlanInput {
-        url: &a.url,
+        url,
         method: if a.data.is_some() { "POST" } else { "GET" }.into(),
         headers: a.headers.clone(),
         body,
@@ -635,7 +640,7 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         start_at: None,
         // Over https h2load offers h2 and http/1.1 by ALPN and speaks what the server chooses.
         http2: (!h1 && alpn != Some(H2loadAlpn::H3))
-            .then_some((a.streams, a.url.starts_with("https://"))),
+            .then_some((a.streams, url.starts_with("https://"))),
         http3: (alpn == Some(H2loadAlpn::H3)).then_some((a.streams, false)),
         stray_streams: None,
     })?;
@@ -754,6 +759,11 @@ pub fn ab_plan(a: &AbArgs) -> Result<Plan, PlanError> {
 
 /// `archbench ab`'s plan, validated without any lookup.
 pub fn ab_draft(a: &AbArgs) -> Result<Plan<Unresolved>, PlanError> {
+    if let Some(level) = a.verbosity.filter(|v| *v >= 2) {
+        return Err(invalid(format!(
+            "-v {level}: from 2 ab prints each request's and response's headers (\"LOG: header received\"), which archbench ab does not; -v 0 and 1 print the report, and --json has the run's figures"
+        )));
+    }
     let url = a.url.as_deref().ok_or_else(|| {
         invalid("missing URL; usage: archbench ab [options] [http[s]://]hostname[:port]/path")
     })?;

@@ -6,6 +6,28 @@ use crate::quantity::number;
 pub use crate::quantity::{count, rate};
 pub use crate::slo::parse as slo;
 
+/// h2load's counts (-n, -c, -m, -t): a plain number, as h2load reads them; it refuses `1k`.
+pub fn h2load_count(text: &str) -> Result<u64, String> {
+    plain_count(text)
+        .ok_or_else(|| format!("bad option value: {text} (h2load takes a plain number)"))
+}
+
+/// ab's counts (-n, -c): a plain number. ab reads `1k` as 1 (atoi), which no one means:
+/// refused rather than run as ab would or as wrk would.
+pub fn ab_count(text: &str) -> Result<u64, String> {
+    plain_count(text).ok_or_else(|| {
+        format!("{text}: ab takes a plain number (it would read {text} as its leading digits); write e.g. 1000")
+    })
+}
+
+fn plain_count(text: &str) -> Option<u64> {
+    let t = text.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse().ok()
+}
+
 /// Parses `10`, `10s`, `1.5m`, `2h`, `500ms`, `250us` (a bare number means seconds, as in wrk
 /// and ab).
 pub fn duration(text: &str) -> Result<Duration, String> {

@@ -142,6 +142,24 @@ fn absurd_values_are_usage_errors_with_one_line() {
             vec!["ab", "-i", "-p", "/dev/null", u],
             "Cannot mix POST and HEAD",
         ),
+        // Counts as each tool reads them: h2load refuses 1k, ab would take it for 1 (it ran
+        // 1,000 requests for both).
+        (vec!["h2load", "-n", "1k", u], "bad option value: 1k"),
+        (
+            vec!["h2load", "-c", "1k", "-n", "2000", u],
+            "bad option value: 1k",
+        ),
+        (vec!["ab", "-n", "1k", u], "1k: ab takes a plain number"),
+        (
+            vec!["ab", "-c", "2k", "-n", "4000", u],
+            "2k: ab takes a plain number",
+        ),
+        (vec!["h2load"], "no URI or input file given"),
+        // ab's verbose levels print headers it does not; 0 and 1 are its report.
+        (
+            vec!["ab", "-v", "2", "-n", "1", u],
+            "-v 2: from 2 ab prints",
+        ),
         (
             vec!["ab", "-m", "ünï", "-n", "1", u],
             "invalid HTTP method \"ünï\"",

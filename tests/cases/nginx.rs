@@ -698,6 +698,48 @@ fn invoked_as_wrk_or_ab_through_a_symlink() {
     );
 }
 
+/// Each front end answers its tool's version flag with a line that begins as the tool's does
+/// (what a script reads), then says what answers; ab's `-v 1` (its default level) runs.
+#[test]
+fn each_front_end_answers_its_version_flag_as_its_tool_begins() {
+    for (tool, flag, words) in [
+        ("wrk", "--version", 1),
+        ("ab", "-V", 5),
+        ("h2load", "--version", 1),
+    ] {
+        let Some(real) = crate::util::require_tool(tool) else {
+            return;
+        };
+        let real = std::process::Command::new(real).arg(flag).output().unwrap();
+        let ours = archbench(&[tool, flag]);
+        assert_eq!(
+            ours.status.code(),
+            Some(0),
+            "{tool} {flag}: {}",
+            stderr(&ours)
+        );
+        let first = |text: String| -> String {
+            let line = text.lines().next().unwrap_or_default().to_string();
+            line.split_whitespace()
+                .take(words)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(first(stdout(&ours)), first(stdout(&real)), "{tool} {flag}");
+        assert!(stdout(&ours).contains("archbench"), "{}", stdout(&ours));
+    }
+    let Some(ng) = Nginx::start(NginxConfig::default()) else {
+        return;
+    };
+    let ab = archbench(&["ab", "-v", "1", "-n", "3", &ng.url("/")]);
+    assert!(
+        stdout(&ab).contains("Complete requests:      3\n"),
+        "{}",
+        stdout(&ab)
+    );
+    assert_eq!(ng.stop_and_read_log().len(), 3);
+}
+
 #[test]
 fn watch_reports_the_servers_cpu_and_requests_per_cpu_second() {
     let Some(ng) = Nginx::start(NginxConfig::default()) else {

@@ -12,6 +12,14 @@ use crate::engine::Plan;
 use crate::report::{H2loadReport, H2loadSetup};
 
 pub fn cmd_h2load(a: &H2loadArgs, signals: &StopSignals) -> anyhow::Result<i32> {
+    if a.version {
+        // h2load's first word, then what answers.
+        println!(
+            "h2load archbench/{} (nghttp2 1.52 compatible front end)",
+            env!("CARGO_PKG_VERSION")
+        );
+        return Ok(0);
+    }
     let plan = h2load_plan(a)?;
     let outputs = OutputPlan::json_only(&a.json)?;
     let setup = H2loadSetup {

@@ -13,8 +13,9 @@ use crate::script::{ScriptFile, Session};
 
 pub fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     if a.version {
+        // wrk's first word, as scripts read it, then what answers.
         println!(
-            "archbench {} (wrk 4.x compatible front end) [epoll]",
+            "wrk archbench/{} [epoll] (wrk 4.x compatible front end)",
             env!("CARGO_PKG_VERSION")
         );
         return Ok(0);
