@@ -677,6 +677,9 @@ mod h2load {
             out.contains("requests: 2000 total, 0 started, 0 done, 0 succeeded, 2000 failed, 2000 errored, 0 timeout"),
             "{out}"
         );
+        // h2load says what it speaks at a client's connect: with none, nothing (it printed
+        // "Application protocol: h2c" before the load).
+        assert!(!out.contains("Application protocol"), "{out}");
         assert!(
             stderr(&o).contains("no connection opened (refused or unreachable)"),
             "{}",

@@ -31,19 +31,22 @@ pub fn cmd_h2load(a: &H2loadArgs, signals: &StopSignals) -> anyhow::Result<i32> 
     };
     write_stdout(|out| H2loadReport::preamble(&setup, out))?;
     let started = std::time::Instant::now();
-    if let Some(warmed) = before_main(a, &plan, signals)? {
+    let mut spoken = ProtocolLine::of(&plan);
+    if let Some(warmed) = before_main(a, &plan, &mut spoken, signals)? {
         return Ok(finish_code(&warmed, signals));
     }
     // Count-based tests print their progress every tenth of the requests, as h2load does.
     let mut shown = 0u64;
     let total = plan.stop.requests;
     let result = execute(&plan, &[], &signals.stop, |p, _| {
+        spoken.when_spoken(p);
         let Some(n) = total else { return };
         while shown < 10 && p.completed * 10 >= n * (shown + 1) {
             shown += 1;
             let _ = writeln!(std::io::stdout(), "progress: {}% done", shown * 10);
         }
     })?;
+    spoken.at_end(&result);
     if plan.stop.duration.is_some() {
         each_thread(&plan, &|w| {
             format!("Main benchmark duration is over for thread #{w}. Stopping all clients.\nStopped all clients for thread #{w}")
@@ -67,17 +70,42 @@ fn each_thread(plan: &Plan, what: &dyn Fn(usize) -> String) -> anyhow::Result<()
     write_stdout(|out| (0..plan.threads).try_for_each(|w| writeln!(out, "{}", what(w))))
 }
 
-/// What h2load says it speaks, when the plan knows (over https the server chooses).
-fn protocol_line(plan: &Plan) -> anyhow::Result<()> {
-    if plan.target.scheme == crate::http::Scheme::Http {
-        let proto = if plan.http2.is_some() {
-            "h2c"
-        } else {
-            "http/1.1"
-        };
-        write_stdout(|out| writeln!(out, "Application protocol: {proto}"))?;
+/// What h2load says it speaks over http:// (over https the server chooses; those lines come
+/// after the load), once a connection has opened: h2load prints it at its first client's
+/// connect, and nothing when none opens.
+struct ProtocolLine(Option<&'static str>);
+
+impl ProtocolLine {
+    fn of(plan: &Plan) -> ProtocolLine {
+        ProtocolLine((plan.target.scheme == crate::http::Scheme::Http).then_some(
+            if plan.http2.is_some() {
+                "h2c"
+            } else {
+                "http/1.1"
+            },
+        ))
     }
-    Ok(())
+
+    /// Printed once the server has said something on a connection (before any progress line
+    /// that follows in the same call).
+    fn when_spoken(&mut self, p: &crate::engine::Progress) {
+        if p.bytes_read > 0 {
+            self.print();
+        }
+    }
+
+    /// At the load's end, if a connection opened that never heard a byte.
+    fn at_end(&mut self, r: &crate::stats::RunResult) {
+        if r.totals.connections_opened > 0 {
+            self.print();
+        }
+    }
+
+    fn print(&mut self) {
+        if let Some(proto) = self.0.take() {
+            let _ = writeln!(std::io::stdout(), "Application protocol: {proto}");
+        }
+    }
 }
 
 /// Before the measured load: a timing-based test's phases as h2load prints them (each
@@ -86,10 +114,10 @@ fn protocol_line(plan: &Plan) -> anyhow::Result<()> {
 fn before_main(
     a: &H2loadArgs,
     plan: &Plan,
+    spoken: &mut ProtocolLine,
     signals: &StopSignals,
 ) -> anyhow::Result<Option<crate::stats::RunResult>> {
     if plan.stop.duration.is_none() {
-        protocol_line(plan)?;
         return Ok(None);
     }
     each_thread(plan, &|w| format!("Warm-up started for thread #{w}."))?;
@@ -106,10 +134,10 @@ fn before_main(
         })
     })?;
     if let Some(warm) = a.warm_up {
-        protocol_line(plan)?;
         let mut warm_plan = plan.clone();
         warm_plan.stop.duration = Some(warm);
-        let warmed = execute(&warm_plan, &[], &signals.stop, |_, _| {})?;
+        let warmed = execute(&warm_plan, &[], &signals.stop, |p, _| spoken.when_spoken(p))?;
+        spoken.at_end(&warmed);
         if warmed.interrupted {
             return Ok(Some(warmed));
         }
@@ -117,8 +145,5 @@ fn before_main(
     each_thread(plan, &|w| {
         format!("Warm-up phase is over for thread #{w}.\nMain benchmark duration is started for thread #{w}.")
     })?;
-    if a.warm_up.is_none() {
-        protocol_line(plan)?;
-    }
     Ok(None)
 }
