@@ -4,8 +4,7 @@
 //! worker saturated, or sends late by more than a tenth of the latency the SLO allows) ends
 //! the search with that reason: a rate the client did not send says nothing of the server.
 
-use std::cell::Cell;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::climb::{empty_sweep, finish_sweep, StepLoad, StepPlans, SweepSpec};
@@ -36,9 +35,8 @@ struct Prober<'a> {
     /// How a run is measured: here (None), or by a cluster's in-cluster workers.
     run_one: Option<RunOne<'a>>,
     signals: &'a StopSignals,
-    /// Requests the server still held when the last probe ended: the next one waits until
-    /// they are worked off (see [`Prober::settle`]).
-    held_back: Cell<u64>,
+    /// What the server still held at the last run's end, worked off before the next.
+    backlog: Backlog<'a>,
 }
 
 /// One probe: the rate and its held count, and why the client could not keep it, if so.
@@ -70,7 +68,12 @@ pub fn find_max(
         slo,
         run_one,
         signals,
-        held_back: Cell::new(0),
+        backlog: Backlog {
+            held: AtomicU64::new(0),
+            quiet: spec.quiet,
+            in_cluster: run_one.is_some(),
+            signals,
+        },
     };
     for name in names {
         if signals.stop.load(Ordering::Relaxed) {
@@ -191,17 +194,37 @@ impl Prober<'_> {
         };
         let mut plan = self.source.plan(&[name.to_string()], load, warmup)?;
         plan.runs = runs;
-        if let Some(c) = plan.contenders.first() {
-            self.settle(name, &c.plan)?;
-        }
         if !self.spec.quiet {
             crate::stderr_line!("sweep --find-max: {name} at {} req/s", grouped_rate(rate));
         }
         let commands = self.source.commands(&plan);
         let step = format!("{} req/s offered", grouped_rate(rate));
-        let mut comparison =
-            self.session
-                .compare(&plan, commands, Some(&step), self.run_one, &mut |_| Ok(()))?;
+        // Each run (the probe's first, and the ones after it) after the server has worked
+        // off what the run before it left.
+        let (views, signals, backlog, run_one) = (
+            &self.session.views,
+            self.signals,
+            &self.backlog,
+            self.run_one,
+        );
+        let settled = move |c: &crate::compare::Contender| {
+            backlog.settle(&c.name, &c.plan)?;
+            let r = match run_one {
+                Some(f) => f(c),
+                None => views.measure(c, signals),
+            }?;
+            backlog
+                .held
+                .store(r.totals.unanswered_at_end, Ordering::Relaxed);
+            Ok(r)
+        };
+        let mut comparison = self.session.compare(
+            &plan,
+            commands,
+            Some(&step),
+            Some(&settled),
+            &mut |_| Ok(()),
+        )?;
         let measured: Vec<&RunResult> = comparison
             .targets
             .iter()
@@ -213,8 +236,6 @@ impl Prober<'_> {
             .filter(|r| self.slo.judge_run(r).passed)
             .count() as u64;
         let client_limited = measured.iter().find_map(|r| meaningless(r, self.slo));
-        self.held_back
-            .set(measured.last().map_or(0, |r| r.totals.unanswered_at_end));
         // Each step judged as a ladder's is, for its row of the tables.
         comparison.slo = comparison.judge_slo(self.slo);
         let interrupted = comparison.interrupted;
@@ -234,32 +255,42 @@ impl Prober<'_> {
 /// How long a probe waits, at most, for the server to work off what the last one left.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 
-impl Prober<'_> {
-    /// Before a probe, when the last one ended with requests the server still held (a server
+/// Requests the server still held when the last run of a search ended (`unanswered_at_end`),
+/// and how the next run waits for them.
+struct Backlog<'a> {
+    held: AtomicU64,
+    quiet: bool,
+    /// The runs are measured by in-cluster workers, whose addresses are not reachable here.
+    in_cluster: bool,
+    signals: &'a StopSignals,
+}
+
+impl Backlog<'_> {
+    /// Before a run, when the last one ended with requests the server still held (a server
     /// that queues: nginx's `limit_req` with a burst): one lone request at a time on one
     /// connection, until one is answered. A queue works in order, so by then what was ahead
-    /// of it is done, and the probe measures its own rate, not the last one's backlog (which
-    /// kept its connections busy: "sent 204 of 250 req/s"). In-cluster probes' addresses are
-    /// not reachable from here: they start at once, and say so.
+    /// of it is done, and the run measures its own rate, not the last one's backlog (which
+    /// kept its connections busy: "sent 204 of 250 req/s"). In-cluster runs start at once,
+    /// and say so.
     fn settle(&self, name: &str, probe: &crate::engine::Plan) -> anyhow::Result<()> {
-        let held = self.held_back.replace(0);
+        let held = self.held.swap(0, Ordering::Relaxed);
         if held == 0 {
             return Ok(());
         }
         let say = |line: String| {
-            if !self.spec.quiet {
+            if !self.quiet {
                 crate::stderr_line!("sweep --find-max: {name}: {line}");
             }
         };
-        if self.run_one.is_some() {
+        if self.in_cluster {
             say(format!(
-                "the server still held {held} requests at the last probe's end; in-cluster \
-                 probes start without waiting for them"
+                "the server still held {held} requests at the last run's end; in-cluster \
+                 runs start without waiting for them"
             ));
             return Ok(());
         }
         say(format!(
-            "the server still held {held} requests at the last probe's end: waiting until it \
+            "the server still held {held} requests at the last run's end: waiting until it \
              answers a lone request"
         ));
         let lone = crate::engine::Plan {
@@ -291,7 +322,7 @@ impl Prober<'_> {
             }
         }
         say(format!(
-            "no lone request was answered within {} s: the probe starts on what it still holds",
+            "no lone request was answered within {} s: the run starts on what it still holds",
             SETTLE_WITHIN.as_secs()
         ));
         Ok(())

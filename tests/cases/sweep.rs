@@ -341,9 +341,9 @@ fn find_max_judges_a_queueing_server_on_its_latency() {
     );
 }
 
-/// The same server over a range it holds the low end of: every probe after one that left
+/// The same server over a range it holds the low end of: every run after one that left
 /// requests in nginx's queue waits until a lone request is answered (the queue worked off),
-/// so no probe starts on the last one's backlog (it did: its 200 connections still busy, "the
+/// the second run of a probe too (`--runs 2`), so no run starts on the last one's backlog (it did: its 200 connections still busy, "the
 /// client could not keep 250 req/s (it sent 204 of 250)"), and the search brackets nginx's
 /// 200 r/s: a probe above it leaves requests queued at its end, which its p99 counts as the
 /// slowest (judged on the answered alone, 250 req/s "held": its first 200 were answered within
@@ -373,7 +373,7 @@ fn find_max_waits_for_a_queueing_servers_backlog_between_probes() {
         "-d",
         "1s",
         "--runs",
-        "1",
+        "2",
         "--no-warmup",
         "--json",
         json.to_str().unwrap(),
@@ -381,6 +381,12 @@ fn find_max_waits_for_a_queueing_servers_backlog_between_probes() {
     let err = stderr(&o);
     let doc = read_json(&json);
     let m = &doc["find_max"][0];
+    // The boundary's probes run twice; one above nginx's rate leaves a backlog after its
+    // first run, and its second waits for it (each run's label comes before its wait).
+    assert!(
+        err.contains("  queued: run 2\nsweep --find-max: queued: the server still held "),
+        "{err}"
+    );
     let verdict = m["verdict"].as_str().unwrap();
     assert!(verdict.starts_with("sustains "), "{m}\n{err}");
     let sustained = m["sustained"]["rate"].as_f64().unwrap();
@@ -390,7 +396,7 @@ fn find_max_waits_for_a_queueing_servers_backlog_between_probes() {
         "{m}"
     );
     assert!(
-        err.contains("requests at the last probe's end: waiting until it answers a lone request")
+        err.contains("requests at the last run's end: waiting until it answers a lone request")
             && err.contains("answered after"),
         "{err}"
     );
