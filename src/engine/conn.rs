@@ -157,6 +157,20 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Request bytes written that TLS still holds for a handshake under way: they never
+    /// left, so they are neither sent nor counted as written.
+    pub fn written_but_held(&self) -> usize {
+        let held = self
+            .io
+            .as_ref()
+            .is_some_and(Transport::holds_what_was_written);
+        if held {
+            self.written
+        } else {
+            0
+        }
+    }
+
     pub fn new(now: Instant) -> Conn {
         Conn {
             io: None,

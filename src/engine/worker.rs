@@ -797,15 +797,9 @@ impl<'a> Worker<'a> {
     }
 
     fn fail(&mut self, i: usize, kind: ErrorKind, now: Instant) {
-        let conn = &self.conns[i];
-        if conn
-            .io
-            .as_ref()
-            .is_some_and(Transport::holds_what_was_written)
-        {
-            // Never sent: a request's bytes wait in TLS for a handshake that failed.
-            self.rec.bytes_written = self.rec.bytes_written.saturating_sub(conn.written as u64);
-        }
+        // Never sent: a request's bytes wait in TLS for a handshake that failed.
+        let held = self.conns[i].written_but_held() as u64;
+        self.rec.bytes_written = self.rec.bytes_written.saturating_sub(held);
         self.read_done(i);
         let second = self.second(now);
         self.rec.error(second, kind);
@@ -904,8 +898,7 @@ impl Protocol for Worker<'_> {
         // was not sent (a refused certificate's connections read "2 sent and still
         // unanswered", and nginx saw nothing).
         let sent = |c: &Conn| {
-            let held = c.io.as_ref().is_some_and(Transport::holds_what_was_written);
-            !held
+            c.written_but_held() == 0
                 && match c.phase {
                     Phase::Reading => true,
                     Phase::Writing => c.written > 0,
@@ -933,12 +926,7 @@ impl Protocol for Worker<'_> {
     fn finish(&mut self) {
         // What TLS still holds for a handshake under way was never written to the network,
         // as for a handshake that failed (see `fail`).
-        let held: usize = self
-            .conns
-            .iter()
-            .filter(|c| c.io.as_ref().is_some_and(Transport::holds_what_was_written))
-            .map(|c| c.written)
-            .sum();
+        let held: usize = self.conns.iter().map(Conn::written_but_held).sum();
         self.rec.bytes_written = self.rec.bytes_written.saturating_sub(held as u64);
     }
 

@@ -72,12 +72,20 @@ where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
     let name = obj.meta().name.clone().unwrap_or_default();
-    let before = api
-        .get_opt(&name)
-        .await
-        .map_err(|e| api_error(e, "get", kind))?
+    let before = live(api, &name, kind)
+        .await?
         .map(|o| o.meta().resource_version.clone().unwrap_or_default());
     apply_after(api, obj, kind, before).await
+}
+
+/// The object as the API server has it now, if it exists.
+async fn live<K>(api: &Api<K>, name: &str, kind: &str) -> Result<Option<K>, K8sError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    api.get_opt(name)
+        .await
+        .map_err(|e| api_error(e, "get", kind))
 }
 
 /// The fields a conflict names, as "FIELD (from MANAGER)"; the API server's cause messages
@@ -145,10 +153,7 @@ async fn apply_deployment(
     api: &Api<Deployment>,
     d: &Deployment,
 ) -> Result<(Change, Vec<String>), K8sError> {
-    let live = api
-        .get_opt(&d.name_any())
-        .await
-        .map_err(|e| api_error(e, "get", "deployments.apps"))?;
+    let live = live(api, &d.name_any(), "deployments.apps").await?;
     let before = live
         .as_ref()
         .map(|l| l.resource_version().unwrap_or_default());
@@ -188,11 +193,7 @@ pub async fn apply_all(cluster: &Cluster, setup: &Setup) -> Result<Vec<Applied>,
             Manifest::Namespace(o) => {
                 let api: Api<Namespace> = Api::all(client.clone());
                 let name = o.name_any();
-                match api
-                    .get_opt(&name)
-                    .await
-                    .map_err(|e| api_error(e, "get", "namespaces"))?
-                {
+                match live(&api, &name, "namespaces").await? {
                     Some(existing) if !is_ours(existing.meta()) => (Change::Existing, Vec::new()),
                     existing => {
                         let rv = existing.map(|n| n.resource_version().unwrap_or_default());
