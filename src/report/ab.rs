@@ -142,6 +142,9 @@ impl Report<RunResult> for AbReport {
         write_rates(r, out)?;
         if r.totals.requests > 0 {
             write_connection_times(r, out)?;
+        }
+        // ab prints its percentages from two requests on (one request's are all its time).
+        if r.totals.requests > 1 {
             write_percentages(r, out)?;
         }
         Ok(())

@@ -1,6 +1,9 @@
 //! `archbench wrk`: wrk's command line and report, byte for byte, and its Lua scripts.
 
+use std::io;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::cli::args::WrkArgs;
 use crate::cli::execute::execute;
@@ -8,6 +11,8 @@ use crate::cli::output::{finish_code, notes_on_stderr, write_stdout, FrontEnd, O
 use crate::cli::signals::StopSignals;
 use crate::cli::wrk_plan;
 use crate::cli::EXIT_FAILURE;
+use crate::engine::Plan;
+use crate::http::Addresses;
 use crate::report::WrkReport;
 use crate::script::{ScriptFile, Session};
 
@@ -34,8 +39,26 @@ pub fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             .map_err(crate::cli::PlanError::from)?;
         plan.hooks = Some(Arc::new(session));
     }
+    let typed = a.url.as_deref().unwrap_or_default();
+    match first_reachable(&plan) {
+        Ok(addr) => plan.addrs = Addresses::one(addr),
+        Err(e) => {
+            crate::stderr_line!(
+                "unable to connect to {}:{} {}",
+                plan.target.host,
+                service(typed),
+                os_message(&e)
+            );
+            return Ok(EXIT_FAILURE);
+        }
+    }
     let report = WrkReport { latency: a.latency };
-    write_stdout(|out| WrkReport::preamble(&plan.summary(), out))?;
+    let mut shown = plan.summary();
+    if !typed_with_path(typed) {
+        // wrk says the URL as typed: without the path it did not give.
+        shown.url = shown.url.trim_end_matches('/').to_string();
+    }
+    write_stdout(|out| WrkReport::preamble(&shown, out))?;
     let result = execute(&plan, &[], &signals.stop, |_, _| {})?;
     crate::script::flush_lua_output();
     // The report reaches stdout even when the file could not be written.
@@ -52,4 +75,68 @@ pub fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
         h.done(&result)?;
     }
     Ok(finish_code(&result, signals))
+}
+
+/// How long wrk's check connect may take (wrk's own blocks until the system gives up).
+const CHECK_CONNECT_WITHIN: Duration = Duration::from_secs(10);
+
+/// wrk connects once before its run, to each of the host's addresses in turn, and loads the
+/// first that takes the connection; when none does it refuses to start. The address, or the
+/// last error.
+fn first_reachable(plan: &Plan) -> io::Result<SocketAddr> {
+    let mut last = io::Error::from(io::ErrorKind::NotFound);
+    for addr in plan.addrs.all() {
+        match TcpStream::connect_timeout(&addr, CHECK_CONNECT_WITHIN) {
+            Ok(_) => return Ok(addr),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// What wrk names the port by in its refusal: the URL's port, or its scheme.
+fn service(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    // An IPv6 literal's colons are inside its brackets.
+    let after_host = host_port.rsplit(']').next().unwrap_or_default();
+    match after_host.rsplit_once(':') {
+        Some((_, port)) if !port.is_empty() => port.to_string(),
+        _ => scheme.to_string(),
+    }
+}
+
+/// Whether the typed URL has a path (or query) after its authority.
+fn typed_with_path(url: &str) -> bool {
+    url.split_once("://")
+        .is_some_and(|(_, rest)| rest.contains(['/', '?']))
+}
+
+/// The system's words for an error, without Rust's " (os error N)".
+fn os_message(e: &io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrk_names_the_service_and_the_path_as_typed() {
+        assert_eq!(service("http://127.0.0.1:8080/x"), "8080");
+        assert_eq!(service("http://127.0.0.1/x"), "http");
+        assert_eq!(service("https://[::1]/"), "https");
+        assert_eq!(service("http://[::1]:81"), "81");
+        assert_eq!(service("http://u:p@h:82/"), "82");
+        assert!(!typed_with_path("http://127.0.0.1:8080"));
+        assert!(typed_with_path("http://127.0.0.1:8080/"));
+        assert!(typed_with_path("http://h?x=1"));
+        let refused = io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert_eq!(os_message(&refused), "Connection refused");
+    }
 }
