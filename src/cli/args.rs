@@ -295,8 +295,8 @@ pub struct H2loadArgs {
     /// Warm-up before the main duration of a timing-based test (not measured).
     #[arg(long = "warm-up-time", value_parser = super::values::seconds_or_duration)]
     pub warm_up: Option<std::time::Duration>,
-    /// Add/override a header to the requests.
-    #[arg(short = 'H', long = "header", value_parser = super::values::header)]
+    /// Add/override a header to the requests (`:authority` and `:method` override those).
+    #[arg(short = 'H', long = "header", value_parser = super::values::h2load_header)]
     pub headers: Vec<(String, String)>,
     /// Post FILE to the server (the method becomes POST).
     #[arg(short = 'd', long = "data")]

@@ -615,10 +615,20 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         Some(p) => read_body(p)?,
         None => Vec::new(),
     };
+    // `-H ':method: M'` overrides the method, -d's POST included (the last one given).
+    let (methods, headers): (Vec<_>, Vec<_>) = a
+        .headers
+        .iter()
+        .cloned()
+        .partition(|(name, _)| name == super::values::H2LOAD_METHOD);
+    let method = match methods.last() {
+        Some((_, m)) => m.clone(),
+        None => if a.data.is_some() { "POST" } else { "GET" }.into(),
+    };
     let mut plan = build(PlanInput {
         url,
-        method: if a.data.is_some() { "POST" } else { "GET" }.into(),
-        headers: a.headers.clone(),
+        method,
+        headers,
         body,
         version: HttpVersion::Http11,
         keepalive: true,

@@ -222,6 +222,33 @@ pub fn header(text: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), value.trim().to_string()))
 }
 
+/// h2load's -H: a header, or a pseudo-header h2load overrides: `:authority` (and `:host`),
+/// sent as the request's authority (Host over HTTP/1.1), and `:method`. h2load sends any
+/// other pseudo-header as a header of that name, which servers refuse: refused here.
+pub fn h2load_header(text: &str) -> Result<(String, String), String> {
+    let Some(rest) = text.strip_prefix(':') else {
+        return header(text);
+    };
+    let (name, value) = rest
+        .split_once(':')
+        .filter(|(name, _)| !name.is_empty())
+        .ok_or_else(|| format!("-H: invalid header: {text}"))?;
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(format!("-H: invalid header - value missing: {text}"));
+    }
+    match name.to_ascii_lowercase().as_str() {
+        "authority" | "host" => header(&format!("host: {value}")),
+        "method" => Ok((H2LOAD_METHOD.to_string(), value.to_string())),
+        _ => Err(format!(
+            "-H :{name}: archbench h2load overrides :authority (or :host) and :method; h2load sends any other pseudo-header as a header, which servers refuse"
+        )),
+    }
+}
+
+/// How [`h2load_header`] hands on a `:method` override (not a header name: it has a colon).
+pub const H2LOAD_METHOD: &str = ":method";
+
 /// A Kubernetes label as `KEY=VALUE` (a node selector).
 #[cfg(feature = "k8s")]
 pub fn label(text: &str) -> Result<(String, String), String> {

@@ -155,6 +155,14 @@ fn absurd_values_are_usage_errors_with_one_line() {
             "2k: ab takes a plain number",
         ),
         (vec!["h2load"], "no URI or input file given"),
+        (
+            vec!["h2load", "-n", "1", "-H", ":path: /x", u],
+            "-H :path: archbench h2load overrides :authority",
+        ),
+        (
+            vec!["h2load", "-n", "1", "-H", ":method:", u],
+            "-H: invalid header - value missing",
+        ),
         // ab's verbose levels print headers it does not; 0 and 1 are its report.
         (
             vec!["ab", "-v", "2", "-n", "1", u],

@@ -850,6 +850,54 @@ mod h2load {
         }
     }
 
+    /// h2load's `-H ':authority: …'` and `-H ':method: …'` override the request's authority
+    /// and method, over h2c and over HTTP/1.1 (the Host line) alike, as real h2load's do
+    /// (they were refused: "invalid header name"). nginx answers 202 to that name only.
+    #[test]
+    fn pseudo_headers_override_the_authority_and_the_method_as_h2loads() {
+        let Some(h2load) = require_tool("h2load") else {
+            return;
+        };
+        let vhost = r#"if ($host = "example.test") { return 202; }"#;
+        let Some(h2) = h2c(vhost) else { return };
+        let Some(plain) = Nginx::start(NginxConfig {
+            server: vhost,
+            ..NginxConfig::default()
+        }) else {
+            return;
+        };
+        for (ng, proto) in [(h2, "-m1"), (plain, "--h1")] {
+            let url = ng.url("/");
+            let args = [
+                "-n",
+                "4",
+                proto,
+                "-H",
+                ":authority: example.test",
+                "-H",
+                ":method: HEAD",
+                url.as_str(),
+            ];
+            let real = std::process::Command::new(&h2load)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(real.status.success(), "{}", stdout(&real));
+            let mut ours_args = vec!["h2load"];
+            ours_args.extend_from_slice(&args);
+            let ours = archbench(&ours_args);
+            assert!(ours.status.success(), "{}", stderr(&ours));
+            let log = ng.stop_and_read_log();
+            assert_eq!(log.len(), 8, "{proto}");
+            for (who, lines) in [("h2load", &log[..4]), ("archbench", &log[4..])] {
+                for l in lines {
+                    assert_eq!(l.status, 202, "{who} {proto}: {l:?}");
+                    assert!(l.request.starts_with("HEAD / "), "{who} {proto}: {l:?}");
+                }
+            }
+        }
+    }
+
     /// h2load's -T and -N are connection timeouts, not ours per request: refused with the
     /// flag that comes nearest, before anything is sent.
     #[test]
