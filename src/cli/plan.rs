@@ -615,16 +615,7 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
         Some(p) => read_body(p)?,
         None => Vec::new(),
     };
-    // `-H ':method: M'` overrides the method, -d's POST included (the last one given).
-    let (methods, headers): (Vec<_>, Vec<_>) = a
-        .headers
-        .iter()
-        .cloned()
-        .partition(|(name, _)| name == super::values::H2LOAD_METHOD);
-    let method = match methods.last() {
-        Some((_, m)) => m.clone(),
-        None => if a.data.is_some() { "POST" } else { "GET" }.into(),
-    };
+    let (method, headers) = h2load_method(a);
     let mut plan = build(PlanInput {
         url,
         method,
@@ -657,6 +648,21 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
     // Each h2load client makes its own n/c, however fast the others go.
     plan.stop.split = CountSplit::PerConnection;
     Ok(plan)
+}
+
+/// h2load's method and headers: `-H ':method: M'` overrides the method, -d's POST included
+/// (the last one given).
+fn h2load_method(a: &H2loadArgs) -> (String, Vec<(String, String)>) {
+    let (methods, headers): (Vec<_>, Vec<_>) = a
+        .headers
+        .iter()
+        .cloned()
+        .partition(|(name, _)| name == super::values::H2LOAD_METHOD);
+    let method = match methods.last() {
+        Some((_, m)) => m.clone(),
+        None => if a.data.is_some() { "POST" } else { "GET" }.into(),
+    };
+    (method, headers)
 }
 
 /// h2load's connection timeouts end a client's connection (and the client with it), which
