@@ -239,9 +239,13 @@ impl Chores {
             let ms = now.duration_since(self.rate_mark.0).as_secs_f64() * 1000.0;
             let rec = p.recorder();
             let done = rec.completed - self.rate_mark.1;
-            rec.worker_rate
-                .saturating_record((done as f64 * 1000.0 / ms) as u64);
-            self.rate_mark = (now, rec.completed);
+            // As wrk: a sample with nothing done is not taken, and its time counts in the
+            // next sample's (a run that answered nothing has no rate at all).
+            if done > 0 {
+                rec.worker_rate
+                    .saturating_record((done as f64 * 1000.0 / ms) as u64);
+                self.rate_mark = (now, rec.completed);
+            }
             self.next_rate += RATE_SAMPLE;
         }
         if now >= self.next_publish {

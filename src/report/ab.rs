@@ -96,11 +96,12 @@ fn url_parts(url: &str) -> (String, u16, String) {
                 path.push('?');
                 path.push_str(q);
             }
-            (
-                u.host_str().unwrap_or("").to_string(),
-                u.port_or_known_default().unwrap_or(80),
-                path,
-            )
+            // An IPv6 literal as ab says it: without its URL brackets.
+            let host = match u.host() {
+                Some(url::Host::Ipv6(a)) => a.to_string(),
+                _ => u.host_str().unwrap_or("").to_string(),
+            };
+            (host, u.port_or_known_default().unwrap_or(80), path)
         }
         Err(_) => (url.to_string(), 80, "/".to_string()),
     }

@@ -42,6 +42,10 @@ fn stats_row(
     units(out, &fmt(mean), 8)?;
     units(out, &fmt(stdev), 10)?;
     units(out, &fmt(max), 9)?;
+    if h.is_empty() {
+        // wrk's share of no samples is 0/0, which its printf says as -nan.
+        return writeln!(out, "{:>8}%", "-nan");
+    }
     writeln!(out, "{:8.2}%", histogram_within_stdev(h))
 }
 

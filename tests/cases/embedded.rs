@@ -156,6 +156,15 @@ fn ipv6_loopback() {
     let r = run(&[&url, "-n", "50", "-c", "2"]);
     assert_eq!(r.totals.requests, 50);
     assert_eq!(s.requests(), 50);
+    // ab says an IPv6 literal without its URL brackets, as ab does ("Benchmarking ::1").
+    let o = crate::util::archbench(&["ab", "-n", "5", &url]);
+    let out = crate::util::stdout(&o);
+    assert!(
+        out.contains("Benchmarking ::1 (be patient)")
+            && out.contains("Server Hostname:        ::1\n"),
+        "{out}"
+    );
+    assert_eq!(s.requests(), 55);
 }
 
 #[test]
