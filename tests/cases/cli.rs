@@ -146,6 +146,28 @@ fn interrupt_and_check_what_was_saved(sigints: usize) {
     assert!(doc["totals"]["elapsed_s"].as_f64().unwrap() < 3.0);
 }
 
+/// ab's Ctrl-C goes straight to its report, as ab's does: the report of what was done, and no
+/// "Finished N requests" line (archbench printed one, as at a run's normal end).
+#[test]
+fn ab_interrupted_prints_its_report_without_finished() {
+    let s = Server::start(ServeOptions::default()).unwrap();
+    let child = bin()
+        .args(["ab", "-n", "100000000", "-c", "2", &s.url()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::util::wait_until("the load to be answered", PROMPTLY, || s.requests() > 100);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = finish_within(child, PROMPTLY);
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("Complete requests:"), "{text}");
+    assert!(!text.contains("..done"), "{text}");
+    assert!(!stderr(&o).contains("Finished"), "{}", stderr(&o));
+}
+
 /// Ctrl-C while a part waits for its --start-at: nothing was measured, so there is no
 /// report of zeros (0 req/s, "busiest worker 0%", a limiter verdict) and no file, only a line
 /// that says so, and 130.

@@ -47,11 +47,14 @@ pub fn cmd_ab(a: &AbArgs, signals: &StopSignals) -> anyhow::Result<i32> {
     if quiet.fired {
         return Ok(gave_up(&result, &outputs));
     }
-    beat(result.totals.attempted);
-    if heartbeat > 0 {
-        crate::stderr_line!("Finished {} requests", result.totals.requests);
-    } else {
-        write_stdout(|out| writeln!(out, "..done"))?;
+    // ab's Ctrl-C goes straight to its report: no last heartbeat, "Finished" or "..done".
+    if !result.interrupted {
+        beat(result.totals.attempted);
+        if heartbeat > 0 {
+            crate::stderr_line!("Finished {} requests", result.totals.requests);
+        } else {
+            write_stdout(|out| writeln!(out, "..done"))?;
+        }
     }
     let report = AbReport {
         variable_length: a.variable_length,
