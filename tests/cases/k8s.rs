@@ -820,6 +820,36 @@ fn a_rollout_waits_for_a_late_scheduler_when_its_pods_fill_their_node() {
     );
 }
 
+/// Ctrl-C while `config` puts the previous configuration back (the new one passed nginx -t
+/// but its pods never served): it says the previous one is applied again and stays, and why
+/// the new one failed.
+#[test]
+fn an_interrupted_rollback_says_the_previous_configuration_stays() {
+    let Some(c) = cluster() else { return };
+    let ns = "rollback";
+    ok(&k8s(
+        c,
+        ns,
+        &["up", "--arch", "arm", "--wait-timeout", "90s"],
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let deaf = dir.path().join("deaf.conf");
+    std::fs::write(&deaf, counted_conf().replace("listen 80;", "listen 8080;")).unwrap();
+    let (code, rest) = interrupted_while_waiting(
+        c,
+        ns,
+        &["config", deaf.to_str().unwrap(), "--wait-timeout", "10s"],
+        "putting the previous configuration back",
+    );
+    assert_eq!(code, Some(130), "{rest}");
+    assert!(
+        rest.contains("the previous configuration is applied again and stays")
+            && rest.contains("the new one had failed"),
+        "{rest}"
+    );
+    ok(&k8s(c, ns, &["down"]));
+}
+
 /// Runs `args`, sends it SIGINT once its stderr says `waiting`, and returns its exit status
 /// and the rest of its stderr.
 fn interrupted_while_waiting(
