@@ -214,24 +214,42 @@ fn time_rows(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
     time_row(out, "time to 1st byte:", per_connection)
 }
 
-/// h2load's `req/s` row: each client's answers over its span (`histograms.client_rate`),
-/// their min, max, mean, sd and share within one sd of the mean. A document of a build that
-/// kept no per-client figures shows none.
+/// h2load's `req/s` row: each client's answers over its span (`histograms.client_rates`),
+/// their min, max, mean, sd and share within one sd of the mean, computed as h2load computes
+/// them (population sd). A document of a build that kept no per-client figures shows none.
 fn client_rates_row(r: &RunResult, out: &mut dyn Write) -> io::Result<()> {
-    let Some(rates) = &r.histograms.client_rate else {
+    let Some(rates) = &r.histograms.client_rates else {
         return writeln!(
             out,
             "req/s           : {:>10}  {:>10}  {:>10}  {:>10}  {:>8}",
             "-", "-", "-", "-", "-"
         );
     };
-    // Kept in hundredths of a request per second.
-    let [min, max, mean, sd, within] = spread(&rates.0);
-    let [min, max, mean, sd] = [min, max, mean, sd].map(|v| v / 100.0);
+    let [min, max, mean, sd, within] = exact_spread(rates);
     writeln!(
         out,
         "req/s           : {min:>10.2}  {max:>10.2}  {mean:>10.2}  {sd:>10.2}  {within:>7.2}%"
     )
+}
+
+/// min, max, mean, population sd and the share (%) within one sd of the mean; zeros when
+/// there are no values, as h2load's.
+fn exact_spread(values: &[f64]) -> [f64; 5] {
+    if values.is_empty() {
+        return [0.0; 5];
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let within = values
+        .iter()
+        .filter(|v| (mean - sd..=mean + sd).contains(v))
+        .count() as f64
+        * 100.0
+        / n;
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    [min, max, mean, sd, within]
 }
 
 /// `h`'s min, max, mean, standard deviation and the share of its values within one standard
@@ -276,5 +294,15 @@ mod tests {
         assert_eq!(h2load_bytes(2_560_196.0), "2.44MB");
         assert_eq!(share(5, 2, 0), 3);
         assert_eq!(share(5, 2, 1), 2);
+    }
+
+    #[test]
+    fn client_rates_spread_as_h2load_computes_it() {
+        assert_eq!(exact_spread(&[]), [0.0; 5]);
+        assert_eq!(exact_spread(&[5.0, 5.0]), [5.0, 5.0, 5.0, 0.0, 100.0]);
+        // Population sd of 1, 2, 3, 4: sqrt(1.25); 2 and 3 lie within one sd of 2.5.
+        let [min, max, mean, sd, within] = exact_spread(&[4.0, 1.0, 3.0, 2.0]);
+        assert_eq!((min, max, mean, within), (1.0, 4.0, 2.5, 50.0));
+        assert!((sd - 1.25f64.sqrt()).abs() < 1e-12);
     }
 }

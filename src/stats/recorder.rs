@@ -131,9 +131,9 @@ pub struct Recorder {
     pub connection_first_byte: Option<Histogram<u64>>,
     /// Per client (a connection slot, across its reconnects): its answers over its span,
     /// from its first connect's start to its last answer (bounded by count) or the run's end
-    /// (by time), in hundredths of a request per second — h2load's per-client req/s. Made by
-    /// the first client.
-    pub client_rate: Option<Histogram<u64>>,
+    /// (by time), in requests per second — h2load's per-client req/s. Kept exact, one value
+    /// per connection: clients' rates often differ by less than a histogram's resolution.
+    pub client_rates: Vec<f64>,
     /// Open loop: requests whose connection was still busy with the previous response at
     /// their intended send time (the server held them up; they went out on its response).
     pub sends_held_by_busy_connection: u64,
@@ -193,7 +193,7 @@ const HISTOGRAMS: [Field<Histogram<u64>>; 5] = [
 
 /// The histograms made on first use (so a closed loop over plain HTTP pays none of them):
 /// one list, so a merge checks and adds each of them alike.
-const OPTIONAL_HISTOGRAMS: [Field<Option<Histogram<u64>>>; 5] = [
+const OPTIONAL_HISTOGRAMS: [Field<Option<Histogram<u64>>>; 4] = [
     (
         "send_lateness",
         |r| &r.send_lateness,
@@ -214,7 +214,6 @@ const OPTIONAL_HISTOGRAMS: [Field<Option<Histogram<u64>>>; 5] = [
         |r| &r.connection_first_byte,
         |r| &mut r.connection_first_byte,
     ),
-    ("client_rate", |r| &r.client_rate, |r| &mut r.client_rate),
 ];
 
 impl Recorder {
@@ -231,7 +230,7 @@ impl Recorder {
             send_earliness: None,
             tls_handshake: None,
             connection_first_byte: None,
-            client_rate: None,
+            client_rates: Vec::new(),
             sends_held_by_busy_connection: 0,
             completed: 0,
             unanswered_at_end: 0,
@@ -356,12 +355,9 @@ impl Recorder {
             .saturating_record(us);
     }
 
-    /// A client's rate over its span, `per_s` requests per second (kept in hundredths: a
-    /// client above 600,000 req/s is recorded at that).
+    /// A client's rate over its span, `per_s` requests per second.
     pub fn client_rate(&mut self, per_s: f64) {
-        self.client_rate
-            .get_or_insert_with(latency_histogram)
-            .saturating_record((per_s * 100.0).round() as u64);
+        self.client_rates.push(per_s);
     }
 
     /// Over HTTP/2: its figures, made on first use.
@@ -478,6 +474,7 @@ impl Recorder {
         self.sends_held_by_busy_connection += other.sends_held_by_busy_connection;
         self.completed += other.completed;
         self.unanswered_at_end += other.unanswered_at_end;
+        self.client_rates.extend_from_slice(&other.client_rates);
         for (a, b) in self.errors.iter_mut().zip(other.errors.iter()) {
             *a += b;
         }

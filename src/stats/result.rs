@@ -506,10 +506,11 @@ pub struct Histograms {
     /// byte read on it (the TLS handshake included), µs; h2load's "time to 1st byte".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_first_byte: Option<SerializedHistogram>,
-    /// Per client (a connection slot, across reconnects): its answers over its span, in
-    /// hundredths of a request per second; h2load's per-client req/s.
+    /// Not a histogram: each client's (a connection slot's, across reconnects) answers over
+    /// its span, in requests per second, exact; h2load's per-client req/s. None from a build
+    /// that kept none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_rate: Option<SerializedHistogram>,
+    pub client_rates: Option<Vec<f64>>,
 }
 
 /// Above this share of a run's answers outside 2xx/3xx, its figures are said to describe
@@ -702,7 +703,7 @@ impl RunResult {
             .connection_first_byte
             .as_ref()
             .map(|h| h.0.clone());
-        rec.client_rate = self.histograms.client_rate.as_ref().map(|h| h.0.clone());
+        rec.client_rates = self.histograms.client_rates.clone().unwrap_or_default();
         rec.sends_held_by_busy_connection = self
             .pacing
             .as_ref()
@@ -974,7 +975,7 @@ fn recorded_histograms(rec: Recorder, open_loop: bool) -> Histograms {
         send_earliness: rec.send_earliness.map(SerializedHistogram),
         tls_handshake: rec.tls_handshake.map(SerializedHistogram),
         connection_first_byte: rec.connection_first_byte.map(SerializedHistogram),
-        client_rate: rec.client_rate.map(SerializedHistogram),
+        client_rates: (!rec.client_rates.is_empty()).then_some(rec.client_rates),
     }
 }
 
