@@ -297,7 +297,7 @@ pub struct H2loadArgs {
     pub warm_up: Option<std::time::Duration>,
     /// Add/override a header to the requests (`:authority` and `:method` override those).
     #[arg(short = 'H', long = "header", value_parser = super::values::h2load_header)]
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<super::values::H2loadHeader>,
     /// Post FILE to the server (the method becomes POST).
     #[arg(short = 'd', long = "data")]
     pub data: Option<PathBuf>,

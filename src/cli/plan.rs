@@ -653,15 +653,15 @@ pub fn h2load_draft(a: &H2loadArgs) -> Result<Plan<Unresolved>, PlanError> {
 /// h2load's method and headers: `-H ':method: M'` overrides the method, -d's POST included
 /// (the last one given).
 fn h2load_method(a: &H2loadArgs) -> (String, Vec<(String, String)>) {
-    let (methods, headers): (Vec<_>, Vec<_>) = a
-        .headers
-        .iter()
-        .cloned()
-        .partition(|(name, _)| name == super::values::H2LOAD_METHOD);
-    let method = match methods.last() {
-        Some((_, m)) => m.clone(),
-        None => if a.data.is_some() { "POST" } else { "GET" }.into(),
-    };
+    use super::values::H2loadHeader;
+    let mut method = if a.data.is_some() { "POST" } else { "GET" }.to_string();
+    let mut headers = Vec::new();
+    for h in &a.headers {
+        match h {
+            H2loadHeader::Field(name, value) => headers.push((name.clone(), value.clone())),
+            H2loadHeader::Method(m) => method = m.clone(),
+        }
+    }
     (method, headers)
 }
 

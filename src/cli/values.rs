@@ -222,12 +222,20 @@ pub fn header(text: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), value.trim().to_string()))
 }
 
+/// One h2load `-H`: a header, or the method it overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum H2loadHeader {
+    Field(String, String),
+    Method(String),
+}
+
 /// h2load's -H: a header, or a pseudo-header h2load overrides: `:authority` (and `:host`),
 /// sent as the request's authority (Host over HTTP/1.1), and `:method`. h2load sends any
 /// other pseudo-header as a header of that name, which servers refuse: refused here.
-pub fn h2load_header(text: &str) -> Result<(String, String), String> {
+pub fn h2load_header(text: &str) -> Result<H2loadHeader, String> {
+    let field = |t: &str| header(t).map(|(n, v)| H2loadHeader::Field(n, v));
     let Some(rest) = text.strip_prefix(':') else {
-        return header(text);
+        return field(text);
     };
     let (name, value) = rest
         .split_once(':')
@@ -238,16 +246,13 @@ pub fn h2load_header(text: &str) -> Result<(String, String), String> {
         return Err(format!("-H: invalid header - value missing: {text}"));
     }
     match name.to_ascii_lowercase().as_str() {
-        "authority" | "host" => header(&format!("host: {value}")),
-        "method" => Ok((H2LOAD_METHOD.to_string(), value.to_string())),
+        "authority" | "host" => field(&format!("host: {value}")),
+        "method" => Ok(H2loadHeader::Method(value.to_string())),
         _ => Err(format!(
             "-H :{name}: archbench h2load overrides :authority (or :host) and :method; h2load sends any other pseudo-header as a header, which servers refuse"
         )),
     }
 }
-
-/// How [`h2load_header`] hands on a `:method` override (not a header name: it has a colon).
-pub const H2LOAD_METHOD: &str = ":method";
 
 /// A Kubernetes label as `KEY=VALUE` (a node selector).
 #[cfg(feature = "k8s")]

@@ -670,11 +670,9 @@ fn worker_specs(
                 None => tickets::Tickets::Unbounded,
                 Some(n) => tickets::Tickets::split(
                     plan.stop.split,
-                    (0..conns as u64)
-                        .map(|j| {
-                            let g = schedule.first as u64 + schedule.stride as u64 * j;
-                            requests_of(n, plan.connections as u64, g, 1, 1)
-                        })
+                    // Global connection g's share of n, as `requests_of` sums them.
+                    (0..conns)
+                        .map(|j| share(n, plan.connections, schedule.first + schedule.stride * j))
                         .collect(),
                 ),
             },

@@ -12,7 +12,7 @@ use crate::cli::signals::StopSignals;
 use crate::cli::wrk_plan;
 use crate::cli::EXIT_FAILURE;
 use crate::engine::Plan;
-use crate::http::Addresses;
+use crate::http::{Addresses, Scheme, Target};
 use crate::report::WrkReport;
 use crate::script::{ScriptFile, Session};
 
@@ -46,7 +46,7 @@ pub fn cmd_wrk(a: &WrkArgs, signals: &StopSignals) -> anyhow::Result<i32> {
             crate::stderr_line!(
                 "unable to connect to {}:{} {}",
                 plan.target.host,
-                service(typed),
+                service(&plan.target),
                 os_message(&e)
             );
             return Ok(EXIT_FAILURE);
@@ -94,16 +94,13 @@ fn first_reachable(plan: &Plan) -> io::Result<SocketAddr> {
     Err(last)
 }
 
-/// What wrk names the port by in its refusal: the URL's port, or its scheme.
-fn service(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default();
-    // An IPv6 literal's colons are inside its brackets.
-    let after_host = host_port.rsplit(']').next().unwrap_or_default();
-    match after_host.rsplit_once(':') {
-        Some((_, port)) if !port.is_empty() => port.to_string(),
-        _ => scheme.to_string(),
+/// What wrk names the port by in its refusal: the URL's port, or its scheme's name when the
+/// URL gave none (or gave the scheme's own).
+fn service(t: &Target) -> String {
+    match (t.scheme, t.port) {
+        (Scheme::Http, 80) => "http".into(),
+        (Scheme::Https, 443) => "https".into(),
+        (_, port) => port.to_string(),
     }
 }
 
@@ -128,11 +125,12 @@ mod tests {
 
     #[test]
     fn wrk_names_the_service_and_the_path_as_typed() {
-        assert_eq!(service("http://127.0.0.1:8080/x"), "8080");
-        assert_eq!(service("http://127.0.0.1/x"), "http");
-        assert_eq!(service("https://[::1]/"), "https");
-        assert_eq!(service("http://[::1]:81"), "81");
-        assert_eq!(service("http://u:p@h:82/"), "82");
+        let service_of = |url: &str| service(&Target::parse(url).unwrap());
+        assert_eq!(service_of("http://127.0.0.1:8080/x"), "8080");
+        assert_eq!(service_of("http://127.0.0.1/x"), "http");
+        assert_eq!(service_of("https://[::1]/"), "https");
+        assert_eq!(service_of("http://[::1]:81"), "81");
+        assert_eq!(service_of("http://u:p@h:82/"), "82");
         assert!(!typed_with_path("http://127.0.0.1:8080"));
         assert!(typed_with_path("http://127.0.0.1:8080/"));
         assert!(typed_with_path("http://h?x=1"));
