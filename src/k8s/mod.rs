@@ -69,7 +69,6 @@ pub const FIELD_MANAGER: &str = "archbench";
 /// The label all nginx pods share (the multi-arch service selects it).
 pub const APP: (&str, &str) = ("app", "nginx-multiarch");
 
-/// The label selector of everything archbench manages.
 /// Whether a node with `labels` is one a node selector picks: every key with its value.
 pub(crate) fn selects(
     selector: &std::collections::BTreeMap<String, String>,
@@ -78,6 +77,7 @@ pub(crate) fn selects(
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
+/// The label selector of everything archbench manages.
 pub(crate) fn managed_selector() -> String {
     format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
 }

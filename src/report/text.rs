@@ -251,8 +251,15 @@ impl Report<RunResult> for TextReport {
         }
         if let Some(slo) = &r.slo {
             super::write_slo("SLO", slo, out)?;
-            let on_latency = slo.conditions.iter().any(|c| c.unit == "µs");
-            if on_latency && r.totals.unanswered_at_end > 0 && r.pacing.is_some() {
+            // Only a percentile counts them (`SloMetric::judged`); the mean stays the answered's.
+            let on_percentile = slo.conditions.iter().any(|c| {
+                crate::slo::parse(&c.condition).is_ok_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| matches!(c.metric, crate::slo::SloMetric::Percentile(_)))
+                })
+            });
+            if on_percentile && r.totals.unanswered_at_end > 0 && r.pacing.is_some() {
                 writeln!(
                     out,
                     "  {:<10} latency percentiles count the {} requests still unanswered at the end as the slowest",

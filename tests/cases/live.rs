@@ -159,6 +159,18 @@ fn a_prometheus_address_that_is_none_or_taken_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
+/// The dashboard's title line, which only the dashboard draws ("limiter:" would not do: the
+/// report's own warning says "limiter: client: …" when a run was too short to settle).
+const DASHBOARD_KEYS: &str = "q stop · p percentiles";
+
+/// After the run: the report on the restored screen, no dashboard left on it.
+fn assert_dashboard_gone(screen: &str) {
+    assert!(
+        !screen.contains(DASHBOARD_KEYS),
+        "the dashboard is gone: {screen}"
+    );
+}
+
 /// How the test ends a run under the dashboard.
 #[derive(Clone, Copy, PartialEq)]
 enum StopWith {
@@ -206,7 +218,10 @@ fn dashboard_run(stop: StopWith) {
             screen.contains("latency") && screen.contains("p99"),
             "{screen}"
         );
-        assert!(screen.contains("limiter:"), "{screen}");
+        assert!(
+            screen.contains("limiter:") && screen.contains(DASHBOARD_KEYS),
+            "{screen}"
+        );
         Some(now)
     });
     let code = match stop {
@@ -234,12 +249,7 @@ fn dashboard_run(stop: StopWith) {
     });
     let screen = capture();
     assert!(screen.contains("Requests"), "{screen}");
-    // The dashboard's title line; "limiter:" would not do, as the report's own warning says
-    // "limiter: client: …" when the run was too short for the client to settle.
-    assert!(
-        !screen.contains("q stop · p percentiles"),
-        "the dashboard is gone: {screen}"
-    );
+    assert_dashboard_gone(&screen);
     let r = read_json(&json);
     assert_eq!(r["interrupted"], true);
     let requests = r["totals"]["requests"].as_u64().unwrap();
@@ -431,6 +441,7 @@ fn compare_parallel_shows_both_servers_live_side_by_side() {
         let (at_a, at_b) = (servers.find(&pid_a)?, servers.find(&pid_b)?);
         let all = screen.contains(" intel · run 1 ")
             && screen.contains(" arm · run 1 ")
+            && screen.contains(DASHBOARD_KEYS)
             && ["req/s ", "p99 ", "client workers", "limiter:"]
                 .iter()
                 .all(|what| row(screen, what).is_some())
@@ -449,12 +460,7 @@ fn compare_parallel_shows_both_servers_live_side_by_side() {
         capture().contains("EXIT=130")
     });
     let screen = capture();
-    // The dashboard's title line; "limiter:" would not do, as the report's own warning says
-    // "limiter: client: …" when the run was too short for the client to settle.
-    assert!(
-        !screen.contains("q stop · p percentiles"),
-        "the dashboard is gone: {screen}"
-    );
+    assert_dashboard_gone(&screen);
     let doc = read_json(&json);
     // Each target's interrupted run holds the requests its own nginx answered.
     for (t, ng) in doc["targets"].as_array().unwrap().iter().zip([a, b]) {
