@@ -14,6 +14,7 @@
 
 mod prime;
 mod quic;
+mod timers;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use quinn_proto::{ConnectionError, Dir, ReadError, StreamEvent, StreamId, VarInt
 
 pub use self::prime::{fetch_tickets, Fetch, Primed};
 use self::quic::{DatagramBuffers, QuicConn, Received};
+use self::timers::QuicTimers;
 use super::clients::ClientSpans;
 use super::slot_schedule::{self, SlotSchedule, Slots};
 use super::tickets::Ticket;
@@ -142,8 +144,6 @@ struct H3Conn {
     /// When the connection's handshake began.
     opened: Instant,
     first_byte_noted: bool,
-    /// The connection's timer, as last asked.
-    timer: Option<Instant>,
 }
 
 pub struct H3Worker<'a> {
@@ -164,6 +164,10 @@ pub struct H3Worker<'a> {
     open: Option<SlotSchedule>,
     /// Every connection's datagrams pass through these.
     bufs: DatagramBuffers,
+    /// Each connection's QUIC timer, earliest first.
+    timers: QuicTimers,
+    /// The connections whose timer is due, as the last wake-up found them.
+    due: Vec<usize>,
 }
 
 impl<'a> H3Worker<'a> {
@@ -184,6 +188,8 @@ impl<'a> H3Worker<'a> {
         Ok(H3Worker {
             open,
             bufs: DatagramBuffers::new(),
+            timers: QuicTimers::new(spec.connections),
+            due: Vec::with_capacity(spec.connections),
             poll,
             conns: (0..spec.connections)
                 .map(|_| H3Conn {
@@ -197,7 +203,6 @@ impl<'a> H3Worker<'a> {
                     goaway: None,
                     opened: now,
                     first_byte_noted: false,
-                    timer: None,
                 })
                 .collect(),
             rec,
@@ -349,7 +354,7 @@ impl<'a> H3Worker<'a> {
         }
         c.established = false;
         c.early = false;
-        c.timer = None;
+        self.timers.set(i, None);
     }
 
     /// The connection's socket is readable: its datagrams in, then what they caused.
@@ -410,7 +415,7 @@ impl<'a> H3Worker<'a> {
         let c = &mut self.conns[i];
         if let Some(q) = c.quic.as_mut() {
             self.rec.bytes_written += q.transmit(now, &mut self.bufs);
-            c.timer = q.timeout();
+            self.timers.set(i, q.timeout());
             if q.conn.is_drained() {
                 self.drop_connection(i);
             }
@@ -851,14 +856,15 @@ impl<'a> H3Worker<'a> {
 
     /// Connections whose timer is due act on it.
     fn timers(&mut self, now: Instant) {
-        for i in 0..self.conns.len() {
-            if self.conns[i].timer.is_some_and(|t| t <= now) {
-                if let Some(q) = self.conns[i].quic.as_mut() {
-                    q.on_timeout(now);
-                }
-                self.settle(i, now);
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.take_due(now, &mut due);
+        for &i in &due {
+            if let Some(q) = self.conns[i].quic.as_mut() {
+                q.on_timeout(now);
             }
+            self.settle(i, now);
         }
+        self.due = due;
     }
 
     /// The run's end: each connection closed with HTTP/3's no-error code (so the server
@@ -1036,8 +1042,7 @@ impl Protocol for H3Worker<'_> {
         wake: Instant,
         now: Instant,
     ) -> Result<(), EngineError> {
-        let timers = self.conns.iter().filter_map(|c| c.timer).min();
-        let wake = timers.map_or(wake, |t| t.min(wake));
+        let wake = self.timers.next().map_or(wake, |t| t.min(wake));
         let wait = match self.open.as_mut() {
             Some(open) => open.arm(wake, now)?,
             None => wake.saturating_duration_since(now),

@@ -4,9 +4,9 @@
 //! The code is canonical: within one code length the codes are consecutive and follow the
 //! symbols' order, and each length's first code follows from the counts of the shorter ones.
 //! So the code lengths of the 257 symbols (the 256 octets and EOS) are the whole table; the
-//! rest is computed at compile time. A symbol is found by growing a candidate code one length
-//! at a time until it falls inside that length's range: most symbols of header text are 5 to
-//! 8 bits long, so this takes a handful of comparisons each. (The `loona-hpack` decoder that
+//! rest is computed at compile time. A symbol of 8 bits or fewer (most of header text) is
+//! looked up by the next 8 bits in a table of 256; a longer one is found by growing a
+//! candidate code one length at a time until it falls inside that length's range. (The `loona-hpack` decoder that
 //! the HTTP/2 side uses builds a hash map per call and returns a `Vec`: not for every
 //! response.)
 
@@ -84,6 +84,33 @@ const fn canonical_code() -> CanonicalCode {
 
 static CODE: CanonicalCode = canonical_code();
 
+/// The codes of 8 bits or fewer, which most header text is made of, looked up in one step:
+/// for each value of the next 8 input bits, the symbol whose code they begin with and the
+/// code's length; length 0 when the code is longer (then found length by length).
+static SHORT: [(u8, u8); 256] = short_codes();
+
+const fn short_codes() -> [(u8, u8); 256] {
+    let code = canonical_code();
+    let mut table = [(0u8, 0u8); 256];
+    let mut len = SHORTEST;
+    while len <= 8 {
+        let mut rank = 0;
+        while rank < code.count[len] {
+            // Every symbol this short is an octet (EOS is 30 bits long).
+            let symbol = code.symbols[code.offset[len] as usize + rank as usize] as u8;
+            let first = ((code.first[len] + rank) << (8 - len)) as usize;
+            let mut k = 0;
+            while k < 1 << (8 - len) {
+                table[first + k] = (symbol, len as u8);
+                k += 1;
+            }
+            rank += 1;
+        }
+        len += 1;
+    }
+    table
+}
+
 /// A Huffman string that breaks RFC 7541 §5.2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HuffmanError {
@@ -125,7 +152,15 @@ pub(crate) fn decode_huffman(coded: &[u8], mut emit: impl FnMut(u8)) -> Result<(
 /// The symbol whose code starts the `held` valid bits, and its length; `None` when the bits
 /// left are shorter than any code they begin (only the end of the input).
 fn next_symbol(bits: u64, held: usize) -> Option<(u16, usize)> {
-    for len in SHORTEST..=LONGEST.min(held) {
+    let mut shortest = SHORTEST;
+    if held >= 8 {
+        let (symbol, len) = SHORT[((bits >> (held - 8)) & 0xff) as usize];
+        if len != 0 {
+            return Some((u16::from(symbol), usize::from(len)));
+        }
+        shortest = 9;
+    }
+    for len in shortest..=LONGEST.min(held) {
         let candidate = ((bits >> (held - len)) & low_bits(len)) as u32;
         let rank = candidate.wrapping_sub(CODE.first[len]);
         if rank < CODE.count[len] {
