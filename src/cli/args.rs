@@ -242,13 +242,13 @@ fn parse_watch(s: &str) -> Result<crate::monitor::WatchSpec, String> {
 #[derive(Debug, Args)]
 pub struct WrkArgs {
     /// Connections to keep open.
-    #[arg(short = 'c', long, default_value = "10", value_parser = super::values::count)]
+    #[arg(short = 'c', long, default_value = "10", value_parser = super::values::wrk_count)]
     pub connections: u64,
     /// Duration of the test.
-    #[arg(short = 'd', long, default_value = "10s", value_parser = super::values::duration)]
+    #[arg(short = 'd', long, default_value = "10s", value_parser = super::values::wrk_duration)]
     pub duration: std::time::Duration,
     /// Number of threads to use.
-    #[arg(short = 't', long, default_value = "2", value_parser = super::values::count)]
+    #[arg(short = 't', long, default_value = "2", value_parser = super::values::wrk_count)]
     pub threads: u64,
     /// Load Lua script file (wrk's scripting API; scripts are trusted code).
     #[arg(short = 's', long)]
@@ -260,7 +260,7 @@ pub struct WrkArgs {
     #[arg(short = 'L', long)]
     pub latency: bool,
     /// Socket/request timeout.
-    #[arg(short = 'T', long, default_value = "2s", value_parser = super::values::duration)]
+    #[arg(short = 'T', long, default_value = "2s", value_parser = super::values::wrk_duration)]
     pub timeout: std::time::Duration,
     /// Print version details.
     #[arg(short = 'v', long = "version")]

@@ -20,6 +20,38 @@ pub fn ab_count(text: &str) -> Result<u64, String> {
     })
 }
 
+/// wrk's counts (-c, -t): a whole number, optionally with k, M or G (any case), as wrk's
+/// `scan_metric` reads them; it refuses `1.5` and `1.5k`.
+pub fn wrk_count(text: &str) -> Result<u64, String> {
+    wrk_units(text, &[('k', 1_000), ('m', 1_000_000), ('g', 1_000_000_000)]).ok_or_else(|| {
+        format!("invalid number {text:?}: wrk takes a whole number, with k, M or G or none (e.g. 100, 10k)")
+    })
+}
+
+/// wrk's times (-d, --timeout): whole seconds, optionally with s, m or h (any case), as wrk's
+/// `scan_time` reads them; it refuses `1.5s` and `500ms`.
+pub fn wrk_duration(text: &str) -> Result<Duration, String> {
+    wrk_units(text, &[('s', 1), ('m', 60), ('h', 3_600)])
+        .map(Duration::from_secs)
+        .ok_or_else(|| {
+            format!("invalid duration {text:?}: wrk takes whole seconds, minutes or hours (e.g. 10s, 2m, 1h)")
+        })
+}
+
+/// A whole number and at most one unit letter of `units` (letter, scale), in any case.
+fn wrk_units(text: &str, units: &[(char, u64)]) -> Option<u64> {
+    let t = text.trim();
+    let (digits, scale) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let lower = c.to_ascii_lowercase();
+            let &(_, scale) = units.iter().find(|(unit, _)| *unit == lower)?;
+            (&t[..i], scale)
+        }
+        _ => (t, 1),
+    };
+    plain_count(digits)?.checked_mul(scale)
+}
+
 fn plain_count(text: &str) -> Option<u64> {
     let t = text.trim();
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
@@ -418,6 +450,33 @@ fn rising(values: &[f64]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wrk_numbers_are_whole_with_wrks_units() {
+        assert_eq!(wrk_count("10"), Ok(10));
+        assert_eq!(wrk_count("2k"), Ok(2_000));
+        assert_eq!(wrk_count("1M"), Ok(1_000_000));
+        assert_eq!(wrk_count("1m"), Ok(1_000_000), "wrk's units ignore case");
+        assert_eq!(wrk_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(wrk_duration("10S"), Ok(Duration::from_secs(10)));
+        assert_eq!(wrk_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(wrk_duration("1h"), Ok(Duration::from_secs(3_600)));
+        for refused in [
+            "1.5",
+            "1.5k",
+            "1kb",
+            "k",
+            "",
+            "-1",
+            "1x",
+            "99999999999999999999",
+        ] {
+            assert!(wrk_count(refused).is_err(), "{refused:?}");
+        }
+        for refused in ["1.5s", "500ms", "1d", "s", "-2s", "99999999999999999h"] {
+            assert!(wrk_duration(refused).is_err(), "{refused:?}");
+        }
+    }
 
     #[test]
     fn durations() {

@@ -222,7 +222,7 @@ fn front_ends_that_got_no_answer_say_so_and_exit_1() {
     for (args, says) in [
         (vec!["ab", "-n", "10", u], "no request was answered"),
         (
-            vec!["wrk", "-d", "300ms", "-c", "2", "-t", "1", u],
+            vec!["wrk", "-d", "1", "-c", "2", "-t", "1", u],
             refused.as_str(),
         ),
         (
@@ -679,6 +679,19 @@ fn more_bad_command_lines_exit_2() {
         (
             vec!["wrk", "-d", "10x", "http://127.0.0.1:1/"],
             "invalid duration",
+        ),
+        // wrk's own grammar: whole numbers (it prints its usage for these).
+        (
+            vec!["wrk", "-d", "1.5s", "http://127.0.0.1:1/"],
+            "wrk takes whole seconds",
+        ),
+        (
+            vec!["wrk", "-T", "500ms", "http://127.0.0.1:1/"],
+            "wrk takes whole seconds",
+        ),
+        (
+            vec!["wrk", "-c", "1.5k", "http://127.0.0.1:1/"],
+            "wrk takes a whole number",
         ),
         (vec!["wrk"], "missing URL"),
         (

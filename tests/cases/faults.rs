@@ -228,7 +228,7 @@ fn fault_matrix_wrk_layout() {
             "-t1",
             "-c2",
             "-d1s",
-            "-T300ms",
+            "-T1",
             "--json",
             json.to_str().unwrap(),
             &url,

@@ -191,14 +191,15 @@ fn wrk_output_has_real_wrks_shape() {
 #[test]
 fn wrk_timeout_counts_late_answers_and_sends_nothing_more() {
     let Some(ng) = Nginx::start(NginxConfig {
-        http: "limit_req_zone $server_port zone=s:1m rate=4r/s;",
+        http: "limit_req_zone $server_port zone=s:1m rate=1r/s;",
         server: "limit_req zone=s burst=1000;",
         ..NginxConfig::default()
     }) else {
         return;
     };
     let url = ng.url("/");
-    let o = archbench(&["wrk", "-t1", "-c2", "-d2s", "-T", "300ms", url.as_str()]);
+    // wrk's -T is whole seconds.
+    let o = archbench(&["wrk", "-t1", "-c2", "-d3s", "-T", "1s", url.as_str()]);
     let out = stdout(&o);
     let figure = |prefix: &str, after: &str| -> u64 {
         let line = out.lines().find(|l| l.contains(prefix)).unwrap_or("");
@@ -210,7 +211,7 @@ fn wrk_timeout_counts_late_answers_and_sends_nothing_more() {
     };
     let requests = figure("requests in", "  ");
     let timeouts = figure("Socket errors", "timeout ");
-    // Queued at 4 a second behind two connections, most answers come after 300 ms.
+    // Queued at 1 a second behind two connections: from the third on, answers come after 1 s.
     assert!(
         requests >= 3 && timeouts >= 1 && timeouts <= requests,
         "{out}"
@@ -228,7 +229,7 @@ fn wrk_timeout_counts_late_answers_and_sends_nothing_more() {
         .iter()
         .find_map(|(unit, scale)| Some(max.strip_suffix(unit)?.parse::<f64>().ok()? * scale))
         .unwrap_or_else(|| panic!("no latency max in {out}"));
-    assert!(max_us <= 300_000.0, "{max_us} µs: {out}");
+    assert!(max_us <= 1_000_000.0, "{max_us} µs: {out}");
 }
 
 /// ab's -s fails no request: answers slower than it are waited for (two a second behind
