@@ -217,8 +217,7 @@ fn a_short_runs_worker_is_busy_at_most_all_of_the_time() {
 fn front_ends_that_got_no_answer_say_so_and_exit_1() {
     let url = nothing_listens();
     let u = url.as_str();
-    let port = u.rsplit(':').next().unwrap().trim_end_matches('/');
-    let refused = format!("unable to connect to 127.0.0.1:{port} Connection refused");
+    let refused = crate::util::wrk_refused(u);
     for (args, says) in [
         (vec!["ab", "-n", "10", u], "no request was answered"),
         (

@@ -59,6 +59,14 @@ fn counted_conf() -> String {
     )
 }
 
+/// A configuration nginx -t passes that serves 8080, not the container's port 80: its pods
+/// never become ready, so `config` rolls it back.
+fn deaf_conf(dir: &std::path::Path) -> std::path::PathBuf {
+    let deaf = dir.join("deaf.conf");
+    std::fs::write(&deaf, counted_conf().replace("listen 80;", "listen 8080;")).unwrap();
+    deaf
+}
+
 /// nginx on the intel and arm pools of `ns` (`up --pools-by agentpool`), running `conf`
 /// (written in `dir`), both waited for; its pods' names.
 fn up_by_pools_with(c: &TestCluster, ns: &str, conf: &str, dir: &Path) -> Vec<String> {
@@ -261,8 +269,7 @@ fn the_guides_workflow_end_to_end() {
     );
     assert!(stderr(&o).contains("no_such_directive"), "{}", stderr(&o));
     // One that passes nginx -t but never serves the container's port is rolled back.
-    let deaf = dir.path().join("deaf.conf");
-    std::fs::write(&deaf, counted_conf().replace("listen 80;", "listen 8080;")).unwrap();
+    let deaf = deaf_conf(dir.path());
     let o = k8s(
         c,
         ns,
@@ -833,8 +840,7 @@ fn an_interrupted_rollback_says_the_previous_configuration_stays() {
         &["up", "--arch", "arm", "--wait-timeout", "90s"],
     ));
     let dir = tempfile::tempdir().unwrap();
-    let deaf = dir.path().join("deaf.conf");
-    std::fs::write(&deaf, counted_conf().replace("listen 80;", "listen 8080;")).unwrap();
+    let deaf = deaf_conf(dir.path());
     let (code, rest) = interrupted_while_waiting(
         c,
         ns,

@@ -390,10 +390,7 @@ fn ab_head_and_cookie_flags_send_what_ab_sends() {
             None => archbench(&[&["ab"][..], &args[..]].concat()),
         };
         assert!(out.status.success(), "{}", stderr(&out));
-        let head = server.first_head.get().expect("a request arrived").clone();
-        let head = String::from_utf8(head)
-            .unwrap()
-            .replace(&server.addr.port().to_string(), "PORT");
+        let head = first_head_of(&server);
         let mut lines: Vec<String> = head
             .split("\r\n")
             .filter(|l| !l.is_empty())
@@ -406,6 +403,15 @@ fn ab_head_and_cookie_flags_send_what_ab_sends() {
     assert!(theirs.iter().any(|l| l == "HEAD / HTTP/1.0"), "{theirs:?}");
     assert!(theirs.iter().any(|l| l == "Cookie: b=2"), "{theirs:?}");
     assert_eq!(head(None), theirs);
+}
+
+/// The first request head `server` received, its port written PORT (the real tool and ours
+/// each load a server of their own).
+fn first_head_of(server: &FaultyServer) -> String {
+    let head = server.first_head.get().expect("a request arrived").clone();
+    String::from_utf8(head)
+        .unwrap()
+        .replace(&server.addr.port().to_string(), "PORT")
 }
 
 /// The drop-in promise reaches the wire: a server sees from `archbench wrk` the request it sees
@@ -424,10 +430,7 @@ fn wrk_front_end_sends_the_bytes_wrk_sends() {
             None => archbench(&[&["wrk"][..], &args[..]].concat()),
         };
         assert!(out.status.success());
-        let head = server.first_head.get().expect("a request arrived").clone();
-        String::from_utf8(head)
-            .unwrap()
-            .replace(&server.addr.port().to_string(), "PORT")
+        first_head_of(&server)
     };
     let theirs = first_head(Some(&wrk));
     assert_eq!(theirs, "GET / HTTP/1.1\r\nHost: 127.0.0.1:PORT\r\n\r\n");

@@ -52,6 +52,13 @@ pub fn stderr(o: &Output) -> String {
 }
 
 /// A JSON document a command wrote.
+/// What wrk says (and `archbench wrk` after it) when its check connect to a loopback `url`
+/// is refused.
+pub fn wrk_refused(url: &str) -> String {
+    let port = url.rsplit(':').next().unwrap_or("").trim_end_matches('/');
+    format!("unable to connect to 127.0.0.1:{port} Connection refused")
+}
+
 pub fn read_json(path: impl AsRef<std::path::Path>) -> serde_json::Value {
     let text = std::fs::read_to_string(path).expect("the command wrote its JSON");
     serde_json::from_str(&text).expect("valid JSON")
