@@ -58,12 +58,44 @@ enum Reading {
     Skipped(u64),
 }
 
+/// Head sections longer than this are decoded every time, not kept (a parser per stream slot,
+/// thousands of them, must not each keep a large one).
+const KNOWN_HEAD_MAX: usize = 256;
+
+/// The last head section a parser read and what it said. We allow the server no dynamic
+/// table, so a head's meaning is its bytes alone, and a server answering alike sends the same
+/// bytes every time: those are compared, not decoded again.
+#[derive(Debug, Default)]
+struct KnownHead {
+    section: Vec<u8>,
+    head: Option<ResponseHead>,
+}
+
+impl KnownHead {
+    fn read(&mut self, section: &[u8]) -> Result<ResponseHead, H3Error> {
+        if let Some(head) = self.head.filter(|_| self.section == section) {
+            return Ok(head);
+        }
+        let head = read_head(section)?;
+        if section.len() <= KNOWN_HEAD_MAX {
+            if self.section.capacity() == 0 {
+                self.section.reserve_exact(KNOWN_HEAD_MAX);
+            }
+            self.section.clear();
+            self.section.extend_from_slice(section);
+            self.head = Some(head);
+        }
+        Ok(head)
+    }
+}
+
 /// The response parser of one request stream; see the module documentation.
 #[derive(Debug)]
 pub(crate) struct ResponseParser {
     header: FrameHeaderReader,
     reading: Reading,
     section: PayloadBuffer,
+    known: KnownHead,
     max_headers_frame: usize,
     phase: Phase,
     is_head: bool,
@@ -80,6 +112,7 @@ impl ResponseParser {
             header: FrameHeaderReader::default(),
             reading: Reading::FrameHeader,
             section: PayloadBuffer::default(),
+            known: KnownHead::default(),
             max_headers_frame,
             phase: Phase::AwaitingHead,
             is_head: false,
@@ -216,7 +249,7 @@ impl ResponseParser {
             self.phase = Phase::AfterTrailers;
             return Ok(());
         }
-        let head = read_head(section)?;
+        let head = self.known.read(section)?;
         match head.status {
             101 => Err(H3Error::malformed(
                 "101 Switching Protocols, which HTTP/3 forbids",
@@ -369,6 +402,30 @@ mod tests {
             Ok(true)
         );
         assert_eq!(parser.finish().map(|s| s.status), Ok(404));
+    }
+
+    /// A head read before is compared, not decoded again; any other is decoded, a malformed
+    /// one refused however close to the one known.
+    #[test]
+    fn a_head_seen_before_reads_as_it_did_and_others_read_afresh() {
+        let mut parser = ResponseParser::new(DEFAULT_MAX_HEADERS_FRAME);
+        let mut read = |stream: &[u8]| {
+            parser.start(false);
+            parser.feed(stream)?;
+            parser.finish()
+        };
+        let with_body = |head: Vec<u8>| [head, frame(DATA, b"ab")].concat();
+        for _ in 0..3 {
+            assert_eq!(read(&with_body(ok_200(b"2"))).map(|s| s.status), Ok(200));
+        }
+        let other = headers(&[(b":status", b"404"), (b"content-length", b"2")]);
+        assert_eq!(read(&with_body(other)).map(|s| s.status), Ok(404));
+        // The known head with one byte of its length changed: content-length 3 against 2.
+        let longer = with_body(ok_200(b"3"));
+        assert_eq!(read(&longer).unwrap_err().code, ErrorCode::MESSAGE_ERROR);
+        let bad = headers(&[(b":status", b"200"), (b"connection", b"close")]);
+        assert_eq!(read(&bad).unwrap_err().code, ErrorCode::MESSAGE_ERROR);
+        assert_eq!(read(&with_body(ok_200(b"2"))).map(|s| s.status), Ok(200));
     }
 
     #[test]
