@@ -31,11 +31,13 @@ pub fn wrk_count(text: &str) -> Result<u64, String> {
 /// wrk's times (-d, --timeout): whole seconds, optionally with s, m or h (any case), as wrk's
 /// `scan_time` reads them; it refuses `1.5s` and `500ms`.
 pub fn wrk_duration(text: &str) -> Result<Duration, String> {
-    wrk_units(text, &[('s', 1), ('m', 60), ('h', 3_600)])
-        .map(Duration::from_secs)
-        .ok_or_else(|| {
-            format!("invalid duration {text:?}: wrk takes whole seconds, minutes or hours (e.g. 10s, 2m, 1h)")
-        })
+    let secs = wrk_units(text, &[('s', 1), ('m', 60), ('h', 3_600)]).ok_or_else(|| {
+        format!("invalid duration {text:?}: wrk takes whole seconds, minutes or hours (e.g. 10s, 2m, 1h)")
+    })?;
+    if secs as f64 > LONGEST_DURATION_S {
+        return Err(format!("duration {text:?} is out of range"));
+    }
+    Ok(Duration::from_secs(secs))
 }
 
 /// A whole number and at most one unit letter of `units` (letter, scale), in any case.
@@ -59,6 +61,10 @@ fn plain_count(text: &str) -> Option<u64> {
     }
     t.parse().ok()
 }
+
+/// The longest duration a user may type, in seconds (about 31 years): beyond it a deadline
+/// could not be represented.
+const LONGEST_DURATION_S: f64 = 1e9;
 
 /// Parses `10`, `10s`, `1.5m`, `2h`, `500ms`, `250us` (a bare number means seconds, as in wrk
 /// and ab).
@@ -84,7 +90,7 @@ pub fn duration(text: &str) -> Result<Duration, String> {
         }
     };
     let secs = value * scale;
-    if !secs.is_finite() || secs > 1e9 {
+    if !secs.is_finite() || secs > LONGEST_DURATION_S {
         return Err(format!("duration {text:?} is out of range"));
     }
     Ok(Duration::from_secs_f64(secs))
@@ -187,7 +193,9 @@ pub fn tls_version(text: &str) -> Result<crate::http::tls::TlsVersion, String> {
 /// h2load's durations: whole seconds by default (`-D 10`), or with a unit (`10s`, `1m`).
 pub fn seconds_or_duration(text: &str) -> Result<std::time::Duration, String> {
     match text.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(std::time::Duration::from_secs_f64(s)),
+        Ok(s) if s.is_finite() && s > 0.0 && s < LONGEST_DURATION_S => {
+            Ok(std::time::Duration::from_secs_f64(s))
+        }
         Ok(_) => Err(format!(
             "invalid duration {text:?}: use seconds above 0, e.g. 10"
         )),
@@ -473,7 +481,15 @@ mod tests {
         ] {
             assert!(wrk_count(refused).is_err(), "{refused:?}");
         }
-        for refused in ["1.5s", "500ms", "1d", "s", "-2s", "99999999999999999h"] {
+        for refused in [
+            "1.5s",
+            "500ms",
+            "1d",
+            "s",
+            "-2s",
+            "99999999999999999h",
+            "300000h",
+        ] {
             assert!(wrk_duration(refused).is_err(), "{refused:?}");
         }
     }

@@ -166,7 +166,8 @@ pub struct H3Worker<'a> {
     bufs: DatagramBuffers,
     /// Each connection's QUIC timer, earliest first.
     timers: QuicTimers,
-    /// The connections whose timer is due, as the last wake-up found them.
+    /// Scratch for the connections whose timer is due at a wake-up (kept so that taking
+    /// them allocates nothing).
     due: Vec<usize>,
 }
 

@@ -6,9 +6,9 @@
 //! So the code lengths of the 257 symbols (the 256 octets and EOS) are the whole table; the
 //! rest is computed at compile time. A symbol of 8 bits or fewer (most of header text) is
 //! looked up by the next 8 bits in a table of 256; a longer one is found by growing a
-//! candidate code one length at a time until it falls inside that length's range. (The `loona-hpack` decoder that
-//! the HTTP/2 side uses builds a hash map per call and returns a `Vec`: not for every
-//! response.)
+//! candidate code one length at a time until it falls inside that length's range. (The
+//! `loona-hpack` decoder that the HTTP/2 side uses builds a hash map per call and returns a
+//! `Vec`: not for every response.)
 
 /// Each symbol's code length in bits (RFC 7541 Appendix B, "len in bits"); index 256 is EOS.
 #[rustfmt::skip]
