@@ -396,11 +396,7 @@ mod tls {
         let Some(ng) = tls_nginx(true) else { return };
         let url = ng.https_url("/");
         let args = ["-n", "20", "-c", "2", url.as_str()];
-        let real = std::process::Command::new(&h2load)
-            .args(args)
-            .output()
-            .unwrap();
-        let ours = crate::util::archbench(&[&["h2load"][..], &args[..]].concat());
+        let (real, ours) = crate::util::real_and_ours(&h2load, "h2load", &args);
         let settled = |o: &std::process::Output| -> Vec<String> {
             crate::util::stdout(o)
                 .lines()
@@ -617,13 +613,7 @@ mod h2load {
             ],
             vec!["--rps", "200", "-n", "100", "-c", "2", url.as_str()],
         ] {
-            let real = std::process::Command::new(&h2load)
-                .args(&args)
-                .output()
-                .unwrap();
-            let mut ours_args = vec!["h2load"];
-            ours_args.extend_from_slice(&args);
-            let ours = archbench(&ours_args);
+            let (real, ours) = crate::util::real_and_ours(&h2load, "h2load", &args);
             assert!(ours.status.success(), "{args:?}");
             if args[0] == "-n" {
                 // Its rate is over the time it prints, as h2load's (it was over a shorter
@@ -850,6 +840,9 @@ mod h2load {
             let close = |shown: f64, exact: f64| (shown - exact).abs() <= 0.005 + 1e-9;
             let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
             let max = rates.iter().copied().fold(0.0, f64::max);
+            // Each client's own span and count: not the run's rate shared out (which printed
+            // min = max = mean, sd 0).
+            assert!(max > min, "{rates:?}");
             assert!(
                 close(row[0], min) && close(row[1], max),
                 "{row:?} {rates:?}"

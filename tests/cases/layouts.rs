@@ -171,13 +171,7 @@ fn wrk_output_has_real_wrks_shape() {
     // The URL as typed: without a path wrk says none (archbench added a '/').
     for url in [url.as_str(), url.trim_end_matches('/')] {
         let args = ["-t1", "-c4", "-d1s", "--latency", url];
-        let real = std::process::Command::new(&wrk)
-            .args(args)
-            .output()
-            .unwrap();
-        let mut ours_args = vec!["wrk"];
-        ours_args.extend_from_slice(&args);
-        let ours = archbench(&ours_args);
+        let (real, ours) = crate::util::real_and_ours(&wrk, "wrk", &args);
         assert!(ours.status.success());
         assert_eq!(shape(&stdout(&ours)), shape(&stdout(&real)));
         let first = |o: &std::process::Output| stdout(o).lines().next().map(str::to_string);
@@ -305,13 +299,7 @@ fn ab_output_has_real_abs_shape() {
             url.as_str(),
         ],
     ] {
-        let real = std::process::Command::new(&ab)
-            .args(&args)
-            .output()
-            .unwrap();
-        let mut ours_args = vec!["ab"];
-        ours_args.extend_from_slice(&args);
-        let ours = archbench(&ours_args);
+        let (real, ours) = crate::util::real_and_ours(&ab, "ab", &args);
         assert!(ours.status.success());
         // ab's heartbeat on stderr, line for line: every tenth (at least 100) above 150.
         let heartbeat = |o: &std::process::Output| -> Vec<String> {
@@ -350,10 +338,7 @@ fn ab_output_over_https_has_real_abs_shape() {
     };
     let url = ng.https_url("/");
     let args = ["-n", "50", "-c", "2", url.as_str()];
-    let real = std::process::Command::new(&ab).args(args).output().unwrap();
-    let mut ours_args = vec!["ab"];
-    ours_args.extend_from_slice(&args);
-    let ours = archbench(&ours_args);
+    let (real, ours) = crate::util::real_and_ours(&ab, "ab", &args);
     assert!(ours.status.success(), "{}", stderr(&ours));
     // The SSL/TLS Protocol line (version, OpenSSL's cipher name, bits) word for word, the
     // Server Temp Key line with its bits masked, and the rest in shape.

@@ -710,8 +710,7 @@ fn each_front_end_answers_its_version_flag_as_its_tool_begins() {
         let Some(real) = crate::util::require_tool(tool) else {
             continue;
         };
-        let real = std::process::Command::new(real).arg(flag).output().unwrap();
-        let ours = archbench(&[tool, flag]);
+        let (real, ours) = crate::util::real_and_ours(&real, tool, &[flag]);
         assert_eq!(
             ours.status.code(),
             Some(0),

@@ -51,7 +51,15 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A JSON document a command wrote.
+/// The real tool at `tool` and `archbench FRONT_END`, each run with the same `args`: their
+/// outputs, the real one's first.
+pub fn real_and_ours(tool: &std::path::Path, front_end: &str, args: &[&str]) -> (Output, Output) {
+    let real = Command::new(tool).args(args).output().unwrap();
+    let mut ours_args = vec![front_end];
+    ours_args.extend_from_slice(args);
+    (real, archbench(&ours_args))
+}
+
 /// What wrk says (and `archbench wrk` after it) when its check connect to a loopback `url`
 /// is refused.
 pub fn wrk_refused(url: &str) -> String {
@@ -59,6 +67,7 @@ pub fn wrk_refused(url: &str) -> String {
     format!("unable to connect to 127.0.0.1:{port} Connection refused")
 }
 
+/// A JSON document a command wrote.
 pub fn read_json(path: impl AsRef<std::path::Path>) -> serde_json::Value {
     let text = std::fs::read_to_string(path).expect("the command wrote its JSON");
     serde_json::from_str(&text).expect("valid JSON")
