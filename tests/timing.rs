@@ -684,8 +684,11 @@ fn a_pods_cpu_limit_sets_its_throughput_and_the_scaling_verdict_rests_on_it() {
         figure(1, "cores"),
     );
     assert!((0.4..=0.6).contains(&rps), "req/s ratio {rps}");
+    // The two pods' work per CPU-second agrees, within what was seen on this machine kind:
+    // 0.975, 1.002 and 0.982 run alone, 1.178 once in a full CI run (224,759 against 190,749
+    // requests per pod CPU-second); CPU accounting off by the limit's factor would be 2.
     assert!(
-        (per_cpu - 1.0).abs() <= 0.15,
+        (per_cpu - 1.0).abs() <= 0.25,
         "req per CPU-s ratio {per_cpu}"
     );
     // The Scaling line from these measured figures: both sides server-bound, so a verdict.
